@@ -1,0 +1,1 @@
+"""The HDFS operators, filesystem adapters, Spark data sources and the command line."""

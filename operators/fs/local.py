@@ -1,0 +1,198 @@
+"""The local-disk backend: the embedded default (``/path`` or ``file:///path``)."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import logging
+import os
+import shutil
+import stat as stat_mod
+
+from region.fs import FileStatus
+
+__all__ = ["LocalFileSystem", "LocalWriter"]
+
+logger = logging.getLogger(__name__)
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def _load_renameat2() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        func = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    func.restype = ctypes.c_int
+    return func
+
+
+_renameat2 = _load_renameat2()
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path or ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalWriter:
+    """An exclusive writer: an advisory ``flock`` stands in for the HDFS single-writer lease, and
+    like a lease it is released by the kernel when the holder dies."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self._path = path
+        self._file = os.fdopen(fd, "ab", buffering=1 << 20)
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def write(self, data: bytes) -> None:
+        self._file.write(data)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def sync(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._file.close()  # closing the descriptor releases the flock
+
+
+class LocalFileSystem:
+    """Local files through ``os``. Paths are absolute or relative to the working directory."""
+
+    supports_truncate = True
+
+    def display(self, path: str) -> str:
+        return "file://" + os.path.abspath(path)
+
+    def status(self, path: str) -> FileStatus:
+        st = os.stat(path)
+        return FileStatus(path, st.st_size, st.st_mtime_ns, stat_mod.S_ISDIR(st.st_mode))
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        out: list[FileStatus] = []
+        with os.scandir(path) as entries:
+            for entry in entries:
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:  # deleted between readdir and stat
+                    continue
+                out.append(
+                    FileStatus(entry.path, st.st_size, st.st_mtime_ns, stat_mod.S_ISDIR(st.st_mode))
+                )
+        return out
+
+    def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
+        with open(path, "rb") as f:
+            if offset:
+                f.seek(offset)
+            return f.read(length if length >= 0 else -1)
+
+    def _open_locked(self, path: str, flags: int, permission: int | None) -> LocalWriter:
+        fd = os.open(path, flags | os.O_WRONLY | os.O_CLOEXEC, 0o666)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                msg = f"{path}: another writer holds the file open (lease held)"
+                raise BlockingIOError(errno.EWOULDBLOCK, msg) from None
+            if flags & os.O_CREAT and not flags & os.O_APPEND:
+                os.ftruncate(fd, 0)  # overwrite only once we own the lease
+            if permission is not None:
+                os.fchmod(fd, permission)
+        except BaseException:
+            os.close(fd)
+            raise
+        return LocalWriter(path, fd)
+
+    def create(
+        self, path: str, *, overwrite: bool = False, permission: int | None = None
+    ) -> LocalWriter:
+        parent = os.path.dirname(path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        flags = os.O_CREAT if overwrite else os.O_CREAT | os.O_EXCL
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+        return self._open_locked(path, flags, permission)
+
+    def append(self, path: str) -> LocalWriter:
+        if not os.path.isfile(path):
+            if os.path.isdir(path):
+                raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+            raise FileNotFoundError(errno.ENOENT, "no such file to append to", path)
+        return self._open_locked(path, os.O_APPEND, None)
+
+    def truncate(self, path: str, length: int) -> None:
+        size = os.stat(path).st_size
+        if length > size:
+            raise ValueError(f"{path}: cannot truncate to {length} bytes, the file has {size}")
+        if length < 0:
+            raise ValueError(f"{path}: cannot truncate to a negative length {length}")
+        if length != size:
+            os.truncate(path, length)
+
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        parent = os.path.dirname(dst)
+        if overwrite:
+            os.replace(src, dst)
+        else:
+            self._rename_noreplace(src, dst)
+        _fsync_dir(parent)  # the rename itself must survive a power cut
+
+    @staticmethod
+    def _rename_noreplace(src: str, dst: str) -> None:
+        if _renameat2 is not None:
+            rc = _renameat2(
+                _AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE
+            )
+            if rc == 0:
+                return
+            err = ctypes.get_errno()
+            if err == errno.EEXIST:
+                raise FileExistsError(errno.EEXIST, "rename target exists", dst)
+            if err not in (errno.EINVAL, errno.ENOSYS):
+                raise OSError(err, os.strerror(err), src, None, dst)
+        # Filesystem without RENAME_NOREPLACE: check, then rename. Writers hold leases, so the
+        # only race left is two processes renaming onto the same new name at once.
+        if os.path.lexists(dst):
+            raise FileExistsError(errno.EEXIST, "rename target exists", dst)
+        os.rename(src, dst)
+
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                if recursive:
+                    shutil.rmtree(path)
+                else:
+                    os.rmdir(path)
+            else:
+                os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def mkdirs(self, path: str, *, permission: int | None = None) -> None:
+        if permission is None:
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(path, mode=permission, exist_ok=True)
+            os.chmod(path, permission)  # makedirs' mode is filtered by the umask

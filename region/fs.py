@@ -1,0 +1,94 @@
+"""The filesystem contract the runtime and the operators rely on (close to HDFS semantics).
+
+Paths are POSIX-style strings understood by the backend (``/a/b`` for local disk and HDFS).
+There are no random writes: a file is created, appended to, truncated, renamed or deleted.
+
+Errors are Python built-ins whose message names the path:
+``FileNotFoundError`` (missing), ``FileExistsError`` (create / rename onto an existing path without
+overwrite), ``PermissionError``, ``IsADirectoryError`` / ``NotADirectoryError``, ``ValueError``
+(truncate longer than the file), ``BlockingIOError`` (another writer holds the lease),
+``OSError`` / ``ConnectionError`` for the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = ["FileStatus", "FileSystem", "FileWriter"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileStatus:
+    """One entry of a listing. ``mtime_ns`` is nanoseconds since the epoch."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    is_dir: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+@runtime_checkable
+class FileWriter(Protocol):
+    """An open output stream; the only writer of its file until closed (the HDFS lease)."""
+
+    @property
+    def path(self) -> str: ...
+
+    def write(self, data: bytes) -> None:
+        """Append ``data`` at the end of the file."""
+
+    def flush(self) -> None:
+        """Make written bytes visible to new readers (HDFS hflush)."""
+
+    def sync(self) -> None:
+        """Make written bytes durable on the storage (HDFS hsync, local fsync)."""
+
+    def close(self) -> None:
+        """Flush and release the file; closing twice is a no-op."""
+
+
+@runtime_checkable
+class FileSystem(Protocol):
+    """What the runtime and operators need from a filesystem. Implemented in ``operators.fs``."""
+
+    #: ``True`` when :meth:`truncate` works (local disk, HDFS >= 2.7, WebHDFS TRUNCATE).
+    supports_truncate: bool
+
+    def display(self, path: str) -> str:
+        """The path as a URI for messages and logs (never with credentials)."""
+
+    def status(self, path: str) -> FileStatus:
+        """Size and mtime of ``path``. ``FileNotFoundError`` when missing."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        """Direct children of a directory, in no particular order."""
+
+    def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
+        """Up to ``length`` bytes from ``offset`` (all the rest when negative)."""
+
+    def create(
+        self, path: str, *, overwrite: bool = False, permission: int | None = None
+    ) -> FileWriter:
+        """A new file, parents created. ``FileExistsError`` if it exists and not ``overwrite``."""
+
+    def append(self, path: str) -> FileWriter:
+        """Write at the end of an existing file. ``FileNotFoundError`` when missing."""
+
+    def truncate(self, path: str, length: int) -> None:
+        """Cut the file to ``length`` bytes; equal is a no-op, longer is ``ValueError``."""
+
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        """Atomic rename. ``FileExistsError`` when ``dst`` exists and not ``overwrite``."""
+
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        """Remove a file (or a tree when ``recursive``); ``False`` when it was missing."""
+
+    def mkdirs(self, path: str, *, permission: int | None = None) -> None:
+        """Create a directory and its parents; existing directories are fine."""

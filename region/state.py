@@ -1,0 +1,132 @@
+"""The state-handler protocol every operator of a consistent region implements.
+
+Lifecycle (the controller is the only caller of these methods):
+
+1. After construction the operator is *not* ready: the controller first calls either
+   :meth:`StateHandler.reset` (a checkpoint exists) or :meth:`StateHandler.reset_to_initial_state`
+   (none does). Start operators get no permit before that call returns.
+2. While the region is PROCESSING, tuples flow; the state-handler methods are never called
+   concurrently with tuple processing of the same region (the controller holds every permit).
+3. A cut calls, in topological order, :meth:`drain` on every operator, then :meth:`checkpoint` on
+   every operator, then writes one region checkpoint, then :meth:`on_cut_completed` on every
+   operator, then :meth:`retire_checkpoint` for cuts no longer needed.
+4. A failure anywhere calls :meth:`reset` (or :meth:`reset_to_initial_state`) on every operator.
+
+State is a small plain value: a ``dict`` of JSON primitives (str, int, float, bool, None, lists
+and dicts of those). The same state is written to the checkpoint store and used as a Spark offset.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Batch", "SinkOperator", "StartOperator", "State", "StateHandler"]
+
+State = Mapping[str, Any]
+
+
+class StateHandler(ABC):
+    """An operator whose state is captured by consistent cuts."""
+
+    #: Unique within a region; keys the operator's state in the region checkpoint.
+    name: str
+
+    @abstractmethod
+    def drain(self) -> None:
+        """Push everything buffered to its destination and make it durable.
+
+        Called at the start of a cut, after every permit is back. May be called before the first
+        tuple and must then do nothing. For a sink: write buffers and *sync* (not only flush).
+        Raising resets the region.
+        """
+
+    @abstractmethod
+    def checkpoint(self, cut_id: int) -> State:
+        """Return the state to restore on reset. Called after every operator drained.
+
+        Must not crash before the first tuple, before the first file is open, or twice in a row.
+        The returned value is owned by the caller: return a fresh dict, not internal state.
+        """
+
+    @abstractmethod
+    def reset(self, state: State) -> None:
+        """Return to ``state`` (a value this operator's :meth:`checkpoint` returned, possibly in an
+        earlier process). Undo every effect made after that checkpoint (a sink in exactly-once mode
+        truncates and deletes), redo any effect the cut promised but did not finish (publishing),
+        and drop in-flight work. Must be idempotent: a reset may be repeated after a failed reset.
+        """
+
+    @abstractmethod
+    def reset_to_initial_state(self) -> None:
+        """Like :meth:`reset` when no cut has ever completed: back to the state at construction,
+        undoing effects of earlier attempts. Idempotent."""
+
+    def on_cut_completed(self, cut_id: int) -> None:  # noqa: B027 - optional hook
+        """The region checkpoint of ``cut_id`` is durable: effects it covers may be made visible
+        (a sink publishes files closed before the cut). A crash before or during this call is
+        repaired by :meth:`reset` with that cut's state, so it must be safe to run twice."""
+
+    def retire_checkpoint(self, cut_id: int) -> None:  # noqa: B027 - optional hook
+        """The checkpoint of ``cut_id`` will never be restored again: drop anything kept for it."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources at stop (after the final cut of a graceful stop). Not a cut:
+        must not publish or delete anything the last cut does not cover."""
+
+
+@dataclass(slots=True)
+class Batch:
+    """Records moving through an in-process pipeline, with the punctuation that follows them.
+
+    ``records`` are ``str`` (line mode) or ``bytes`` (binary mode) for the file source, or paths
+    for the directory scan. ``punctuation`` marks the end of a window (the end of a file).
+    ``origin`` names the file the records came from, when there is one.
+    """
+
+    records: list[Any] = field(default_factory=list)
+    punctuation: bool = False
+    origin: str | None = None
+
+
+class StartOperator(StateHandler):
+    """An operator that starts the region: the runtime pulls batches from it under a permit."""
+
+    @abstractmethod
+    def next_batch(self, max_records: int) -> Batch | None:
+        """Return up to ``max_records`` records, or ``None`` when nothing is available now.
+
+        Called only while the caller holds a permit, so no cut or reset runs meanwhile: whatever
+        this call returns is covered by the next cut. Returning a batch with ``punctuation`` marks
+        a point where an operator-driven region cuts (the end of a file).
+        """
+
+    def exhausted(self) -> bool:
+        """``True`` once no more input can ever come (a single-file source at its end).
+
+        A directory scan is never exhausted; ``available_now`` runs stop when
+        :meth:`next_batch` returns ``None`` instead.
+        """
+        return False
+
+    def poll_interval(self) -> float:
+        """Seconds the runtime waits after ``next_batch`` returned ``None``."""
+        return 0.05
+
+
+class SinkOperator(StateHandler):
+    """An operator at the end of a pipeline."""
+
+    @abstractmethod
+    def write(self, batch: Batch) -> None:
+        """Write the batch's records, then handle its punctuation (e.g. close the file).
+
+        Called while the caller holds a permit. A record that cannot be written raises an error
+        naming the record and the file; the region then resets.
+        """
+
+    def on_tick(self, now: float) -> None:
+        """Called regularly (also when idle, under a permit) so timers such as ``time_per_file``
+        fire without new data. ``now`` is ``time.time()``."""
