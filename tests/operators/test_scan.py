@@ -1,0 +1,304 @@
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from pydantic import ValidationError
+
+from operators.scan import HDFS2DirectoryScan, ScanSettings
+from tests.operators.conftest import FakeClock, Landing
+
+S = 1_000_000_000  # ns per second
+T0 = 1_700_000_000 * S  # mtimes of test files, well before the fake clock's "now"
+
+
+def make_scan(landing: Landing, clock: FakeClock, **settings: object) -> HDFS2DirectoryScan:
+    values: dict[str, object] = {"directory": landing.dir, "sleep_time": 5}
+    values.update(settings)
+    scan = HDFS2DirectoryScan(ScanSettings.model_validate(values), landing.fs, clock=clock)
+    scan.reset_to_initial_state()
+    return scan
+
+
+def names(scan: HDFS2DirectoryScan) -> list[str]:
+    """Every file the scan emits now (without waiting for another listing)."""
+    out = []
+    while (status := scan.next_file()) is not None:
+        out.append(status.name)
+    return out
+
+
+# -- settings ---------------------------------------------------------------------------------
+
+
+def test_ibm_names_are_aliases_and_defaults_match_ibm() -> None:
+    s = ScanSettings.model_validate(
+        {"directory": "/in", "sleepTime": "250ms", "initDelay": 2, "strictMode": True}
+    )
+    assert (s.sleep_time, s.init_delay, s.strict_mode) == (0.25, 2.0, True)
+    d = ScanSettings(directory="/in")
+    assert (d.sleep_time, d.init_delay, d.strict_mode) == (5.0, 0.0, False)
+    assert (d.min_file_age, d.late_window, d.roots) == (0.0, 0.0, None)
+
+
+def test_bad_pattern_error_names_the_pattern() -> None:
+    with pytest.raises(ValidationError, match=r"pattern '\(\*unclosed' is not a valid"):
+        ScanSettings(directory="/in", pattern="(*unclosed")
+
+
+def test_unknown_field_and_directory_outside_roots_are_config_errors() -> None:
+    with pytest.raises(ValidationError, match="sleep_tme"):
+        ScanSettings.model_validate({"directory": "/in", "sleep_tme": 1})
+    with pytest.raises(ValidationError, match=r"'/data/\.\./etc' is outside the allowed roots"):
+        ScanSettings(directory="/data/../etc", roots=("/data",))
+
+
+# -- order and listing ------------------------------------------------------------------------
+
+
+def test_emits_full_paths_in_mtime_then_name_order_once(landing: Landing, clock: FakeClock) -> None:
+    for name, ts in [("E", 1), ("A", 3), ("C", 2), ("H", 6), ("G", 6), ("F", 6), ("B", 4)]:
+        landing.put(name, name, T0 + ts * S)
+    scan = make_scan(landing, clock)
+    batch = scan.next_batch(4)
+    assert batch is not None and batch.punctuation
+    assert batch.records == [landing.path(n) for n in ["E", "C", "A", "B"]]
+    assert names(scan) == ["F", "G", "H"]
+    clock.advance(60)
+    assert scan.next_batch(10) is None  # listed again: nothing new, nothing twice
+    assert scan.metrics()["files_emitted"] == 7
+
+
+def test_pattern_is_a_full_match_on_the_base_name(landing: Landing, clock: FakeClock) -> None:
+    for n in ["a.csv", "a.csv.bak", "xa.csvx", "b.csv"]:
+        landing.put(n, n, T0)
+    assert names(make_scan(landing, clock, pattern=r".*\.csv")) == ["a.csv", "b.csv"]
+
+
+def test_relists_only_after_sleep_time_and_skips_nothing_across_listings(
+    landing: Landing, clock: FakeClock
+) -> None:
+    landing.put("a", "a", T0 + 1 * S)
+    scan = make_scan(landing, clock, sleep_time=10)
+    assert names(scan) == ["a"]
+    landing.put("b", "b", T0 + 2 * S)
+    clock.advance(9)
+    assert scan.next_file() is None  # the listing of 9 s ago is exhausted; not time yet
+    assert scan.poll_interval() == pytest.approx(1.0)
+    clock.advance(1)
+    assert names(scan) == ["b"]
+    assert scan.metrics()["listings"] == 2
+
+
+def test_init_delay_holds_the_first_listing(landing: Landing, clock: FakeClock) -> None:
+    landing.put("a", "a", T0)
+    scan = make_scan(landing, clock, init_delay=3)
+    assert scan.next_batch(5) is None
+    clock.advance(3)
+    assert names(scan) == ["a"]
+
+
+def test_missing_directory_is_a_warning_unless_strict(
+    landing: Landing, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = landing.root + "/later"
+    lenient = make_scan(landing, clock, directory=missing)
+    with caplog.at_level(logging.WARNING, logger="operators.scan"):
+        assert lenient.next_batch(5) is None
+    assert "later does not exist" in caplog.text
+    landing.fs.mkdirs(missing)
+    landing.fs.create(missing + "/x").close()
+    clock.advance(5)
+    assert names(lenient) == ["x"]
+
+    strict = make_scan(landing, clock, directory=landing.root + "/nope", strict_mode=True)
+    with pytest.raises(FileNotFoundError, match="nope does not exist"):
+        strict.next_batch(5)
+
+
+# -- state ------------------------------------------------------------------------------------
+
+
+def test_checkpoint_before_anything_is_a_valid_state(landing: Landing, clock: FakeClock) -> None:
+    """Weakness 9: a cut before the first file must not crash and must replay everything."""
+    scan = HDFS2DirectoryScan(ScanSettings(directory=landing.dir), landing.fs, clock=clock)
+    scan.drain()
+    state = scan.checkpoint(1)
+    assert state == {"directory": landing.dir, "key": None, "late": {}}
+    landing.put("a", "a", T0)
+    fresh = HDFS2DirectoryScan(ScanSettings(directory=landing.dir), landing.fs, clock=clock)
+    fresh.reset(json.loads(json.dumps(state)))
+    assert names(fresh) == ["a"]
+
+
+def test_snapshot_rebuild_resume_at_every_cut_point(landing: Landing, clock: FakeClock) -> None:
+    # Ties everywhere: 5 mtimes for 14 files, names out of creation order.
+    files = [(f"f{(5 * i) % 14:02d}", T0 + (i % 5) * S) for i in range(14)]
+    for name, mtime in files:
+        landing.put(name, name, mtime)
+    expected = [n for n, _ in sorted(files, key=lambda f: (f[1], f[0]))]
+    for cut in range(len(expected) + 1):
+        first = make_scan(landing, clock)
+        before = [first.next_file() for _ in range(cut)]
+        state = json.loads(json.dumps(first.checkpoint(cut)))
+        rebuilt = HDFS2DirectoryScan(ScanSettings(directory=landing.dir), landing.fs, clock=clock)
+        rebuilt.reset(state)
+        assert [s.name for s in before if s] + names(rebuilt) == expected, f"cut after {cut}"
+
+
+def test_reset_drops_the_in_memory_listing_and_replays_from_the_cut(
+    landing: Landing, clock: FakeClock
+) -> None:
+    """Weakness 8: a file handed out after the cut (still in flight at the crash) comes back once
+    from the replay, and nothing left over from the old listing is emitted on top of it."""
+    for i, n in enumerate("abcde"):
+        landing.put(n, n, T0 + i * S)
+    scan = make_scan(landing, clock)
+    assert names_n(scan, 2) == ["a", "b"]
+    cut = scan.checkpoint(1)
+    assert names_n(scan, 2) == ["c", "d"]  # "d" is in flight when the region resets
+    scan.reset(cut)
+    assert names(scan) == ["c", "d", "e"]
+    clock.advance(60)
+    assert names(scan) == []
+    scan.reset_to_initial_state()
+    assert names(scan) == list("abcde")
+
+
+def names_n(scan: HDFS2DirectoryScan, n: int) -> list[str]:
+    out = [scan.next_file() for _ in range(n)]
+    return [s.name for s in out if s is not None]
+
+
+def test_state_without_a_window_stays_small(landing: Landing, clock: FakeClock) -> None:
+    for i in range(300):
+        landing.put(f"file-{i:04d}", "x", T0 + (i // 100) * S)  # groups of 100 equal mtimes
+    scan = make_scan(landing, clock)
+    assert len(names(scan)) == 300
+    state = scan.checkpoint(1)
+    assert state["late"] == {}
+    assert len(json.dumps(state)) < 1024
+
+
+# -- weaknesses of the original ---------------------------------------------------------------
+
+
+def test_weakness4_lone_file_with_the_checkpointed_mtime_is_not_skipped(
+    landing: Landing, clock: FakeClock
+) -> None:
+    """IBM compares names only when two files share an mtime in the current listing: after "x"
+    was processed and removed, a lone "y" with the same mtime was skipped."""
+    landing.put("x", "x", T0)
+    scan = make_scan(landing, clock)
+    assert names(scan) == ["x"]
+    state = scan.checkpoint(1)
+    landing.remove("x")
+    landing.put("y", "y", T0)
+    clock.advance(5)
+    assert names(scan) == ["y"]
+    # The same after a restart from the checkpoint taken after "x".
+    rebuilt = make_scan(landing, clock)
+    rebuilt.reset(state)
+    assert names(rebuilt) == ["y"]
+
+
+def test_weakness5_late_file_with_an_older_mtime_is_emitted_once_within_the_window(
+    landing: Landing, clock: FakeClock
+) -> None:
+    landing.put("new", "n", T0 + 100 * S)
+    scan = make_scan(landing, clock, late_window="60s")
+    off = make_scan(landing, clock)
+    assert names(scan) == ["new"] and names(off) == ["new"]
+    # A copy that kept its mtime (50 s older) and one far older than the window.
+    landing.put("copied", "c", T0 + 50 * S)
+    landing.put("ancient", "a", T0 + 1 * S)
+    clock.advance(5)
+    assert names(scan) == ["copied"]
+    assert names(off) == []  # the IBM behaviour: late files are never seen
+    state = scan.checkpoint(1)
+    assert state["late"] == {"copied": T0 + 50 * S, "new": T0 + 100 * S}
+    clock.advance(5)
+    assert names(scan) == []  # once only
+    rebuilt = make_scan(landing, clock, late_window="60s")
+    rebuilt.reset(json.loads(json.dumps(state)))
+    assert names(rebuilt) == []  # once only, across a restart too
+
+
+def test_weakness5_late_memory_is_bounded_by_the_window(landing: Landing, clock: FakeClock) -> None:
+    scan = make_scan(landing, clock, late_window=10)
+    sizes = []
+    for i in range(40):
+        landing.put(f"f{i:03d}", "x", T0 + i * S)  # one file per second
+        clock.advance(5)
+        assert names(scan) == [f"f{i:03d}"]
+        sizes.append(len(scan.checkpoint(i)["late"]))
+    # Names within [key - 10 s, key]: 11 at most, however many files went by.
+    assert max(sizes) == 11 and sizes[-1] == 11
+    assert sorted(scan.checkpoint(99)["late"]) == [f"f{i:03d}" for i in range(29, 40)]
+
+
+def test_weakness6_files_still_being_written_are_not_emitted(
+    landing: Landing, clock: FakeClock
+) -> None:
+    """IBM emitted files while they were written, then again when their mtime moved."""
+    now_ns = round(clock.now * S)
+    landing.put("done.csv", "d", now_ns - 60 * S)
+    landing.put("big.csv._COPYING_", "partial", now_ns - 60 * S)
+    landing.put(".part-0.inprogress", "partial", now_ns - 60 * S)
+    landing.put("_temporary", "partial", now_ns - 60 * S)
+    landing.put("young.csv", "still growing", now_ns - 1 * S)
+    scan = make_scan(landing, clock, min_file_age="10s")
+    assert names(scan) == ["done.csv"]
+    # The writers finish: the copy is renamed, the young file gets its last write.
+    landing.fs.rename(landing.path("big.csv._COPYING_"), landing.path("big.csv"))
+    landing.put("young.csv", "still growing, done", now_ns + 2 * S)
+    clock.advance(5)
+    assert names(scan) == []  # young.csv is only 3 s old now
+    clock.advance(10)
+    assert names(scan) == ["young.csv"]
+    clock.advance(60)
+    assert names(scan) == []  # emitted once, and never the partial versions
+
+
+def test_weakness6_renamed_copy_is_caught_by_the_late_window(
+    landing: Landing, clock: FakeClock
+) -> None:
+    """``hdfs dfs -put`` renames X._COPYING_ to X keeping the mtime of its last write, which may
+    be older than files emitted meanwhile: the late window still emits it once."""
+    landing.put("big.csv._COPYING_", "x" * 100, T0 + 10 * S)
+    landing.put("small.csv", "y", T0 + 12 * S)
+    scan = make_scan(landing, clock, late_window="1m")
+    assert names(scan) == ["small.csv"]
+    landing.fs.rename(landing.path("big.csv._COPYING_"), landing.path("big.csv"))
+    clock.advance(5)
+    assert names(scan) == ["big.csv"]
+
+
+# -- control input ----------------------------------------------------------------------------
+
+
+def test_set_directory_is_confined_to_roots_and_starts_the_new_directory_afresh(
+    landing: Landing, clock: FakeClock
+) -> None:
+    other = landing.root + "/other"
+    landing.fs.mkdirs(other)
+    landing.put("a", "a", T0 + 5 * S)
+    landing.fs.create(other + "/old").close()
+    landing.set_mtime(other + "/old", T0)  # older than the key reached in the first directory
+    scan = make_scan(landing, clock, roots=[landing.root])
+    assert names(scan) == ["a"]
+    with pytest.raises(ValueError, match=r"'/etc' is outside the allowed roots"):
+        scan.set_directory("/etc")
+    with pytest.raises(ValueError, match="outside the allowed roots"):
+        scan.set_directory(landing.root + "/../escape")
+    cut = scan.checkpoint(1)
+    scan.set_directory(other)
+    assert names(scan) == ["old"]
+    moved = scan.checkpoint(2)
+    assert moved["directory"] == other
+    scan.reset(cut)  # the change came after the cut: undone
+    assert scan.directory == landing.dir
+    assert names(scan) == []
+    scan.reset(moved)
+    assert scan.directory == other and names(scan) == []
