@@ -1,0 +1,1 @@
+"""Run the operators on Spark through the PySpark Python Data Source API."""

@@ -1,0 +1,339 @@
+"""The Spark sink's commit protocol: publish a micro-batch's files exactly once, by rename.
+
+Tasks write hidden in-progress files (``.hdfs_sink-<task attempt>-<uuid>.inprogress``) in the
+output directory; the driver publishes them here. Plain directory readers skip names starting
+with ``.`` or ``_``, so they see a file only once it has its final name, and they need no
+metadata log to read the output.
+
+Sink log (``log_dir``, by default ``<output>/_hdfs_sink``), one entry per committed batch:
+
+- ``<batch_id:020d>.json`` — the write-ahead entry: the planned renames (in order) and the sink
+  state after the batch (``next_filenum``). Written to a temporary name, synced, renamed.
+- ``<batch_id:020d>.done`` — every rename of the entry is done.
+
+A complete entry wins over anything else: Spark may re-run a batch after a crash (with new task
+files), and the renames of the first complete entry are the batch's output; the new files are
+orphans and get deleted. Everything here is plain Python over :class:`region.fs.FileSystem`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from region.fs import FileSystem
+
+__all__ = [
+    "IN_PROGRESS_PREFIX",
+    "IN_PROGRESS_SUFFIX",
+    "CommitResult",
+    "SinkLog",
+    "WrittenFile",
+    "in_progress_name",
+]
+
+logger = logging.getLogger(__name__)
+
+IN_PROGRESS_PREFIX = ".hdfs_sink-"
+IN_PROGRESS_SUFFIX = ".inprogress"
+_VERSION = 1
+_ENTRY_SUFFIX = ".json"
+_DONE_SUFFIX = ".done"
+
+#: Called at named points of the commit sequence (tests stop the process there).
+FaultHook = Callable[[str, int], None]
+#: Final path of a file: (the file, its %FILENUM) -> path.
+Namer = Callable[["WrittenFile", int], str]
+
+
+def in_progress_name(task: str, index: int) -> str:
+    """A hidden name unique across task attempts and retries of the same attempt id."""
+    return f"{IN_PROGRESS_PREFIX}{task}-{uuid.uuid4().hex}-{index}{IN_PROGRESS_SUFFIX}"
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenFile:
+    """One complete, synced in-progress file a task wrote. ``index`` orders a task's files."""
+
+    path: str
+    partition: int
+    index: int
+    rows: int
+    size: int
+    opened_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "partition": self.partition,
+            "index": self.index,
+            "rows": self.rows,
+            "size": self.size,
+            "opened_ns": self.opened_ns,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What one commit published (empty for a replayed batch)."""
+
+    batch_id: int
+    published: tuple[str, ...]
+    replayed: bool = False
+
+
+def _entry_name(batch_id: int, suffix: str) -> str:
+    return f"{batch_id:020d}{suffix}"
+
+
+class SinkLog:
+    """The write-ahead log of one sink: commit, abort and recovery of micro-batches.
+
+    ``exactly_once``: a batch id is published once, whatever happens between the tasks'
+    writes and Spark recording the commit. ``at_least_once``: no batch-id check; a batch
+    re-run after a crash is published again (the file numbers are still never reused).
+    """
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        output_dir: str,
+        log_dir: str,
+        namer: Namer,
+        *,
+        exactly_once: bool = True,
+        retain: int = 100,
+        fault: FaultHook | None = None,
+    ) -> None:
+        self._fs = fs
+        self.output_dir = output_dir.rstrip("/") or "/"
+        self.log_dir = log_dir.rstrip("/") or "/"
+        self._namer = namer
+        self._exactly_once = exactly_once
+        self._retain = max(1, retain)
+        self._fault = fault
+
+    # -- log entries ----------------------------------------------------------------------
+
+    def _path(self, batch_id: int, suffix: str) -> str:
+        return posixpath.join(self.log_dir, _entry_name(batch_id, suffix))
+
+    def _listing(self) -> tuple[dict[int, str], set[int]]:
+        """Entries (batch id -> path) and done markers; leftovers of torn writes are removed."""
+        entries: dict[int, str] = {}
+        done: set[int] = set()
+        try:
+            listing = self._fs.list_dir(self.log_dir)
+        except FileNotFoundError:
+            return entries, done
+        for status in listing:
+            name = status.name
+            stem, dot, suffix = name.partition(".")
+            if name.startswith(".") and name.endswith(".tmp"):
+                # A crash before an entry's rename: the entry never existed.
+                self._fs.delete(status.path)
+                continue
+            if not stem.isdigit() or not dot:
+                continue
+            if "." + suffix == _ENTRY_SUFFIX:
+                entries[int(stem)] = status.path
+            elif "." + suffix == _DONE_SUFFIX:
+                done.add(int(stem))
+        return entries, done
+
+    def _read_entry(self, path: str) -> dict[str, Any]:
+        raw = self._fs.read(path)
+        try:
+            entry = json.loads(raw)
+        except ValueError as exc:
+            msg = f"sink log entry {self._fs.display(path)} is not valid JSON: {exc}"
+            raise ValueError(msg) from None
+        if not isinstance(entry, dict) or entry.get("version") != _VERSION:
+            msg = (
+                f"sink log entry {self._fs.display(path)} has an unknown format "
+                f"(version {entry.get('version') if isinstance(entry, dict) else None!r})"
+            )
+            raise ValueError(msg)
+        return entry
+
+    def _write_atomically(self, path: str, data: bytes) -> None:
+        # 1. unique temporary name, 2. write + sync, 3. rename into place (atomic).
+        directory, name = posixpath.split(path)
+        tmp = posixpath.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+        writer = self._fs.create(tmp, overwrite=False)
+        try:
+            writer.write(data)
+            writer.sync()
+        finally:
+            writer.close()
+        self._fs.rename(tmp, path, overwrite=True)
+
+    def _mark_done(self, batch_id: int) -> None:
+        writer = self._fs.create(self._path(batch_id, _DONE_SUFFIX), overwrite=True)
+        try:
+            writer.sync()
+        finally:
+            writer.close()
+
+    def _apply(self, batch_id: int, renames: Sequence[Sequence[str]]) -> None:
+        """Perform the planned renames; each is skipped when already done (source gone,
+        target present), so a crash anywhere in here is repaired by running it again."""
+        for i, (src, dst) in enumerate(renames):
+            if self._fs.exists(src):
+                self._fs.rename(src, dst, overwrite=True)
+            elif not self._fs.exists(dst):
+                msg = (
+                    f"sink batch {batch_id}: cannot publish {self._fs.display(dst)}: neither it "
+                    f"nor its in-progress file {self._fs.display(src)} exists (deleted by hand?)"
+                )
+                raise FileNotFoundError(msg)
+            if i == 0:
+                self._fault_at("after_first_rename", batch_id)
+
+    def _fault_at(self, point: str, batch_id: int) -> None:
+        if self._fault is not None:
+            self._fault(point, batch_id)
+
+    # -- recovery -------------------------------------------------------------------------
+
+    def recover(self) -> dict[str, Any]:
+        """Finish every entry not marked done (in batch order); return the newest sink state
+        (``{"next_filenum": n, "batch_id": id | None}``)."""
+        entries, done = self._listing()
+        state: dict[str, Any] = {"next_filenum": 0, "batch_id": None}
+        newest = max(entries, default=None)
+        for batch_id in sorted(entries):
+            if batch_id in done and batch_id != newest:
+                continue
+            entry = self._read_entry(entries[batch_id])
+            if batch_id not in done:
+                logger.info(
+                    "sink %s: finishing batch %s from its log entry (%s renames)",
+                    self._fs.display(self.output_dir),
+                    batch_id,
+                    len(entry["renames"]),
+                )
+                self._apply(batch_id, entry["renames"])
+                self._mark_done(batch_id)
+            state = {"next_filenum": int(entry["state"]["next_filenum"]), "batch_id": batch_id}
+        return state
+
+    def delete_orphans(self, keep: Sequence[str] = ()) -> list[str]:
+        """Delete in-progress files no log entry will ever publish (from killed, failed,
+        speculative or replayed tasks). Run only when no task of the query writes."""
+        kept = set(keep)
+        deleted: list[str] = []
+        try:
+            listing = self._fs.list_dir(self.output_dir)
+        except FileNotFoundError:
+            return deleted
+        for status in listing:
+            name = status.name
+            if (
+                name.startswith(IN_PROGRESS_PREFIX)
+                and name.endswith(IN_PROGRESS_SUFFIX)
+                and status.path not in kept
+                and self._fs.delete(status.path)
+            ):
+                deleted.append(status.path)
+        if deleted:
+            logger.info(
+                "sink %s: deleted %s orphaned in-progress file(s)",
+                self._fs.display(self.output_dir),
+                len(deleted),
+            )
+        return deleted
+
+    # -- commit / abort -------------------------------------------------------------------
+
+    def commit(self, batch_id: int, files: Sequence[WrittenFile]) -> CommitResult:
+        """Publish ``files`` as batch ``batch_id``. Safe to call again for the same batch."""
+        # 1. Finish whatever an earlier (crashed) commit left half done.
+        state = self.recover()
+        newest = state["batch_id"]
+        if self._exactly_once and newest is not None and batch_id <= newest:
+            # 2. A replay of a published batch: its output is already there.
+            if not self._fs.exists(self._path(batch_id, _ENTRY_SUFFIX)):
+                logger.warning(
+                    "sink %s: batch %s is older than the newest published batch %s and has no "
+                    "log entry; it is skipped (if the query's checkpoint was deleted, delete "
+                    "the sink log %s too)",
+                    self._fs.display(self.output_dir),
+                    batch_id,
+                    newest,
+                    self._fs.display(self.log_dir),
+                )
+            else:
+                logger.info(
+                    "sink %s: batch %s was already published; nothing to do",
+                    self._fs.display(self.output_dir),
+                    batch_id,
+                )
+            self.delete_orphans()
+            return CommitResult(batch_id, (), replayed=True)
+        # 3. %FILENUM in a deterministic order, continuing from the sink state.
+        ordered = sorted(files, key=lambda f: (f.partition, f.index, f.path))
+        next_filenum = int(state["next_filenum"])
+        renames: list[list[str]] = []
+        published: list[dict[str, Any]] = []
+        for f in ordered:
+            dst = self._namer(f, next_filenum)
+            next_filenum += 1
+            renames.append([f.path, dst])
+            published.append({"path": dst, "rows": f.rows, "size": f.size})
+        entry = {
+            "version": _VERSION,
+            "batch_id": batch_id,
+            "renames": renames,
+            "files": published,
+            "state": {"next_filenum": next_filenum},
+        }
+        if not self._exactly_once and newest is not None and batch_id <= newest:
+            # at_least_once re-publishes a re-run batch: its entry gets a fresh id.
+            batch_id = newest + 1
+            entry["batch_id"] = batch_id
+        # 4. The write-ahead entry: from here on the batch's output is decided.
+        self._fs.mkdirs(self.log_dir)
+        self._write_atomically(
+            self._path(batch_id, _ENTRY_SUFFIX), json.dumps(entry, indent=1).encode()
+        )
+        self._fault_at("after_wal", batch_id)
+        # 5. Publish (idempotent renames), 6. mark the entry done.
+        self._apply(batch_id, renames)
+        self._fault_at("after_renames", batch_id)
+        self._mark_done(batch_id)
+        # 7. Housekeeping: orphans of failed attempts, entries older than ``retain``.
+        self.delete_orphans()
+        self._retire(batch_id)
+        return CommitResult(batch_id, tuple(dst for _, dst in renames))
+
+    def abort(self, batch_id: int, files: Sequence[WrittenFile]) -> None:
+        """Drop the batch's in-progress files (after finishing any half-done commit, whose
+        files must not be deleted)."""
+        self.recover()
+        for f in files:
+            if self._fs.delete(f.path):
+                logger.info("sink batch %s aborted: deleted %s", batch_id, f.path)
+
+    def _retire(self, newest: int) -> None:
+        entries, done = self._listing()
+        for batch_id in sorted(entries):
+            if batch_id > newest - self._retain:
+                break
+            if batch_id in done:
+                # Entry first: a done marker without its entry is ignored, the reverse is not.
+                self._fs.delete(entries[batch_id])
+                self._fs.delete(self._path(batch_id, _DONE_SUFFIX))
+
+    def published(self) -> list[dict[str, Any]]:
+        """Files published by the retained entries (path, rows, size), oldest first."""
+        entries, _ = self._listing()
+        out: list[dict[str, Any]] = []
+        for batch_id in sorted(entries):
+            out.extend(self._read_entry(entries[batch_id])["files"])
+        return out

@@ -1,0 +1,182 @@
+"""The sink's commit protocol without Spark: crashes at every step, replays, orphans."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from operators.fs.local import LocalFileSystem
+from operators.spark.commit import (
+    IN_PROGRESS_PREFIX,
+    SinkLog,
+    WrittenFile,
+    in_progress_name,
+)
+
+
+class Crash(BaseException):
+    """The process died here (BaseException: nothing in the code under test may swallow it)."""
+
+
+class CrashingFS(LocalFileSystem):
+    """The real local filesystem, dying before its ``crash_at``-th mutating call."""
+
+    def __init__(self, crash_at: int | None) -> None:
+        self.crash_at = crash_at
+        self.calls = 0
+
+    def _step(self) -> None:
+        self.calls += 1
+        if self.crash_at is not None and self.calls == self.crash_at:
+            raise Crash
+
+    def create(self, path: str, *, overwrite: bool = False, permission: int | None = None) -> Any:
+        self._step()
+        return super().create(path, overwrite=overwrite, permission=permission)
+
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        self._step()
+        super().rename(src, dst, overwrite=overwrite)
+
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        self._step()
+        return super().delete(path, recursive=recursive)
+
+
+def write_task_files(out: Path, batch: list[list[str]]) -> list[WrittenFile]:
+    """What Spark's tasks do: one in-progress file per task holding its records."""
+    files = []
+    for partition, records in enumerate(batch):
+        path = out / in_progress_name(f"p{partition}", 0)
+        data = "".join(r + "\n" for r in records).encode()
+        path.write_bytes(data)
+        files.append(WrittenFile(str(path), partition, 0, len(records), len(data), 0))
+    return files
+
+
+def make_log(fs: LocalFileSystem, out: Path, *, exactly_once: bool = True) -> SinkLog:
+    return SinkLog(
+        fs,
+        str(out),
+        str(out / "_hdfs_sink"),
+        lambda f, n: str(out / f"part-{n:05d}.txt"),
+        exactly_once=exactly_once,
+        retain=3,
+    )
+
+
+def visible(out: Path) -> list[str]:
+    """What a plain directory reader sees, in file-number order."""
+    names = sorted(n for n in os.listdir(out) if not n.startswith((".", "_")))
+    return [line for n in names for line in (out / n).read_text().splitlines()]
+
+
+def leftovers(out: Path) -> list[str]:
+    return [n for n in os.listdir(out) if n.startswith(IN_PROGRESS_PREFIX)]
+
+
+def test_commit_publishes_in_partition_order_and_numbers_continue(tmp_path: Path) -> None:
+    log = make_log(LocalFileSystem(), tmp_path)
+    r0 = log.commit(0, write_task_files(tmp_path, [["a", "b"], ["c"]]))
+    r1 = log.commit(1, write_task_files(tmp_path, [["d"], [], ["e"]]))
+    assert [Path(p).name for p in r0.published] == ["part-00000.txt", "part-00001.txt"]
+    assert [Path(p).name for p in r1.published] == [
+        "part-00002.txt",
+        "part-00003.txt",
+        "part-00004.txt",
+    ]
+    assert visible(tmp_path) == ["a", "b", "c", "d", "e"]
+    assert leftovers(tmp_path) == []
+
+
+def test_replayed_batch_id_leaves_output_unchanged(tmp_path: Path) -> None:
+    log = make_log(LocalFileSystem(), tmp_path)
+    log.commit(0, write_task_files(tmp_path, [["a"], ["b"]]))
+    before = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path) if n != "_hdfs_sink"}
+    # Spark re-ran batch 0 after a crash: new task files, same batch id.
+    again = log.commit(0, write_task_files(tmp_path, [["a", "b"]]))
+    after = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path) if n != "_hdfs_sink"}
+    assert again.replayed and again.published == ()
+    assert after == before
+    assert log.commit(1, write_task_files(tmp_path, [["c"]])).published == (
+        str(tmp_path / "part-00002.txt"),
+    )
+
+
+def test_orphans_of_killed_tasks_are_deleted_at_the_next_commit(tmp_path: Path) -> None:
+    log = make_log(LocalFileSystem(), tmp_path)
+    write_task_files(tmp_path, [["lost"]])  # a task killed before it reported its file
+    log.commit(0, write_task_files(tmp_path, [["kept"]]))
+    assert visible(tmp_path) == ["kept"]
+    assert leftovers(tmp_path) == []
+
+
+def test_abort_deletes_the_batch_files(tmp_path: Path) -> None:
+    log = make_log(LocalFileSystem(), tmp_path)
+    files = write_task_files(tmp_path, [["x"], ["y"]])
+    log.abort(0, files)
+    assert leftovers(tmp_path) == [] and visible(tmp_path) == []
+
+
+def test_at_least_once_republishes_a_rerun_batch_without_reusing_numbers(tmp_path: Path) -> None:
+    log = make_log(LocalFileSystem(), tmp_path, exactly_once=False)
+    log.commit(0, write_task_files(tmp_path, [["a"]]))
+    log.commit(0, write_task_files(tmp_path, [["a"]]))
+    log.commit(1, write_task_files(tmp_path, [["b"]]))
+    assert visible(tmp_path) == ["a", "a", "b"]
+    names = sorted(n for n in os.listdir(tmp_path) if n.startswith("part-"))
+    assert names == ["part-00000.txt", "part-00001.txt", "part-00002.txt"]
+
+
+def test_a_missing_source_and_target_is_an_error_naming_both(tmp_path: Path) -> None:
+    fs = CrashingFS(crash_at=None)
+    log = make_log(fs, tmp_path)
+    files = write_task_files(tmp_path, [["a"]])
+    fs.crash_at = fs.calls + 3  # mkdirs is not counted: create tmp, rename entry, then die
+    with pytest.raises(Crash):
+        log.commit(0, files)
+    os.unlink(files[0].path)
+    with pytest.raises(FileNotFoundError, match=r"part-00000\.txt.*in-progress"):
+        make_log(LocalFileSystem(), tmp_path).commit(0, [])
+
+
+@given(
+    batches=st.lists(
+        st.lists(st.lists(st.sampled_from("abcdef"), max_size=3), min_size=1, max_size=3),
+        min_size=1,
+        max_size=4,
+    ),
+    crashes=st.lists(st.integers(min_value=1, max_value=14) | st.none(), min_size=4, max_size=4),
+    replay_after_success=st.lists(st.booleans(), min_size=4, max_size=4),
+)
+def test_random_crash_points_publish_every_batch_exactly_once(
+    tmp_path_factory: pytest.TempPathFactory,
+    batches: list[list[list[str]]],
+    crashes: list[int | None],
+    replay_after_success: list[bool],
+) -> None:
+    out = tmp_path_factory.mktemp("out")
+    expected: list[str] = []
+    for batch_id, batch in enumerate(batches):
+        # The first attempt may die at any mutating step of the commit (or of recovery).
+        fs = CrashingFS(crashes[batch_id])
+        try:
+            make_log(fs, out).commit(batch_id, write_task_files(out, batch))
+            crashed = False
+        except Crash:
+            crashed = True
+        if crashed or replay_after_success[batch_id]:
+            # Restart: Spark re-runs the batch (new task files, maybe split differently) and
+            # commits it again, in a new process (a new SinkLog).
+            regrouped = [[r for task in batch for r in task]]
+            make_log(LocalFileSystem(), out).commit(batch_id, write_task_files(out, regrouped))
+        expected.extend(r for task in batch for r in task)
+        assert visible(out) == expected
+        assert leftovers(out) == []
+    names = sorted(n for n in os.listdir(out) if not n.startswith((".", "_")))
+    assert names == [f"part-{i:05d}.txt" for i in range(len(names))]
