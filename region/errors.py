@@ -5,8 +5,11 @@ from __future__ import annotations
 __all__ = [
     "CheckpointError",
     "ConfigError",
+    "LockLostError",
+    "LockedError",
     "RegionError",
     "RegionFailedError",
+    "RegionStoppedError",
 ]
 
 
@@ -27,3 +30,17 @@ class RegionFailedError(RegionError):
 
     The message names the failing operator, the cause and the attempt count.
     """
+
+
+class LockedError(RegionError):
+    """Another live process holds the checkpoint directory; the message names it (host, pid,
+    start time, last heartbeat) and when the lock would expire if that process stopped."""
+
+
+class LockLostError(RegionError):
+    """This process held the checkpoint directory lock but another process has taken it over
+    (this process stalled longer than the lock's ttl); it must stop writing checkpoints."""
+
+
+class RegionStoppedError(RegionError):
+    """The region was stopped: no permit will be granted and no cut will run any more."""

@@ -1,0 +1,494 @@
+"""One process per checkpoint directory: a lock with a heartbeat, through the FileSystem protocol.
+
+The lock is a sequence of generation files in the checkpoint directory::
+
+    .lock-000000000007.json   the newest generation says who holds the lock (or that it is free)
+    .lock-<token>.lease       kept open for writing by the holder while it lives
+
+Only the newest generation counts. Every change (acquire, heartbeat, release) writes the next
+generation to a unique temporary file and renames it onto ``.lock-<gen+1>.json`` without
+overwrite: of several processes racing for the same generation exactly one rename succeeds, and a
+file under a generation name is always complete. The winner then lists the directory to confirm
+its generation is the newest (a stale taker can land on a number freed by cleanup) and deletes
+older generations; the newest is never deleted, so numbers only grow.
+
+A holder that stops heartbeating for ``ttl`` seconds (its own ``ttl``, recorded in the file) has
+expired and may be taken over. Two stronger signals refine that:
+
+* the holder's lease file cannot be opened for append (``BlockingIOError``): the holder is alive,
+  even if its heartbeat is late (a stall), so it is never taken over;
+* the holder ran on this host in this PID namespace and its PID is gone (and its lease is free):
+  it crashed, so it is taken over at once instead of after ``ttl``.
+
+Heartbeat times are wall-clock times of the writing host: hosts sharing a directory need clocks
+synchronised well within ``ttl``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+from region.checkpoint import dir_permission
+from region.errors import LockedError, LockLostError
+from region.fs import FileStatus, FileSystem, FileWriter
+
+__all__ = ["CheckpointLock", "LockHolder"]
+
+logger = logging.getLogger(__name__)
+
+_GEN_NAME = re.compile(r"^\.lock-(\d{12,})\.json$")
+_TMP_NAME = re.compile(r"^\.lock-[0-9a-f]{32}\.tmp$")
+# Each failed round means another process changed the lock meanwhile; give up after this many.
+_ACQUIRE_ROUNDS = 8
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return True  # unknown: assume alive (the safe side)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists but belongs to someone else
+    return True
+
+
+def _format_time(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+@dataclass(frozen=True, slots=True)
+class LockHolder:
+    """What one generation file says."""
+
+    owner: str
+    host: str
+    pid: int
+    pid_namespace: str | None
+    #: Wall-clock seconds when the holder acquired the lock and when it last proved alive.
+    started: float
+    heartbeat: float
+    ttl: float
+    token: str
+    released: bool
+    generation: int
+    path: str
+
+    def to_json(self) -> bytes:
+        record = {
+            "owner": self.owner,
+            "host": self.host,
+            "pid": self.pid,
+            "pid_namespace": self.pid_namespace,
+            "started": self.started,
+            "heartbeat": self.heartbeat,
+            "ttl": self.ttl,
+            "token": self.token,
+            "released": self.released,
+        }
+        return json.dumps(record, separators=(",", ":")).encode() + b"\n"
+
+    @classmethod
+    def from_json(cls, data: bytes, generation: int, path: str) -> LockHolder | None:
+        """The record in ``data``, or ``None`` when it is not a complete, well-formed record."""
+        try:
+            doc = json.loads(data)
+            holder = cls(
+                owner=str(doc["owner"]),
+                host=str(doc["host"]),
+                pid=int(doc["pid"]),
+                pid_namespace=doc.get("pid_namespace"),
+                started=float(doc["started"]),
+                heartbeat=float(doc["heartbeat"]),
+                ttl=float(doc["ttl"]),
+                token=str(doc["token"]),
+                released=bool(doc["released"]),
+                generation=generation,
+                path=path,
+            )
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError):
+            return None
+        return holder
+
+    def describe(self, now: float) -> str:
+        age = max(0.0, now - self.heartbeat)
+        return (
+            f"{self.owner} (host {self.host}, pid {self.pid}, started "
+            f"{_format_time(self.started)}, last heartbeat {age:.1f}s ago, ttl {self.ttl:g}s)"
+        )
+
+
+class CheckpointLock:
+    """Exclusive use of a checkpoint directory by one process.
+
+    ``acquire()`` raises :class:`LockedError` naming the holder when another live process has it.
+    While held, a daemon thread refreshes the heartbeat every ``heartbeat_interval`` seconds
+    (default ``ttl / 3``; ``0`` starts no thread and the caller calls :meth:`refresh`). When a
+    refresh finds the lock taken over, :meth:`check` raises :class:`LockLostError` from then on
+    and ``on_lost`` (if given) is called with the reason.
+    """
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        directory: str,
+        *,
+        owner: str | None = None,
+        ttl: float = 30.0,
+        heartbeat_interval: float | None = None,
+        permission: int | None = 0o640,
+        on_lost: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not ttl > 0:
+            raise ValueError(f"lock ttl must be > 0 seconds, got {ttl!r}")
+        self.fs = fs
+        self.directory = directory.rstrip("/") or "/"
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.owner = owner or f"{self.host}:{self.pid}"
+        self.ttl = float(ttl)
+        self.heartbeat_interval = ttl / 3 if heartbeat_interval is None else heartbeat_interval
+        self.permission = permission
+        self.on_lost = on_lost
+        self._clock = clock
+        self._token = uuid.uuid4().hex
+        self._pid_namespace = _pid_namespace()
+        self._mutex = threading.RLock()
+        self._generation = 0  # of the file that currently says we hold the lock; 0: not held
+        self._started = 0.0
+        self._lease: FileWriter | None = None
+        self._lost: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ files
+
+    def _path(self, name: str) -> str:
+        return (
+            self.directory + name if self.directory.endswith("/") else self.directory + "/" + name
+        )
+
+    def _gen_path(self, generation: int) -> str:
+        return self._path(f".lock-{generation:012d}.json")
+
+    def _lease_path(self, token: str) -> str:
+        return self._path(f".lock-{token}.lease")
+
+    def _generations(
+        self, *, temps: list[FileStatus] | None = None
+    ) -> list[tuple[int, FileStatus]]:
+        """Generation files, oldest first; temporary files are added to ``temps`` if given."""
+        try:
+            entries = self.fs.list_dir(self.directory)
+        except FileNotFoundError:
+            return []
+        found: list[tuple[int, FileStatus]] = []
+        for status in entries:
+            if status.is_dir:
+                continue
+            if match := _GEN_NAME.match(status.name):
+                found.append((int(match.group(1)), status))
+            elif temps is not None and _TMP_NAME.match(status.name):
+                temps.append(status)
+        return sorted(found, key=lambda item: item[0])
+
+    def _record(self, *, released: bool = False) -> LockHolder:
+        return LockHolder(
+            owner=self.owner,
+            host=self.host,
+            pid=self.pid,
+            pid_namespace=self._pid_namespace,
+            started=self._started,
+            heartbeat=self._clock(),
+            ttl=self.ttl,
+            token=self._token,
+            released=released,
+            generation=0,
+            path="",
+        )
+
+    def _delete_quietly(self, path: str) -> None:
+        try:
+            self.fs.delete(path)
+        except OSError as exc:
+            logger.debug("Could not delete %s: %s", self.fs.display(path), exc)
+
+    def _take(self, generation: int, record: LockHolder) -> bool:
+        """Publish ``record`` as ``generation``; ``True`` when it is now the newest generation."""
+        # 1. Write the complete record under a unique name.
+        temp = self._path(f".lock-{uuid.uuid4().hex}.tmp")
+        writer = self.fs.create(temp, overwrite=False, permission=self.permission)
+        try:
+            writer.write(record.to_json())
+            writer.sync()
+        finally:
+            writer.close()
+        # 2. Rename onto the generation name without overwrite: one racer wins.
+        target = self._gen_path(generation)
+        try:
+            self.fs.rename(temp, target, overwrite=False)
+        except FileExistsError:
+            self._delete_quietly(temp)
+            return False
+        except BaseException:
+            self._delete_quietly(temp)
+            raise
+        # 3. Confirm: a taker that read an old listing may land on a number cleanup freed.
+        temps: list[FileStatus] = []
+        generations = self._generations(temps=temps)
+        if generations and generations[-1][0] != generation:
+            self._delete_quietly(target)
+            return False
+        # 4. Older generations are history; the newest (ours) is never deleted. Temporary files
+        #    older than a ttl were left by crashes (a live writer renames within moments).
+        for old, status in generations[:-1]:
+            if old < generation:
+                self._delete_quietly(status.path)
+        now = self._clock()
+        for status in temps:
+            if now - status.mtime_ns / 1e9 > self.ttl:
+                self._delete_quietly(status.path)
+        return True
+
+    def _read(self, generation: int, status: FileStatus) -> LockHolder | None:
+        """The record of ``generation``; ``None`` when unreadable. ``FileNotFoundError`` when it
+        was replaced meanwhile."""
+        return LockHolder.from_json(self.fs.read(status.path), generation, status.path)
+
+    def _lease_held(self, holder: LockHolder) -> bool:
+        try:
+            probe = self.fs.append(self._lease_path(holder.token))
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        probe.close()
+        return False
+
+    def _expired(self, holder: LockHolder | None, status: FileStatus, now: float) -> bool:
+        if holder is None:
+            # Unreadable record (damaged by hand or by a broken backend): age by mtime.
+            return now - status.mtime_ns / 1e9 > self.ttl
+        if holder.released:
+            return True
+        if self._lease_held(holder):
+            return False
+        if (
+            holder.host == self.host
+            and holder.pid_namespace is not None
+            and holder.pid_namespace == self._pid_namespace
+            and not _pid_alive(holder.pid)
+        ):
+            logger.warning(
+                "Checkpoint directory lock holder %s is gone (no process %d on this host)",
+                holder.owner,
+                holder.pid,
+            )
+            return True
+        return now - holder.heartbeat > holder.ttl
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def held(self) -> bool:
+        return self._generation > 0 and self._lost is None
+
+    @property
+    def lost(self) -> str | None:
+        """Why the lock was lost, or ``None``."""
+        return self._lost
+
+    def acquire(self) -> None:
+        """Take the lock or raise :class:`LockedError` naming the live holder."""
+        with self._mutex:
+            if self.held:
+                return
+            if self._lease is not None:  # left from a lock this object lost
+                self._close_lease()
+            if not self.fs.exists(self.directory):
+                self.fs.mkdirs(self.directory, permission=dir_permission(self.permission))
+            self._lost = None
+            for _round in range(_ACQUIRE_ROUNDS):
+                # 1. Who holds the newest generation?
+                generations = self._generations()
+                previous: LockHolder | None = None
+                base = 0
+                if generations:
+                    base, status = generations[-1]
+                    try:
+                        previous = self._read(base, status)
+                    except FileNotFoundError:
+                        continue  # replaced meanwhile: look again
+                    now = self._clock()
+                    if not self._expired(previous, status, now):
+                        # 2. Held by a live process (or by an unreadable record not yet aged).
+                        raise LockedError(self._locked_message(previous, status, now))
+                # 3. Free, released or expired: take the next generation.
+                self._started = self._clock()
+                if not self._take(base + 1, self._record()):
+                    continue  # someone else was faster; the next round names them
+                self._generation = base + 1
+                break
+            else:
+                raise LockedError(
+                    f"checkpoint directory {self.fs.display(self.directory)} is being "
+                    f"locked and unlocked by other processes; gave up after {_ACQUIRE_ROUNDS} tries"
+                )
+            # 4. Our lease, and the previous holder's leftovers.
+            if previous is not None and not previous.released:
+                logger.warning(
+                    "Took over the lock of checkpoint directory %s from %s",
+                    self.fs.display(self.directory),
+                    previous.describe(self._clock()),
+                )
+            if previous is not None:
+                self._delete_quietly(self._lease_path(previous.token))
+            try:
+                self._lease = self.fs.create(
+                    self._lease_path(self._token), overwrite=True, permission=self.permission
+                )
+            except OSError as exc:
+                logger.warning("No lease file for the checkpoint directory lock: %s", exc)
+            logger.info(
+                "Locked checkpoint directory %s as %s",
+                self.fs.display(self.directory),
+                self.owner,
+            )
+            if self.heartbeat_interval > 0:
+                self._stop.clear()
+                self._thread = threading.Thread(
+                    target=self._heartbeat_loop, name="checkpoint-lock-heartbeat", daemon=True
+                )
+                self._thread.start()
+
+    def _locked_message(self, holder: LockHolder | None, status: FileStatus, now: float) -> str:
+        shown = self.fs.display(self.directory)
+        if holder is None:
+            age = now - status.mtime_ns / 1e9
+            return (
+                f"checkpoint directory {shown} is locked: {self.fs.display(status.path)} cannot "
+                f"be read; it expires {max(0.0, self.ttl - age):.0f}s after its last change"
+            )
+        expires = max(0.0, holder.heartbeat + holder.ttl - now)
+        return (
+            f"checkpoint directory {shown} is locked by {holder.describe(now)}; stop that "
+            f"process, or if it is gone the lock expires in {expires:.0f}s"
+        )
+
+    def refresh(self) -> None:
+        """Prove this holder alive. Raises :class:`LockLostError` if another process took over."""
+        with self._mutex:
+            self.check()
+            if self._generation == 0:
+                raise LockLostError(
+                    f"checkpoint directory {self.fs.display(self.directory)} is not locked"
+                )
+            if self._take(self._generation + 1, self._record()):
+                self._generation += 1
+                return
+            self._lost = self._lost_reason()
+            raise LockLostError(self._lost)
+
+    def _lost_reason(self) -> str:
+        reason = f"lost the lock of checkpoint directory {self.fs.display(self.directory)}"
+        generations = self._generations()
+        if generations:
+            gen, status = generations[-1]
+            try:
+                holder = self._read(gen, status)
+            except FileNotFoundError:
+                holder = None
+            if holder is not None:
+                reason += f" to {holder.describe(self._clock())}"
+        return reason
+
+    def check(self) -> None:
+        """Raise :class:`LockLostError` when the lock has been lost."""
+        if self._lost is not None:
+            raise LockLostError(self._lost)
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stop.wait(self.heartbeat_interval):
+            try:
+                self.refresh()
+            except LockLostError as exc:
+                logger.error("%s", exc)
+                if self.on_lost is not None:
+                    self.on_lost(str(exc))
+                return
+            except OSError as exc:
+                # Transient trouble: the next beat may get through before the ttl runs out.
+                logger.warning("Checkpoint directory lock heartbeat failed: %s", exc)
+
+    def release(self) -> None:
+        """Give the lock up (publishing a released generation) and stop the heartbeat."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        with self._mutex:
+            if self._generation and self._lost is None:
+                try:
+                    if self._take(self._generation + 1, self._record(released=True)):
+                        logger.info(
+                            "Unlocked checkpoint directory %s", self.fs.display(self.directory)
+                        )
+                    else:
+                        self._delete_quietly(self._gen_path(self._generation))
+                except OSError as exc:
+                    # Not fatal: without heartbeats the lock expires after ttl.
+                    logger.warning("Could not release the checkpoint directory lock: %s", exc)
+            self._close_lease()
+            self._generation = 0
+
+    def _close_lease(self) -> None:
+        if self._lease is not None:
+            lease, self._lease = self._lease, None
+            try:
+                lease.close()
+            except OSError as exc:
+                logger.debug("Closing the lease file failed: %s", exc)
+            self._delete_quietly(self._lease_path(self._token))
+
+    def __enter__(self) -> CheckpointLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def holder(self) -> LockHolder | None:
+        """Who the newest generation names (for ``inspect``), or ``None`` when there is none."""
+        for _round in range(_ACQUIRE_ROUNDS):
+            generations = self._generations()
+            if not generations:
+                return None
+            try:
+                return self._read(*generations[-1])
+            except FileNotFoundError:
+                continue
+        return None

@@ -1,0 +1,247 @@
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from operators.fs.local import LocalFileSystem
+from region.checkpoint import CheckpointStore
+from region.errors import LockedError, LockLostError
+from region.fs import FileSystem
+from region.lock import CheckpointLock, LockHolder
+
+T0 = 1_700_000_000.0
+
+
+@dataclass
+class Backend:
+    fs: FileSystem
+    root: str
+
+
+@pytest.fixture
+def lock_fs(tmp_path: Any) -> Iterator[Backend]:
+    yield Backend(LocalFileSystem(), str(tmp_path))
+
+
+class Clock:
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _dir(backend: Backend) -> str:
+    return f"{backend.root.rstrip('/')}/ckpt-{uuid.uuid4().hex[:8]}"
+
+
+def _lock(backend: Backend, directory: str, owner: str, clock: Clock, **kw: Any) -> CheckpointLock:
+    kw.setdefault("heartbeat_interval", 0)
+    return CheckpointLock(backend.fs, directory, owner=owner, ttl=30.0, clock=clock, **kw)
+
+
+def _plant_holder(fs: FileSystem, directory: str, generation: int, heartbeat: float) -> None:
+    """A holder on another machine that stopped heartbeating at ``heartbeat``."""
+    record = LockHolder(
+        owner="job-elsewhere",
+        host="other-host",
+        pid=4242,
+        pid_namespace="pid:[1]",
+        started=heartbeat - 100,
+        heartbeat=heartbeat,
+        ttl=30.0,
+        token=uuid.uuid4().hex,
+        released=False,
+        generation=generation,
+        path="",
+    )
+    writer = fs.create(f"{directory}/.lock-{generation:012d}.json", overwrite=True)
+    writer.write(record.to_json())
+    writer.close()
+
+
+def test_second_acquire_fails_naming_the_holder(lock_fs: Backend) -> None:
+    directory, clock = _dir(lock_fs), Clock()
+    first = _lock(lock_fs, directory, "job-a", clock)
+    first.acquire()
+    clock.now += 5
+    second = _lock(lock_fs, directory, "job-b", clock)
+    with pytest.raises(LockedError) as err:
+        second.acquire()
+    message = str(err.value)
+    assert "job-a" in message and f"pid {os.getpid()}" in message
+    assert f"host {first.host}" in message and "started 2023-11-14T22:13:20Z" in message
+    assert lock_fs.fs.display(directory) in message
+    assert "last heartbeat 5.0s ago" in message
+    assert not second.held and first.held
+    first.release()
+
+
+def test_release_lets_the_next_one_in(lock_fs: Backend) -> None:
+    directory, clock = _dir(lock_fs), Clock()
+    with _lock(lock_fs, directory, "job-a", clock) as first:
+        assert first.held
+    assert not first.held
+    holder = first.holder()
+    assert holder is not None and holder.released
+    with _lock(lock_fs, directory, "job-b", clock):
+        holder = first.holder()
+        assert holder is not None and holder.owner == "job-b" and not holder.released
+    # Released generations stay behind as one marker file; leases are gone.
+    names = [s.name for s in lock_fs.fs.list_dir(directory)]
+    assert len(names) == 1 and names[0].startswith(".lock-") and names[0].endswith(".json")
+
+
+def test_an_expired_lock_is_taken_over_and_a_fresh_one_is_not(
+    lock_fs: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory, clock = _dir(lock_fs), Clock()
+    lock_fs.fs.mkdirs(directory)
+    _plant_holder(lock_fs.fs, directory, 1, heartbeat=T0 - 29)
+    with pytest.raises(LockedError, match=r"job-elsewhere \(host other-host, pid 4242.*in 1s"):
+        _lock(lock_fs, directory, "job-b", clock).acquire()
+
+    clock.now += 2  # now the heartbeat is 31 s old, beyond the holder's ttl of 30 s
+    taker = _lock(lock_fs, directory, "job-b", clock)
+    with caplog.at_level(logging.WARNING, logger="region.lock"):
+        taker.acquire()
+    assert taker.held
+    assert any("job-elsewhere" in r.getMessage() for r in caplog.records)
+    holder = taker.holder()
+    assert holder is not None and holder.owner == "job-b" and holder.generation == 2
+    taker.release()
+
+
+def test_two_racing_takers_of_an_expired_lock_exactly_one_wins(lock_fs: Backend) -> None:
+    for _round in range(8):
+        directory, clock = _dir(lock_fs), Clock()
+        lock_fs.fs.mkdirs(directory)
+        _plant_holder(lock_fs.fs, directory, 7, heartbeat=T0 - 60)
+        racers = [_lock(lock_fs, directory, f"racer-{i}", clock) for i in range(2)]
+        barrier = threading.Barrier(len(racers))
+        outcome: dict[str, BaseException | None] = {}
+
+        def race(
+            lock: CheckpointLock,
+            barrier: threading.Barrier,
+            outcome: dict[str, BaseException | None],
+        ) -> None:
+            barrier.wait()
+            try:
+                lock.acquire()
+                outcome[lock.owner] = None
+            except BaseException as exc:
+                outcome[lock.owner] = exc
+
+        threads = [threading.Thread(target=race, args=(r, barrier, outcome)) for r in racers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [r for r in racers if outcome[r.owner] is None]
+        assert len(winners) == 1, outcome
+        (loser,) = [r for r in racers if r is not winners[0]]
+        assert isinstance(outcome[loser.owner], LockedError)
+        assert winners[0].owner in str(outcome[loser.owner])
+        assert winners[0].held and not loser.held
+        winners[0].release()
+
+
+def test_a_stalled_holder_that_loses_its_lock_is_told(lock_fs: Backend) -> None:
+    directory, clock = _dir(lock_fs), Clock()
+    holder = _lock(lock_fs, directory, "job-a", clock)
+    holder.acquire()
+    clock.now += 10
+    holder.refresh()
+    current = holder.holder()
+    assert current is not None and current.heartbeat == T0 + 10 and current.owner == "job-a"
+
+    # While job-a stalled, a process elsewhere judged it expired and took the next generation.
+    _plant_holder(lock_fs.fs, directory, current.generation + 1, heartbeat=clock.now)
+    with pytest.raises(LockLostError, match="job-elsewhere"):
+        holder.refresh()
+    with pytest.raises(LockLostError, match="job-elsewhere"):
+        holder.check()
+    assert not holder.held
+    holder.release()  # must not remove the new holder's lock
+    current = holder.holder()
+    assert current is not None and current.owner == "job-elsewhere"
+
+
+def test_the_heartbeat_thread_keeps_refreshing_until_release(lock_fs: Backend) -> None:
+    directory = _dir(lock_fs)
+    lock = CheckpointLock(lock_fs.fs, directory, owner="job-a", heartbeat_interval=0.005)
+    lock.acquire()
+    deadline = time.monotonic() + 10
+    while (h := lock.holder()) is None or h.generation < 4:
+        assert time.monotonic() < deadline, "no heartbeat written"
+        time.sleep(0.005)
+    lock.release()
+    final = lock.holder()
+    assert final is not None and final.released
+    assert len(lock_fs.fs.list_dir(directory)) == 1
+
+
+def test_lock_files_are_invisible_to_the_checkpoint_store(lock_fs: Backend) -> None:
+    directory, clock = _dir(lock_fs), Clock()
+    with _lock(lock_fs, directory, "job-a", clock):
+        store = CheckpointStore(lock_fs.fs, directory, retain=1)
+        assert store.latest() is None and store.next_cut_id() == 1
+        for n in (1, 2, 3):
+            store.write(n, {"op": {"n": n}})
+        assert [i.cut_id for i in store.list()] == [3]
+        lock = _lock(lock_fs, directory, "job-b", clock)
+        with pytest.raises(LockedError, match="job-a"):
+            lock.acquire()
+
+
+# --- local disk: the lease held by a live process ---------------------------------------------
+
+
+def test_a_stalled_but_living_holder_is_not_taken_over_on_local_disk(tmp_path: Any) -> None:
+    directory, clock = str(tmp_path / "ckpt"), Clock()
+    holder = CheckpointLock(LocalFileSystem(), directory, owner="job-a", clock=clock, ttl=30)
+    holder.heartbeat_interval = 0
+    holder.acquire()
+    clock.now += 3600  # no heartbeat for an hour, but the process still holds its lease
+    with pytest.raises(LockedError, match="job-a"):
+        CheckpointLock(LocalFileSystem(), directory, owner="job-b", clock=clock).acquire()
+    holder.release()
+
+
+def test_a_crashed_holder_on_this_host_is_taken_over_at_once(tmp_path: Any) -> None:
+    directory = str(tmp_path / "ckpt")
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from operators.fs.local import LocalFileSystem
+        from region.lock import CheckpointLock
+        CheckpointLock(LocalFileSystem(), {directory!r}, owner="crashing-job").acquire()
+        print("locked", flush=True)
+        time.sleep(600)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        with pytest.raises(LockedError, match="crashing-job"):
+            CheckpointLock(LocalFileSystem(), directory, owner="next-job").acquire()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    # Same heartbeat age, but the holder's process is gone: no need to wait for the ttl.
+    with CheckpointLock(LocalFileSystem(), directory, owner="next-job") as lock:
+        current = lock.holder()
+        assert current is not None and current.owner == "next-job"
