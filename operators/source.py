@@ -1,0 +1,483 @@
+"""HDFS2FileSource: read files as lines or binary blocks, resumable at a byte offset.
+
+Two modes, as in IBM Streams: one file (``settings.file``), or file names pulled one at a time
+from a feed (the directory scan, or :class:`FileNameList`). The state is the current path and the
+byte offset of the next unread byte; a reset seeks there, so nothing is read again from the start
+of a file to find its place. In feed mode the feed's state is nested in the source's state, so
+one cut covers both which file comes next and how far the current one was read.
+
+A file named by the feed that no longer exists when it is opened (or vanishes while read) is
+skipped with a WARNING naming it: there is nothing left to read, and failing would only replay
+the same missing file until the region gives up. In single-file mode a missing file is an error.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from operators.errors import BadRecordError, OperatorError
+from region.fs import FileStatus, FileSystem
+from region.settings import Duration
+from region.state import Batch, StartOperator, State, StateHandler
+
+__all__ = ["FileFeed", "FileNameList", "HDFS2FileSource", "SourceSettings"]
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class FileFeed(Protocol):
+    """Where file-name-input mode gets its files: :class:`operators.scan.HDFS2DirectoryScan`,
+    :class:`FileNameList`, or anything with ``next_file``. A feed that is also a
+    :class:`StateHandler` has its state checkpointed and reset inside the source's state."""
+
+    def next_file(self) -> FileStatus | str | None:
+        """The next file to read, or ``None`` when there is none now."""
+
+
+class SourceSettings(BaseModel):
+    """Parameters of the file source; IBM Streams names are accepted as aliases."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    #: The one file to read; ``None`` for file-name-input mode (a feed names the files).
+    file: str | None = None
+    #: ``line``: one ``str`` record per line (LF or CRLF); ``binary``: ``bytes`` blocks.
+    format: Literal["line", "binary"] = "line"
+    encoding: str = "utf-8"
+    #: Undecodable line: ``fail`` (error naming file and byte offset), ``replace`` (U+FFFD) or
+    #: ``skip`` (dropped, with a WARNING naming file and offset, counted in ``records_skipped``).
+    on_decode_error: Literal["fail", "replace", "skip"] = Field(
+        "fail", validation_alias=AliasChoices("on_decode_error", "onDecodeError")
+    )
+    #: Bytes per record in binary mode (the last block of a file may be shorter).
+    block_size: int = Field(4096, gt=0, validation_alias=AliasChoices("block_size", "blockSize"))
+    #: Seconds before the first read.
+    init_delay: Duration = Field(0.0, validation_alias=AliasChoices("init_delay", "initDelay"))
+    #: Bytes asked of the filesystem per read.
+    read_chunk: int = Field(4 << 20, gt=0, validation_alias=AliasChoices("read_chunk", "readChunk"))
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value: str) -> str:
+        try:
+            codecs.lookup(value)
+        except LookupError:
+            raise ValueError(f"encoding {value!r} is not a known codec") from None
+        return value
+
+    @model_validator(mode="after")
+    def _lines_need_ascii_newlines(self) -> SourceSettings:
+        # Lines are split on the byte 0x0A before decoding, so LF must be that single byte.
+        if self.format == "line" and "\n".encode(self.encoding) != b"\n":
+            msg = f"encoding {self.encoding!r} cannot be read in line mode (LF is not one byte)"
+            raise ValueError(msg)
+        return self
+
+
+class FileNameList(StateHandler):
+    """A fixed list of paths, handed out one at a time. State: ``{"index": next position}``."""
+
+    def __init__(self, paths: Iterable[str], *, name: str = "files") -> None:
+        self.name = name
+        self._paths = list(paths)
+        self._index = 0
+
+    def next_file(self) -> str | None:
+        if self._index >= len(self._paths):
+            return None
+        self._index += 1
+        return self._paths[self._index - 1]
+
+    def drain(self) -> None:
+        pass
+
+    def checkpoint(self, cut_id: int) -> dict[str, Any]:
+        return {"index": self._index}
+
+    def reset(self, state: State) -> None:
+        self._index = int(state["index"])
+
+    def reset_to_initial_state(self) -> None:
+        self._index = 0
+
+
+class HDFS2FileSource(StartOperator):
+    """Records of one file, or of each file a feed names, with a punctuation after each file.
+
+    State: ``{"path": str | None, "offset": int, "done": bool, "files": feed state | None}`` where
+    ``offset`` is the byte offset of the next unread byte of ``path`` (``None`` between files),
+    ``done`` is set in single-file mode once the file's punctuation went out, and ``files`` is
+    the feed's own checkpoint when the feed is a state handler.
+    """
+
+    def __init__(
+        self,
+        settings: SourceSettings,
+        fs: FileSystem,
+        *,
+        files: FileFeed | None = None,
+        name: str = "source",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if (settings.file is None) == (files is None):
+            msg = (
+                f"{name}: give either settings.file (one file) or files (a feed), not both or none"
+            )
+            raise ValueError(msg)
+        self.name = name
+        self.settings = settings
+        self._fs = fs
+        self._files = files
+        self._stateful_feed: StateHandler | None = (
+            files if isinstance(files, StateHandler) else None
+        )
+        if files is not None and self._stateful_feed is None:
+            logger.warning(
+                "%s: the file feed %r keeps no state: after a reset it cannot name again the files "
+                "handed out after the cut",
+                name,
+                files,
+            )
+        self._clock = clock
+        self._not_before = clock() + settings.init_delay
+        self._binary = settings.format == "binary"
+        self.files_opened = 0
+        self.records = 0
+        self.bytes = 0
+        self.records_skipped = 0
+        self.files_vanished = 0
+        # Checkpointed state.
+        self._path: str | None = settings.file
+        self._offset = 0
+        self._done = False
+        self._clear_reader()
+
+    def _clear_reader(self) -> None:
+        """Forget everything read ahead: the next read starts at ``_offset``."""
+        self._open = False
+        self._eof = False
+        self._read_pos = self._offset
+        self._lines: list[bytes] = []  # complete lines read ahead, without their LF
+        self._li = 0  # next unconsumed index in _lines
+        self._tail: list[bytes] = []  # pieces of an unterminated line after _lines
+        self._buf = b""  # binary mode: bytes read ahead
+        self._bpos = 0
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def next_batch(self, max_records: int) -> Batch | None:
+        """Up to ``max_records`` records of the current file; the batch that ends a file carries
+        the punctuation (its records may be empty). ``None`` when no file is available now."""
+        if max_records < 1:
+            raise ValueError(f"{self.name}: max_records must be >= 1, got {max_records}")
+        if self._done or self._clock() < self._not_before:
+            return None
+        while True:
+            if self._path is None and not self._pull_next_file():
+                return None
+            path = self._path
+            assert path is not None
+            if not self._open and not self._open_current(path):
+                # Vanished before we could read it. If records of it went out before the cut,
+                # close its window; else nothing of it was ever seen: just move on.
+                had_records = self._offset > 0
+                self._finish_file()
+                if had_records:
+                    return Batch([], punctuation=True, origin=path)
+                continue
+            records = (
+                self._read_blocks(max_records) if self._binary else self._read_lines(max_records)
+            )
+            at_end = self._at_end()
+            if at_end:
+                self._finish_file()
+            return Batch(records, punctuation=at_end, origin=path)
+
+    def _pull_next_file(self) -> bool:
+        assert self._files is not None
+        entry = self._files.next_file()
+        if entry is None:
+            return False
+        self._path = entry.path if isinstance(entry, FileStatus) else entry
+        self._offset = 0
+        self._clear_reader()
+        return True
+
+    def _open_current(self, path: str) -> bool:
+        try:
+            size = self._fs.status(path).size
+        except FileNotFoundError:
+            if self._files is None:
+                msg = f"{self.name}: file {self._fs.display(path)} does not exist"
+                raise FileNotFoundError(msg) from None
+            self._vanished(path)
+            return False
+        if self._offset > size:
+            msg = (
+                f"{self.name}: file {self._fs.display(path)} has {size} bytes but the checkpoint "
+                f"is at byte offset {self._offset}: it shrank or was replaced since the cut"
+            )
+            raise OperatorError(msg)
+        self._open = True
+        self._read_pos = self._offset
+        self.files_opened += 1
+        logger.debug("%s: reading %s from byte %s", self.name, path, self._offset)
+        return True
+
+    def _vanished(self, path: str) -> None:
+        self.files_vanished += 1
+        logger.warning(
+            "%s: file %s vanished before it was read to the end (at byte %s): skipped",
+            self.name,
+            self._fs.display(path),
+            self._read_pos,
+        )
+
+    def _finish_file(self) -> None:
+        if self._files is None:
+            self._done = True
+        else:
+            self._path = None
+            self._offset = 0
+        self._clear_reader()
+
+    def _read_chunk(self) -> bytes:
+        """The next chunk after ``_read_pos``; sets ``_eof`` on a short read."""
+        assert self._path is not None
+        want = self.settings.read_chunk
+        try:
+            data = self._fs.read(self._path, self._read_pos, want)
+        except FileNotFoundError:
+            if self._files is None:
+                raise
+            self._vanished(self._path)
+            self._eof = True
+            # The rest of the file is gone: an unterminated piece is not a line, nor a short
+            # block a record (the complete ones read ahead still go out).
+            self._tail = []
+            whole = (len(self._buf) - self._bpos) // self.settings.block_size
+            self._buf = self._buf[: self._bpos + whole * self.settings.block_size]
+            return b""
+        self._read_pos += len(data)
+        if len(data) < want:
+            self._eof = True
+        return data
+
+    def _at_end(self) -> bool:
+        if not self._eof:
+            return False
+        if self._binary:
+            return self._bpos >= len(self._buf)
+        return self._li >= len(self._lines) and not self._tail
+
+    def _read_lines(self, max_records: int) -> list[str]:
+        out: list[str] = []
+        while len(out) < max_records:
+            if self._li < len(self._lines):
+                take = self._lines[self._li : self._li + max_records - len(out)]
+                self._li += len(take)
+                out.extend(self._decode(take, terminated=True))
+                consumed = sum(map(len, take)) + len(take)
+                self._offset += consumed
+                self.bytes += consumed
+                if self._li == len(self._lines):
+                    self._lines, self._li = [], 0
+            elif self._eof:
+                if not self._tail:
+                    break
+                last = b"".join(self._tail)
+                self._tail = []
+                out.extend(self._decode([last], terminated=False))
+                self._offset += len(last)
+                self.bytes += len(last)
+            else:
+                self._split_chunk(self._read_chunk())
+        self.records += len(out)
+        return out
+
+    def _split_chunk(self, data: bytes) -> None:
+        if b"\n" not in data:
+            if data:
+                self._tail.append(data)  # a long line: keep pieces, join once it ends
+            return
+        if self._tail:
+            data = b"".join(self._tail) + data
+            self._tail = []
+        lines = data.split(b"\n")
+        last = lines.pop()
+        if last:
+            self._tail.append(last)
+        self._lines, self._li = lines, 0
+
+    def _decode(self, lines: list[bytes], *, terminated: bool) -> list[str]:
+        """Decode ``lines`` (starting at ``_offset``) in one call; CR before LF is dropped."""
+        settings = self.settings
+        raw = b"\n".join(lines)
+        errors = "replace" if settings.on_decode_error == "replace" else "strict"
+        try:
+            text = raw.decode(settings.encoding, errors)
+        except UnicodeDecodeError as exc:
+            if settings.on_decode_error == "fail":
+                line_start = self._offset + raw.rfind(b"\n", 0, exc.start) + 1
+                assert self._path is not None
+                msg = (
+                    f"{self.name}: file {self._fs.display(self._path)}: the line at byte offset "
+                    f"{line_start} is not valid {settings.encoding} ({exc.reason} at byte "
+                    f"{self._offset + exc.start})"
+                )
+                raise BadRecordError(msg, file=self._path, offset=line_start) from None
+            return self._decode_each(lines, terminated=terminated)
+        if terminated and "\r" in text:
+            text = text.replace("\r\n", "\n")
+            if text.endswith("\r"):
+                text = text[:-1]
+        out = text.split("\n")
+        if len(out) != len(lines):  # a codec's replacement swallowed an LF: go line by line
+            return self._decode_each(lines, terminated=terminated)
+        return out
+
+    def _decode_each(self, lines: list[bytes], *, terminated: bool) -> list[str]:
+        settings = self.settings
+        errors = "replace" if settings.on_decode_error == "replace" else "strict"
+        out: list[str] = []
+        offset = self._offset
+        for line in lines:
+            try:
+                text = line.decode(settings.encoding, errors)
+            except UnicodeDecodeError as exc:
+                assert self._path is not None
+                self.records_skipped += 1
+                logger.warning(
+                    "%s: file %s: skipped the line at byte offset %s, not valid %s (%s)",
+                    self.name,
+                    self._fs.display(self._path),
+                    offset,
+                    settings.encoding,
+                    exc.reason,
+                )
+            else:
+                if terminated and text.endswith("\r"):
+                    text = text[:-1]
+                out.append(text)
+            offset += len(line) + 1
+        return out
+
+    def _read_blocks(self, max_records: int) -> list[bytes]:
+        size = self.settings.block_size
+        out: list[bytes] = []
+        while len(out) < max_records:
+            available = len(self._buf) - self._bpos
+            whole = min(available // size, max_records - len(out))
+            if whole:
+                start = self._bpos
+                out.extend(
+                    self._buf[p : p + size] for p in range(start, start + whole * size, size)
+                )
+                self._advance_blocks(whole * size)
+            elif self._eof:
+                if available:
+                    out.append(self._buf[self._bpos :])
+                    self._advance_blocks(available)
+                break
+            else:
+                data = self._read_chunk()
+                self._buf = self._buf[self._bpos :] + data
+                self._bpos = 0
+        self.records += len(out)
+        return out
+
+    def _advance_blocks(self, n: int) -> None:
+        self._bpos += n
+        self._offset += n
+        self.bytes += n
+
+    # -- metrics and lifecycle --------------------------------------------------------------
+
+    @property
+    def path(self) -> str | None:
+        """The file being read (``None`` between files in file-name-input mode)."""
+        return self._path
+
+    @property
+    def offset(self) -> int:
+        """Byte offset of the next record of :attr:`path`."""
+        return self._offset
+
+    def metrics(self) -> dict[str, int]:
+        return {
+            "files_opened": self.files_opened,
+            "records": self.records,
+            "bytes": self.bytes,
+            "records_skipped": self.records_skipped,
+            "files_vanished": self.files_vanished,
+        }
+
+    def exhausted(self) -> bool:
+        return self._done
+
+    def poll_interval(self) -> float:
+        wait = self._not_before - self._clock()
+        if wait > 0:
+            return wait
+        poll = getattr(self._files, "poll_interval", None)
+        return float(poll()) if callable(poll) else 0.05
+
+    def drain(self) -> None:
+        """Nothing is buffered downstream of the offset: records read ahead are not emitted."""
+        if self._stateful_feed is not None:
+            self._stateful_feed.drain()
+
+    def checkpoint(self, cut_id: int) -> dict[str, Any]:
+        feed = self._stateful_feed
+        return {
+            "path": self._path,
+            "offset": self._offset,
+            "done": self._done,
+            "files": dict(feed.checkpoint(cut_id)) if feed is not None else None,
+        }
+
+    def reset(self, state: State) -> None:
+        path = state.get("path")
+        if self._files is None and path != self.settings.file:
+            msg = (
+                f"{self.name}: the checkpoint is for file {path!r} but the source reads "
+                f"{self.settings.file!r}"
+            )
+            raise OperatorError(msg)
+        if self._stateful_feed is not None:
+            files_state = state.get("files")
+            if files_state is None:
+                self._stateful_feed.reset_to_initial_state()
+            else:
+                self._stateful_feed.reset(files_state)
+        self._path = path
+        self._offset = int(state.get("offset", 0))
+        self._done = bool(state.get("done", False))
+        self._clear_reader()
+
+    def reset_to_initial_state(self) -> None:
+        if self._stateful_feed is not None:
+            self._stateful_feed.reset_to_initial_state()
+        self._path = self.settings.file
+        self._offset = 0
+        self._done = False
+        self._clear_reader()
+
+    def on_cut_completed(self, cut_id: int) -> None:
+        if self._stateful_feed is not None:
+            self._stateful_feed.on_cut_completed(cut_id)
+
+    def retire_checkpoint(self, cut_id: int) -> None:
+        if self._stateful_feed is not None:
+            self._stateful_feed.retire_checkpoint(cut_id)
+
+    def close(self) -> None:
+        if self._stateful_feed is not None:
+            self._stateful_feed.close()
