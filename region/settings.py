@@ -6,13 +6,25 @@ snake_case names are canonical; the IBM Streams camelCase names are accepted as 
 from __future__ import annotations
 
 import math
+import os
 import re
+import tomllib
 from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
-__all__ = ["Duration", "RegionSettings", "Trigger", "parse_duration"]
+from region.errors import ConfigError
+
+__all__ = [
+    "Duration",
+    "Permission",
+    "RegionSettings",
+    "Trigger",
+    "load_toml",
+    "parse_duration",
+    "parse_permission",
+]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
@@ -43,6 +55,44 @@ def parse_duration(value: Any) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def parse_permission(value: Any) -> int | None:
+    """A file mode from ``0o640`` (TOML octal), ``"640"``, ``"0640"`` or ``"0o640"``; ``None``
+    keeps the filesystem's default. A decimal integer such as ``640`` is refused: it is almost
+    always an octal mode written without its ``0o``."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"permission {value!r} is not a file mode like '640'")
+    if isinstance(value, str):
+        text = value.strip().lower().removeprefix("0o")
+        if not re.fullmatch(r"[0-7]{1,4}", text):
+            raise ValueError(f"permission {value!r} is not an octal file mode like '640'")
+        mode = int(text, 8)
+    elif isinstance(value, int):
+        mode = value
+    else:
+        raise ValueError(f"permission {value!r} is not a file mode like '640'")
+    if not 0 <= mode <= 0o777:
+        raise ValueError(
+            f"permission {value!r} is not a file mode: write octal modes as 0o640 or '640'"
+        )
+    return mode
+
+
+Permission = Annotated[int | None, BeforeValidator(parse_permission)]
+
+
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The tables of a TOML settings file; :class:`ConfigError` names the file (and the line)."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read settings file {os.fspath(path)}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"settings file {os.fspath(path)} is not valid TOML: {exc}") from None
 
 
 class Trigger(StrEnum):
@@ -83,3 +133,14 @@ class RegionSettings(BaseModel):
     )
     #: How many region checkpoints to keep (the newest ones).
     retain: int = Field(10, ge=1)
+    #: Mode of checkpoint files (directories get the matching traversal bits); None: fs default.
+    checkpoint_permission: Permission = Field(
+        0o640,
+        validation_alias=AliasChoices("checkpoint_permission", "checkpointPermission"),
+    )
+    #: A process holding the checkpoint directory lock that stops heartbeating for this long is
+    #: presumed dead and may be replaced.
+    lock_ttl: Duration = Field(30.0, gt=0, validation_alias=AliasChoices("lock_ttl", "lockTtl"))
+    #: When checkpoint files exist but none is valid, start from the initial state (logging why)
+    #: instead of failing. Leave off in settings files; use it once, deliberately.
+    start_fresh: bool = Field(False, validation_alias=AliasChoices("start_fresh", "startFresh"))
