@@ -15,8 +15,11 @@ older generations; the newest is never deleted, so numbers only grow.
 A holder that stops heartbeating for ``ttl`` seconds (its own ``ttl``, recorded in the file) has
 expired and may be taken over. Two stronger signals refine that:
 
-* the holder's lease file cannot be opened for append (``BlockingIOError``): the holder is alive,
-  even if its heartbeat is late (a stall), so it is never taken over;
+* on local disk, the holder keeps its lease file open for writing (an ``flock`` the kernel drops
+  when the process dies): while it cannot be opened for append (``BlockingIOError``) the holder is
+  alive, even if its heartbeat is late (a stall), and is never taken over. Not used on remote
+  filesystems by default: an idle upload held open for hours is not something to rely on, and an
+  HDFS lease outlives a crashed client;
 * the holder ran on this host in this PID namespace and its PID is gone (and its lease is free):
   it crashed, so it is taken over at once instead of after ``ttl``.
 
@@ -156,6 +159,7 @@ class CheckpointLock:
         heartbeat_interval: float | None = None,
         permission: int | None = 0o640,
         on_lost: Callable[[str], None] | None = None,
+        lease: bool | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not ttl > 0:
@@ -169,6 +173,8 @@ class CheckpointLock:
         self.heartbeat_interval = ttl / 3 if heartbeat_interval is None else heartbeat_interval
         self.permission = permission
         self.on_lost = on_lost
+        #: Keep a lease file open while holding (default: on local disk only).
+        self.lease = fs.display(self.directory).startswith("file:") if lease is None else lease
         self._clock = clock
         self._token = uuid.uuid4().hex
         self._pid_namespace = _pid_namespace()
@@ -275,6 +281,8 @@ class CheckpointLock:
         return LockHolder.from_json(self.fs.read(status.path), generation, status.path)
 
     def _lease_held(self, holder: LockHolder) -> bool:
+        if not self.lease:
+            return False
         try:
             probe = self.fs.append(self._lease_path(holder.token))
         except BlockingIOError:
@@ -339,6 +347,11 @@ class CheckpointLock:
                     except FileNotFoundError:
                         continue  # replaced meanwhile: look again
                     now = self._clock()
+                    if previous is not None and previous.token == self._token:
+                        # Ours: an earlier attempt renamed it but then failed (e.g. listing).
+                        self._generation = base
+                        previous = None
+                        break
                     if not self._expired(previous, status, now):
                         # 2. Held by a live process (or by an unreadable record not yet aged).
                         raise LockedError(self._locked_message(previous, status, now))
@@ -360,14 +373,15 @@ class CheckpointLock:
                     self.fs.display(self.directory),
                     previous.describe(self._clock()),
                 )
-            if previous is not None:
+            if previous is not None and self.lease:
                 self._delete_quietly(self._lease_path(previous.token))
-            try:
-                self._lease = self.fs.create(
-                    self._lease_path(self._token), overwrite=True, permission=self.permission
-                )
-            except OSError as exc:
-                logger.warning("No lease file for the checkpoint directory lock: %s", exc)
+            if self.lease:
+                try:
+                    self._lease = self.fs.create(
+                        self._lease_path(self._token), overwrite=True, permission=self.permission
+                    )
+                except OSError as exc:
+                    logger.warning("No lease file for the checkpoint directory lock: %s", exc)
             logger.info(
                 "Locked checkpoint directory %s as %s",
                 self.fs.display(self.directory),
@@ -388,7 +402,13 @@ class CheckpointLock:
                 f"checkpoint directory {shown} is locked: {self.fs.display(status.path)} cannot "
                 f"be read; it expires {max(0.0, self.ttl - age):.0f}s after its last change"
             )
-        expires = max(0.0, holder.heartbeat + holder.ttl - now)
+        expires = holder.heartbeat + holder.ttl - now
+        if expires <= 0:
+            # Not expired although overdue: only a held lease says so.
+            return (
+                f"checkpoint directory {shown} is locked by {holder.describe(now)}; its heartbeat "
+                "is overdue but its process is alive (it holds its lease): stop that process"
+            )
         return (
             f"checkpoint directory {shown} is locked by {holder.describe(now)}; stop that "
             f"process, or if it is gone the lock expires in {expires:.0f}s"
@@ -404,6 +424,11 @@ class CheckpointLock:
                 )
             if self._take(self._generation + 1, self._record()):
                 self._generation += 1
+                return
+            newest = self.holder()
+            if newest is not None and newest.token == self._token and not newest.released:
+                # Our own newer generation, from a beat that failed after its rename.
+                self._generation = newest.generation
                 return
             self._lost = self._lost_reason()
             raise LockLostError(self._lost)
