@@ -92,6 +92,15 @@ step = st.one_of(
 )
 
 
+def finish_copy(land: Landing, name: str, mtime: int, newest: int, late_window: bool) -> int:
+    """Rename X._COPYING_ to X. The rename keeps the mtime of the last write: within the window
+    that is older than files emitted meanwhile; without a window, a newer one (or it is lost)."""
+    land.fs.rename(land.path(name + "._COPYING_"), land.path(name))
+    mtime = max(mtime, newest - WINDOW_S * S) if late_window else newest + S
+    land.set_mtime(land.path(name), mtime)
+    return max(newest, mtime)
+
+
 @given(
     steps=st.lists(step, max_size=40),
     late_window=st.booleans(),
@@ -119,10 +128,14 @@ def test_scan_to_source_replays_every_record_exactly_once(
             kind = action[0]
             if kind == "arrive":
                 _, prefix, delta, lines, copy, crlf = action
-                name = f"{prefix}{n:02d}"
                 mtime = newest + delta * S
-                if not late_window:
-                    mtime = max(mtime, newest)  # without a window a late file is never seen
+                if late_window:
+                    name = f"{prefix}{n:02d}"  # a tie may sort before files already emitted
+                else:
+                    # Without a window only files sorting after every earlier one are promised:
+                    # ties keep arrival order by name, older mtimes are never seen.
+                    name = f"{n:02d}{prefix}"
+                    mtime = max(mtime, newest)
                 newest = max(newest, mtime)
                 records = [f"{name}:{i}" for i in range(lines)]
                 data = "".join(r + ("\r\n" if crlf else "\n") for r in records)
@@ -133,12 +146,7 @@ def test_scan_to_source_replays_every_record_exactly_once(
                     land.put(name, data, mtime)
                 expected[name] = records
             elif kind == "copied" and copying:
-                name, mtime = copying.pop(0)
-                # The rename keeps the mtime of the last write (at most the window's age).
-                mtime = max(mtime, newest - WINDOW_S * S) if late_window else max(mtime, newest)
-                land.fs.rename(land.path(name + "._COPYING_"), land.path(name))
-                land.set_mtime(land.path(name), mtime)
-                newest = max(newest, mtime)
+                newest = finish_copy(land, *copying.pop(0), newest, late_window)
             elif kind == "run":
                 replay.run(action[1], action[2])
             elif kind == "cut":
@@ -148,10 +156,7 @@ def test_scan_to_source_replays_every_record_exactly_once(
             else:
                 clock.advance(1)
         for name, mtime in copying:
-            land.fs.rename(land.path(name + "._COPYING_"), land.path(name))
-            mtime = max(mtime, newest - WINDOW_S * S) if late_window else max(mtime, newest)
-            land.set_mtime(land.path(name), mtime)
-            newest = max(newest, mtime)
+            newest = finish_copy(land, name, mtime, newest, late_window)
         for _ in range(2):  # two listings: everything present now is seen
             clock.advance(1)
             while replay.run(5, 10):
