@@ -1,0 +1,695 @@
+"""The region controller: consistent cuts, resets, triggers and stop for one consistent region.
+
+Threads and locks. A cut or a reset (a *cycle*) runs on whichever thread asks for it: the periodic
+trigger thread, a start operator's thread in :meth:`RegionController.make_consistent`, or a thread
+reporting a failure. Cycles are serialised by the cycle lock. Lock order, never reversed:
+
+1. the cycle lock (held for a whole cycle, while operators are called);
+2. the permits' internal lock (held only inside :class:`~region.permits.Permits` methods);
+3. the state lock and the trigger's condition (held only to read or update status, counters and
+   the trigger's due time; nothing is called and nothing else is locked under them).
+
+A thread never waits for the cycle lock while holding a permit: every entry point hands the
+caller's permits back first (:meth:`Permits.released`) and takes them back after the cycle. A
+cycle waits for permits only with a timeout (drain_timeout, reset_timeout). So no deadlock can
+form: the only blocking waits are for the cycle lock (whose holder never waits without a timeout)
+and for permits (whose holders never wait for the cycle lock).
+
+A Python call cannot be interrupted: a drain or reset slower than its timeout is detected when
+it returns (the deadline is checked after every operator), a permit held too long while waiting.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from region.checkpoint import CheckpointStore
+from region.errors import (
+    CheckpointError,
+    ConfigError,
+    RegionError,
+    RegionFailedError,
+    RegionStoppedError,
+)
+from region.permits import Permits
+from region.settings import RegionSettings, Trigger
+from region.state import StateHandler
+
+__all__ = ["ALLOWED_TRANSITIONS", "RegionController", "RegionSnapshot", "RegionStatus"]
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+class RegionStatus(StrEnum):
+    PROCESSING = "processing"
+    DRAINING = "draining"
+    CHECKPOINTING = "checkpointing"
+    RESETTING = "resetting"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+_S = RegionStatus
+
+#: Every status change the controller may make. A controller starts in RESETTING: after a
+#: (re)start nothing flows until the first reset has restored the operators.
+ALLOWED_TRANSITIONS: Mapping[RegionStatus, frozenset[RegionStatus]] = {
+    _S.RESETTING: frozenset({_S.PROCESSING, _S.FAILED, _S.STOPPED}),
+    _S.PROCESSING: frozenset({_S.DRAINING, _S.RESETTING, _S.FAILED, _S.STOPPED}),
+    _S.DRAINING: frozenset({_S.CHECKPOINTING, _S.RESETTING, _S.FAILED, _S.STOPPED}),
+    _S.CHECKPOINTING: frozenset({_S.PROCESSING, _S.RESETTING, _S.FAILED, _S.STOPPED}),
+    _S.FAILED: frozenset(),
+    _S.STOPPED: frozenset(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RegionSnapshot:
+    """What the region is doing, for progress displays and health checks."""
+
+    status: RegionStatus
+    #: Cuts completed by this controller (the recovered cut is not counted).
+    cuts: int
+    #: Newest durable cut: completed here, or recovered at start. ``None`` before the first.
+    last_cut_id: int | None
+    #: Duration of the newest cut completed here (block permits → resume).
+    last_cut_seconds: float | None
+    #: Reset attempts made after failures (the recovery at start counts only when retried).
+    resets: int
+    #: Reset attempts since the last completed cut (the region fails past the maximum).
+    consecutive_resets: int
+    #: The newest failure, described (operator, phase, cause); ``None`` when none happened.
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """Why a cut or reset could not complete."""
+
+    operator: str | None
+    phase: str
+    error: BaseException
+
+    def describe(self) -> str:
+        cause = f"{type(self.error).__name__}: {self.error}"
+        if self.operator is None:
+            return f"{cause} (during {self.phase})"
+        return f"operator {self.operator!r} raised {cause} (during {self.phase})"
+
+
+@dataclass(frozen=True, slots=True)
+class _RestorePoint:
+    cut_id: int
+    states: dict[str, dict[str, Any]]
+
+
+class _StopNow(Exception):
+    """An immediate stop was requested while a cycle was running."""
+
+
+class RegionController:
+    """Coordinates the operators of one consistent region (see the module docstring for threads).
+
+    ``operators`` are in topological order (upstream first); their names key their states in the
+    region checkpoint. ``clock`` measures cut/reset durations, timeouts and the trigger period.
+    """
+
+    def __init__(
+        self,
+        settings: RegionSettings,
+        operators: Sequence[StateHandler],
+        store: CheckpointStore,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        names = [getattr(op, "name", None) for op in operators]
+        if not operators:
+            raise ConfigError("a consistent region needs at least one operator, got none")
+        for op, name in zip(operators, names, strict=True):
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"operator {op!r} has no name (attribute 'name' = {name!r})")
+        duplicates = sorted({str(n) for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigError(f"operator names must be unique in a region, repeated: {duplicates}")
+        self.settings = settings
+        self.operators: tuple[StateHandler, ...] = tuple(operators)
+        self.store = store
+        self.permits = Permits(blocked=True)
+        self._clock = clock
+
+        self._cycle_lock = threading.Lock()
+        self._cycle_owner: int | None = None
+        self._state_lock = threading.Lock()
+        self._status = RegionStatus.RESETTING
+        self._started = False
+        self._closed = False
+        self._restore_point: _RestorePoint | None = None
+        self._next_cut_id = 0
+        self._retire: list[int] = []
+        self._pending: _Failure | None = None
+        self._failed_message: str | None = None
+        # Plain attribute: set from signal handlers, where taking a lock could deadlock.
+        self._stop_now = False
+
+        self._cuts = 0
+        self._last_cut_id: int | None = None
+        self._last_cut_seconds: float | None = None
+        self._resets = 0
+        self._consecutive_resets = 0
+        self._last_error: str | None = None
+
+        self._trigger_cond = threading.Condition(threading.Lock())
+        self._trigger_thread: threading.Thread | None = None
+        self._trigger_stop = False
+        self._last_cycle_end = clock()
+
+    # ------------------------------------------------------------------ observation
+
+    @property
+    def status(self) -> RegionStatus:
+        return self._status
+
+    def snapshot(self) -> RegionSnapshot:
+        with self._state_lock:
+            return RegionSnapshot(
+                status=self._status,
+                cuts=self._cuts,
+                last_cut_id=self._last_cut_id,
+                last_cut_seconds=self._last_cut_seconds,
+                resets=self._resets,
+                consecutive_resets=self._consecutive_resets,
+                last_error=self._last_error,
+            )
+
+    def _set_status(self, new: RegionStatus) -> None:
+        with self._state_lock:
+            old = self._status
+            if new is old:
+                return
+            if new not in ALLOWED_TRANSITIONS[old]:
+                msg = f"region status cannot change from {old} to {new}"
+                raise RuntimeError(msg)
+            self._status = new
+        logger.debug("Region status %s -> %s", old, new)
+
+    # ------------------------------------------------------------------ cycles
+
+    def _run_cycle(self, body: Callable[[], _T], stopped: _T) -> _T:
+        """Run ``body`` (a cut, reset or stop) exclusively; the caller's permits are handed back
+        meanwhile. Returns ``stopped`` when an immediate stop cut the cycle short."""
+        me = threading.get_ident()
+        if self._cycle_owner == me:
+            msg = "the region controller was called from inside its own cut or reset"
+            raise RuntimeError(msg)
+        with self.permits.released(), self._cycle_lock:
+            self._cycle_owner = me
+            try:
+                return body()
+            except _StopNow:
+                self._stop_immediately_locked()
+                return stopped
+            except RegionError:
+                raise
+            except Exception as exc:
+                # A bug in the cycle itself: fail loudly rather than leave permits blocked.
+                if self._status is not RegionStatus.FAILED:
+                    self._fail_locked(_Failure(None, "controller", exc))
+                raise
+            finally:
+                self._cycle_owner = None
+                self._arm_trigger()
+
+    def _pending_failure(self) -> _Failure | None:
+        with self._state_lock:
+            return self._pending
+
+    def _check_stop_now(self) -> None:
+        if self._stop_now:
+            raise _StopNow
+
+    def _raise_if_terminal(self) -> None:
+        if self._status is RegionStatus.FAILED:
+            raise RegionFailedError(self._failed_message or "the region failed")
+        if self._status is RegionStatus.STOPPED:
+            raise RegionStoppedError("the region is stopped")
+
+    # ------------------------------------------------------------------ start / recovery
+
+    def start(self) -> None:
+        """Recover and let records flow.
+
+        1. Read the newest valid region checkpoint (``CheckpointError`` when files exist but none
+           is valid, or when it lacks the state of one of our operators).
+        2. Reset every operator to it, or to its initial state when there is none.
+        3. Unblock permits; start the periodic trigger.
+        """
+        if self._started:
+            raise RuntimeError("RegionController.start() was already called")
+        self._started = True
+        if not self._run_cycle(self._recover_locked, False):
+            return  # an immediate stop was requested during recovery
+        if self.settings.trigger is Trigger.PERIODIC:
+            self._trigger_thread = threading.Thread(
+                target=self._trigger_loop, name="region-trigger", daemon=True
+            )
+            self._trigger_thread.start()
+
+    def _recover_locked(self) -> bool:
+        try:
+            latest = self.store.latest()
+            self._next_cut_id = self.store.next_cut_id()
+            if latest is not None:
+                self._restore_point = self._restore_point_of(
+                    latest.cut_id, latest.operators, latest.path
+                )
+        except Exception as exc:
+            self._fail_locked(_Failure(None, "recovery at start", exc))
+            raise
+        if self._restore_point is not None:
+            self._last_cut_id = self._restore_point.cut_id
+            self._retire = [self._restore_point.cut_id]
+        self._reset_locked(None)
+        return True
+
+    def _restore_point_of(
+        self, cut_id: int, states: Mapping[str, Mapping[str, Any]], where: str
+    ) -> _RestorePoint:
+        names = [op.name for op in self.operators]
+        missing = [n for n in names if n not in states]
+        if missing:
+            msg = (
+                f"checkpoint {where or 'of cut ' + str(cut_id)} has no state for operator(s) "
+                f"{missing} (it holds {sorted(states)}); an operator was added or renamed: "
+                "restore the old names or start with a new checkpoint directory"
+            )
+            raise CheckpointError(msg)
+        extra = sorted(set(states) - set(names))
+        if extra:
+            logger.warning(
+                "Checkpoint of cut %d holds state of unknown operators %s", cut_id, extra
+            )
+        return _RestorePoint(cut_id, {n: dict(states[n]) for n in names})
+
+    # ------------------------------------------------------------------ cut
+
+    def cut(self, *, final: bool = False) -> bool:
+        """Run one cut now; ``True`` when it completed, ``False`` when the region reset instead.
+
+        ``final``: the cut of a graceful stop; when it completes the operators are closed and
+        the region is STOPPED. Raises :class:`RegionFailedError` when the region failed.
+        """
+        self._require_started()
+        trigger = "stop" if final else "request"
+        return self._run_cycle(lambda: self._cut_locked(final=final, trigger=trigger), False)
+
+    def make_consistent(self) -> bool:
+        """Operator-driven trigger: cut now, from a start operator's thread.
+
+        The caller's permit is handed back while the cut runs and taken back before returning.
+        ``True``: the cut completed. ``False``: the region was reset instead (to an earlier cut),
+        so whatever the caller produced since that cut will be produced again.
+        """
+        self._require_started()
+        return self._run_cycle(
+            lambda: self._cut_locked(final=False, trigger="operator_driven"), False
+        )
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise RuntimeError("call RegionController.start() first")
+
+    def _cut_locked(self, *, final: bool, trigger: str) -> bool:
+        self._raise_if_terminal()
+        self._check_stop_now()
+        cut_id = self._next_cut_id
+        self._next_cut_id += 1  # never reused, even when this cut fails
+        started = self._clock()
+        deadline = started + self.settings.drain_timeout
+
+        # 1. Block permits: no start operator begins another batch.
+        self._set_status(RegionStatus.DRAINING)
+        self.permits.block()
+        # 2. Wait until every permit is back (the batches in flight are done).
+        if not self.permits.wait_idle(max(0.0, deadline - self._clock())):
+            error = TimeoutError(
+                f"a start operator still held its permit after drain_timeout "
+                f"{self.settings.drain_timeout:g} s"
+            )
+            return self._cut_failed(cut_id, _Failure(None, f"drain of cut {cut_id}", error))
+        # 3. A batch that failed must not be checkpointed: its failure wins over the cut.
+        pending = self._pending_failure()
+        if pending is not None:
+            return self._cut_failed(cut_id, pending)
+        # 4. Drain every operator in topological order, within drain_timeout.
+        for op in self.operators:
+            self._check_stop_now()
+            try:
+                op.drain()
+            except Exception as exc:
+                return self._cut_failed(cut_id, _Failure(op.name, f"drain of cut {cut_id}", exc))
+            pending = self._pending_failure()  # reported by a drain, on this thread
+            if pending is not None:
+                return self._cut_failed(cut_id, pending)
+            elapsed = self._clock() - started
+            if elapsed > self.settings.drain_timeout:
+                error = TimeoutError(
+                    f"drain took {elapsed:.3f} s (until operator {op.name!r} finished), "
+                    f"over drain_timeout {self.settings.drain_timeout:g} s"
+                )
+                return self._cut_failed(cut_id, _Failure(op.name, f"drain of cut {cut_id}", error))
+        # 5. Checkpoint every operator.
+        self._set_status(RegionStatus.CHECKPOINTING)
+        states: dict[str, dict[str, Any]] = {}
+        for op in self.operators:
+            self._check_stop_now()
+            try:
+                state: object = op.checkpoint(cut_id)
+                if not isinstance(state, Mapping):
+                    msg = f"checkpoint() returned {type(state).__name__}, expected a dict"
+                    raise TypeError(msg)
+                states[op.name] = dict(state)
+            except Exception as exc:
+                phase = f"checkpoint of cut {cut_id}"
+                return self._cut_failed(cut_id, _Failure(op.name, phase, exc))
+        # 6. Write one region checkpoint through the store (atomic: temp file, sync, rename).
+        self._check_stop_now()
+        try:
+            self.store.write(cut_id, states, meta={"trigger": trigger})
+        except Exception as exc:
+            self._adopt_if_durable(cut_id, states)
+            phase = f"writing the checkpoint of cut {cut_id}"
+            return self._cut_failed(cut_id, _Failure(None, phase, exc))
+        # From here the cut is durable: a reset or a restart returns to it.
+        self._restore_point = _RestorePoint(cut_id, states)
+        with self._state_lock:
+            self._cuts += 1
+            self._last_cut_id = cut_id
+        # 7. Tell every operator: effects the cut covers may become visible (publish).
+        for op in self.operators:
+            try:
+                op.on_cut_completed(cut_id)
+            except Exception as exc:
+                # The reset goes back to this very cut and finishes what it promised.
+                phase = f"completion of cut {cut_id}"
+                return self._cut_failed(cut_id, _Failure(op.name, phase, exc))
+        # 8. Retire older cuts: no reset will return to them.
+        for old in self._retire:
+            for op in self.operators:
+                try:
+                    op.retire_checkpoint(old)
+                except Exception:
+                    logger.warning(
+                        "Operator %r could not retire cut %d", op.name, old, exc_info=True
+                    )
+        self._retire = [cut_id]
+        # 9. Clear the reset counter: the region made progress.
+        seconds = self._clock() - started
+        with self._state_lock:
+            self._consecutive_resets = 0
+            self._last_cut_seconds = seconds
+        logger.info("Cut %d completed in %.3f s (trigger: %s)", cut_id, seconds, trigger)
+        # 10. Resume (or, for the final cut of a graceful stop, close and stop).
+        if final:
+            self._close_operators()
+            self._set_status(RegionStatus.STOPPED)
+            self.permits.cancel(_stopped_error)
+            self._signal_trigger_stop()
+        else:
+            self._set_status(RegionStatus.PROCESSING)
+            self.permits.unblock()
+        return True
+
+    def _adopt_if_durable(self, cut_id: int, states: dict[str, dict[str, Any]]) -> None:
+        """After a failed write, ask the store whether the cut still became durable (e.g. only
+        a later sync failed): a restart would resume from it, so a reset must go there too."""
+        try:
+            latest = self.store.latest()
+        except Exception:
+            logger.warning("Cannot read back the checkpoint of cut %d", cut_id, exc_info=True)
+            return
+        if latest is not None and latest.cut_id == cut_id:
+            logger.warning("Cut %d is durable despite the write error; resetting to it", cut_id)
+            self._restore_point = _RestorePoint(cut_id, states)
+            with self._state_lock:
+                self._last_cut_id = cut_id
+
+    def _cut_failed(self, cut_id: int, failure: _Failure) -> bool:
+        logger.warning("Cut %d abandoned: %s", cut_id, failure.describe())
+        self._reset_locked(failure)
+        return False
+
+    # ------------------------------------------------------------------ failure and reset
+
+    def report_failure(self, operator: str, error: BaseException) -> None:
+        """An operator raised while processing: reset the region (returns when it is reset).
+
+        May be called while holding a permit (it is handed back meanwhile): the failure is
+        recorded first, so no cut can commit the failed batch's effects. Raises
+        :class:`RegionFailedError` when the region gave up.
+        """
+        self._require_started()
+        failure = _Failure(operator, "processing", error)
+        with self._state_lock:
+            if self._pending is None:
+                self._pending = failure
+            self._last_error = failure.describe()
+        logger.warning("Region failure: %s", failure.describe())
+        if self._cycle_owner == threading.get_ident():
+            return  # called from inside a cycle: the cycle sees the pending failure
+        self._run_cycle(self._recover_from_pending_locked, None)
+
+    def _recover_from_pending_locked(self) -> None:
+        if self._status is RegionStatus.STOPPED:
+            return
+        self._raise_if_terminal()
+        pending = self._pending
+        if pending is not None:  # else another cycle already reset for it
+            self._reset_locked(pending)
+
+    def _reset_locked(self, failure: _Failure | None) -> None:
+        """Reset every operator to the last completed cut (or to the initial state).
+
+        1. Status RESETTING; block permits.
+        2. Give up (FAILED) when max_consecutive_reset_attempts attempts were made since the
+           last completed cut.
+        3. Wait for outstanding permits, within reset_timeout.
+        4. Reset every operator in topological order; an exception, or the whole reset taking
+           longer than reset_timeout, fails the attempt: back to 2.
+        5. Clear the pending failure, status PROCESSING, unblock permits.
+
+        ``failure`` is ``None`` for the recovery at start, which counts as a reset attempt only
+        when it has to be repeated.
+        """
+        self._set_status(RegionStatus.RESETTING)
+        self.permits.block()
+        if failure is not None:
+            with self._state_lock:
+                self._last_error = failure.describe()
+        count = failure is not None
+        attempt = 0
+        while True:
+            self._check_stop_now()
+            attempt += 1
+            if count:
+                if self._consecutive_resets >= self.settings.max_consecutive_reset_attempts:
+                    assert failure is not None
+                    raise self._fail_locked(failure) from failure.error
+                with self._state_lock:
+                    self._consecutive_resets += 1
+                    self._resets += 1
+            count = True
+            started = self._clock()
+            problem = self._reset_operators(started + self.settings.reset_timeout)
+            if problem is None:
+                break
+            logger.warning("Reset attempt %d failed: %s", attempt, problem.describe())
+            failure = problem
+            with self._state_lock:
+                self._last_error = failure.describe()
+        seconds = self._clock() - started
+        target = self._restore_point
+        with self._state_lock:
+            self._pending = None
+        logger.info(
+            "Region reset to %s in %.3f s (attempt %d of %d) after %s",
+            f"cut {target.cut_id}" if target else "the initial state",
+            seconds,
+            self._consecutive_resets,
+            self.settings.max_consecutive_reset_attempts,
+            failure.describe() if failure else "start (recovery)",
+        )
+        self._set_status(RegionStatus.PROCESSING)
+        self.permits.unblock()
+
+    def _reset_operators(self, deadline: float) -> _Failure | None:
+        if not self.permits.wait_idle(max(0.0, deadline - self._clock())):
+            error = TimeoutError(
+                f"a start operator still held its permit after reset_timeout "
+                f"{self.settings.reset_timeout:g} s"
+            )
+            return _Failure(None, "reset", error)
+        target = self._restore_point
+        slowest, slowest_seconds = "", -1.0
+        for op in self.operators:
+            self._check_stop_now()
+            begun = self._clock()
+            try:
+                if target is None:
+                    op.reset_to_initial_state()
+                else:
+                    op.reset(copy.deepcopy(target.states[op.name]))
+            except Exception as exc:
+                return _Failure(op.name, "reset", exc)
+            took = self._clock() - begun
+            if took > slowest_seconds:
+                slowest, slowest_seconds = op.name, took
+        elapsed = self._clock() - (deadline - self.settings.reset_timeout)
+        if elapsed > self.settings.reset_timeout:
+            error = TimeoutError(
+                f"reset took {elapsed:.3f} s, over reset_timeout {self.settings.reset_timeout:g} s "
+                f"(slowest: {slowest_seconds:.3f} s)"
+            )
+            return _Failure(slowest, "reset", error)
+        return None
+
+    def _fail_locked(self, failure: _Failure) -> RegionFailedError:
+        """Give up: status FAILED, every permit waiter raises RegionFailedError (returned)."""
+        attempts = self._consecutive_resets
+        message = (
+            f"consistent region failed after {attempts} consecutive reset attempt(s) "
+            f"(max_consecutive_reset_attempts={self.settings.max_consecutive_reset_attempts}): "
+            f"{failure.describe()}"
+        )
+        if failure.phase == "controller" or failure.phase == "recovery at start":
+            message = f"consistent region failed: {failure.describe()}"
+        with self._state_lock:
+            self._failed_message = message
+            self._last_error = failure.describe()
+        if self._status is not RegionStatus.FAILED:
+            self._set_status(RegionStatus.FAILED)
+        logger.error("%s", message)
+        self.permits.cancel(lambda: RegionFailedError(message))
+        return RegionFailedError(message)
+
+    # ------------------------------------------------------------------ stop
+
+    def request_stop_now(self) -> None:
+        """Ask for an immediate stop; safe to call from a signal handler (takes no lock).
+
+        A cut or reset running now gives up at its next step, closes the operators and stops
+        the region; otherwise the next cycle does (call :meth:`stop` to make it happen now).
+        """
+        self._stop_now = True
+
+    def stop(self, *, graceful: bool = True) -> bool:
+        """Stop the region; ``True`` when it stopped on a final cut covering everything.
+
+        Graceful: wait for the batches in flight, run one final cut, close the operators. If the
+        final cut fails the region resets to its last cut and closes: work after that cut is
+        redone at the next start. Immediate (``graceful=False``): no final cut; the operators
+        are closed, publishing nothing the last completed cut does not cover.
+        """
+        if not graceful:
+            self._stop_now = True
+        # The caller's permit is not taken back: no batch follows a stop.
+        self.permits.release_all()
+        self._signal_trigger_stop()
+        thread = self._trigger_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        return self._run_cycle(lambda: self._stop_locked(graceful), False)
+
+    def _stop_locked(self, graceful: bool) -> bool:
+        if self._status is RegionStatus.STOPPED:
+            return False
+        if self._status is RegionStatus.FAILED:
+            self._close_operators()
+            return False
+        if graceful and not self._stop_now and self._status is RegionStatus.PROCESSING:
+            try:
+                if self._cut_locked(final=True, trigger="stop"):
+                    return True
+            except RegionFailedError:
+                self._close_operators()
+                raise
+        self._stop_immediately_locked()
+        return False
+
+    def _stop_immediately_locked(self) -> None:
+        self.permits.block()
+        if not self.permits.wait_idle(self.settings.drain_timeout):
+            logger.warning("Stopping while a start operator still holds its permit")
+        self._close_operators()
+        if self._status not in (RegionStatus.STOPPED, RegionStatus.FAILED):
+            self._set_status(RegionStatus.STOPPED)
+        self.permits.cancel(_stopped_error)
+        logger.info("Region stopped without a final cut (last cut: %s)", self._last_cut_id)
+
+    def _close_operators(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for op in self.operators:
+            try:
+                op.close()
+            except Exception:
+                logger.warning("Operator %r failed to close", op.name, exc_info=True)
+
+    # ------------------------------------------------------------------ periodic trigger
+
+    def _arm_trigger(self) -> None:
+        """A cycle ended: the next periodic cut is due one period from now."""
+        with self._trigger_cond:
+            self._last_cycle_end = self._clock()
+            self._trigger_cond.notify_all()
+
+    def _signal_trigger_stop(self) -> None:
+        with self._trigger_cond:
+            self._trigger_stop = True
+            self._trigger_cond.notify_all()
+
+    def _trigger_loop(self) -> None:
+        period = self.settings.period
+        while True:
+            with self._trigger_cond:
+                while not self._trigger_stop:
+                    remaining = self._last_cycle_end + period - self._clock()
+                    if remaining <= 0:
+                        break
+                    self._trigger_cond.wait(remaining)
+                if self._trigger_stop:
+                    return
+                armed_at = self._last_cycle_end
+            if self._status in (RegionStatus.FAILED, RegionStatus.STOPPED):
+                return
+            try:
+                self._run_cycle(functools.partial(self._tick_locked, armed_at), False)
+            except RegionError:
+                return  # failed or stopped: the pipeline sees it through its permits
+            except Exception:
+                logger.exception("Periodic trigger stopped by an unexpected error")
+                return
+
+    def _tick_locked(self, armed_at: float) -> bool:
+        # Ignore the tick when the region is not processing, or when another cycle ended
+        # meanwhile (the period counts from the end of that one).
+        due = self._last_cycle_end == armed_at or (
+            self._clock() >= self._last_cycle_end + self.settings.period
+        )
+        if self._status is RegionStatus.PROCESSING and due:
+            return self._cut_locked(final=False, trigger="periodic")
+        return False
+
+
+def _stopped_error() -> BaseException:
+    return RegionStoppedError("the region is stopped: no more records are accepted")

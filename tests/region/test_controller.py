@@ -1,0 +1,431 @@
+"""The region controller step by step, with participants that fail on demand.
+
+Each test says what was committed to the checkpoint store and what was not.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from region.checkpoint import CheckpointStore
+from region.controller import ALLOWED_TRANSITIONS, RegionController, RegionStatus
+from region.errors import CheckpointError, ConfigError, RegionFailedError, RegionStoppedError
+from tests.region._participants import FakeClock, Probe, region_settings, wait_until
+from tests.region.conftest import FlakyFileSystem
+
+NAMES = ("scan", "source", "sink")
+
+
+class Region:
+    """Three journaling participants (in topological order) under one controller."""
+
+    def __init__(self, store: CheckpointStore, **settings: Any) -> None:
+        self.journal: list[tuple[str, str]] = []
+        self.clock = FakeClock()
+        self.store = store
+        self.ops = {n: Probe(n, self.journal, clock=self.clock) for n in NAMES}
+        self.controller = RegionController(
+            region_settings(**settings), list(self.ops.values()), store, clock=self.clock
+        )
+
+    def calls(self) -> list[tuple[str, str]]:
+        calls = list(self.journal)
+        self.journal.clear()
+        return calls
+
+    def committed(self) -> list[int]:
+        return [info.cut_id for info in self.store.list()]
+
+
+@pytest.fixture
+def region(make_store: Callable[..., CheckpointStore]) -> Callable[..., Region]:
+    def make(**settings: Any) -> Region:
+        return Region(make_store(), **settings)
+
+    return make
+
+
+def each(call: str) -> list[tuple[str, str]]:
+    return [(n, call) for n in NAMES]
+
+
+# ---------------------------------------------------------------------- start and recovery
+
+
+def test_fresh_start_resets_every_operator_to_initial_state_then_opens_permits(region):
+    r = region()
+    assert r.controller.status is RegionStatus.RESETTING
+    assert r.controller.permits.blocked  # nothing flows before the first reset
+    r.controller.start()
+    assert r.calls() == each("reset_to_initial_state")
+    assert r.controller.status is RegionStatus.PROCESSING
+    assert not r.controller.permits.blocked
+    snap = r.controller.snapshot()
+    assert (snap.cuts, snap.resets, snap.last_cut_id, snap.last_error) == (0, 0, None, None)
+
+
+def test_restart_resumes_from_newest_cut_and_never_reuses_a_cut_id(make_store):
+    first = Region(make_store())
+    first.controller.start()
+    assert first.controller.make_consistent()
+    assert first.controller.make_consistent()
+    newest = first.committed()[-1]
+
+    second = Region(make_store())
+    second.controller.start()
+    assert second.calls() == [(n, f"reset {newest}") for n in NAMES]
+    assert second.controller.snapshot().last_cut_id == newest
+    assert second.controller.make_consistent()
+    assert second.committed()[-1] == newest + 1
+    # The recovered cut is retired once a newer one completed.
+    assert ("sink", f"retire {newest}") in second.calls()
+
+
+def test_checkpoint_without_state_of_an_operator_is_refused_at_start(make_store):
+    store = make_store()
+    store.write(store.next_cut_id(), {"scan": {}, "source": {}})
+    r = Region(store)
+    with pytest.raises(CheckpointError, match=r"no state for operator\(s\) \['sink'\]"):
+        r.controller.start()
+    assert r.calls() == []  # nobody was reset to a partial cut
+    assert r.controller.status is RegionStatus.FAILED
+
+
+def test_operator_names_must_be_unique(make_store):
+    journal: list[tuple[str, str]] = []
+    with pytest.raises(ConfigError, match="repeated: \\['a'\\]"):
+        RegionController(
+            region_settings(), [Probe("a", journal), Probe("a", journal)], make_store()
+        )
+
+
+# ---------------------------------------------------------------------- the cut
+
+
+def test_cut_drains_all_then_checkpoints_all_then_commits_then_completes_then_retires(region):
+    r = region()
+    r.controller.start()
+    r.calls()
+    assert r.controller.make_consistent()
+    first = r.committed()[-1]
+    assert r.calls() == [
+        *each("drain"),
+        *each(f"checkpoint {first}"),
+        *each(f"on_cut_completed {first}"),
+    ]
+    checkpoint = r.store.latest()
+    assert checkpoint is not None and checkpoint.cut_id == first
+    assert checkpoint.operators == {n: {"counter": 1, "cut": first} for n in NAMES}
+
+    assert r.controller.make_consistent()
+    second = r.committed()[-1]
+    assert second > first
+    assert r.calls()[-3:] == each(f"retire {first}")
+    snap = r.controller.snapshot()
+    assert (snap.status, snap.cuts, snap.last_cut_id) == (RegionStatus.PROCESSING, 2, second)
+    assert snap.last_cut_seconds is not None
+
+
+def test_cut_waits_for_the_batch_in_flight(region):
+    r = region()
+    r.controller.start()
+    done: list[bool] = []
+    permits = r.controller.permits
+    permits.acquire()  # a batch is in flight on this thread
+    cutter = threading.Thread(target=lambda: done.append(r.controller.make_consistent()))
+    cutter.start()
+    wait_until(lambda: r.controller.status is RegionStatus.DRAINING, "the cut to start")
+    assert not permits.acquire(timeout=0)  # blocked: no new batch may start
+    assert r.calls() == each("reset_to_initial_state")  # nothing drained yet
+    permits.release()
+    cutter.join()
+    assert done == [True]
+    assert r.calls()[:3] == each("drain")
+
+
+def test_make_consistent_from_a_thread_holding_a_permit_hands_it_back_meanwhile(region):
+    r = region()
+    r.controller.start()
+    with r.controller.permits.hold():
+        assert r.controller.make_consistent()
+        assert r.controller.permits.held_by_current_thread == 1
+    assert r.controller.permits.outstanding == 0
+
+
+def test_drain_failure_resets_to_last_cut_and_commits_nothing(region):
+    r = region()
+    r.controller.start()
+    assert r.controller.make_consistent()
+    good = r.committed()
+    r.calls()
+    r.ops["source"].faults.arm("drain", OSError("read failed at offset 512 of /in/a.txt"))
+    assert r.controller.make_consistent() is False
+    assert r.committed() == good
+    calls = r.calls()
+    assert calls[:2] == [("scan", "drain"), ("source", "drain")]
+    assert not any(c.startswith("checkpoint") for _, c in calls)
+    assert calls[2:] == [(n, f"reset {good[-1]}") for n in NAMES]
+    snap = r.controller.snapshot()
+    assert (snap.status, snap.resets, snap.consecutive_resets) == (RegionStatus.PROCESSING, 1, 1)
+    assert "operator 'source' raised OSError" in (snap.last_error or "")
+    assert "offset 512" in (snap.last_error or "")
+
+
+def test_checkpoint_failure_resets_and_commits_nothing(region):
+    r = region()
+    r.controller.start()
+    r.calls()
+    r.ops["sink"].faults.arm("checkpoint", ValueError("state is not serialisable"))
+    assert r.controller.make_consistent() is False
+    assert r.committed() == []
+    calls = r.calls()
+    assert not any(c.startswith("on_cut_completed") for _, c in calls)
+    assert calls[-3:] == each("reset_to_initial_state")  # no cut yet: back to the start
+
+
+def test_drain_slower_than_drain_timeout_resets_instead_of_checkpointing(region):
+    r = region(drain_timeout="10s")
+    r.controller.start()
+    assert r.controller.make_consistent()
+    good = r.committed()
+    r.calls()
+    r.ops["source"].drain_seconds = 11.0
+    assert r.controller.make_consistent() is False
+    assert r.committed() == good
+    calls = r.calls()
+    assert not any(c.startswith("checkpoint") for _, c in calls)
+    assert ("sink", "drain") not in calls  # gave up right after the slow operator
+    snap = r.controller.snapshot()
+    assert "over drain_timeout 10 s" in (snap.last_error or "")
+    assert "'source'" in (snap.last_error or "")
+
+
+def test_a_start_operator_holding_its_permit_past_drain_timeout_resets_the_region(region):
+    r = region(drain_timeout="20ms", reset_timeout="5s")
+    r.controller.start()
+    permits = r.controller.permits
+    permits.acquire()
+    result: list[bool] = []
+    cutter = threading.Thread(target=lambda: result.append(r.controller.make_consistent()))
+    cutter.start()
+    wait_until(lambda: r.controller.status is RegionStatus.RESETTING, "the drain to time out")
+    assert r.committed() == []
+    permits.release()  # the reset waits for the permit before touching any operator
+    cutter.join()
+    assert result == [False]
+    assert "held its permit after drain_timeout" in (r.controller.snapshot().last_error or "")
+
+
+def test_store_write_failure_resets_to_previous_cut_and_the_failed_id_is_not_reused(
+    region, flaky_fs: FlakyFileSystem
+):
+    r = region()
+    r.controller.start()
+    assert r.controller.make_consistent()
+    good = r.committed()
+    r.calls()
+    flaky_fs.fail_renames = 1
+    assert r.controller.make_consistent() is False
+    assert r.committed() == good
+    calls = r.calls()
+    assert not any(c.startswith("on_cut_completed") for _, c in calls)
+    assert calls[-3:] == [(n, f"reset {good[-1]}") for n in NAMES]
+    assert "No space left on device" in (r.controller.snapshot().last_error or "")
+    assert r.controller.make_consistent()
+    assert r.committed()[-1] == good[-1] + 2
+
+
+def test_failure_after_the_cut_is_durable_resets_to_that_cut(region):
+    r = region()
+    r.controller.start()
+    r.calls()
+    r.ops["sink"].faults.arm("on_cut_completed", OSError("rename of part-0 failed"))
+    assert r.controller.make_consistent() is False
+    [durable] = r.committed()
+    # The reset returns to the durable cut, where the sink redoes its publishing.
+    assert r.calls()[-3:] == [(n, f"reset {durable}") for n in NAMES]
+    snap = r.controller.snapshot()
+    assert snap.last_cut_id == durable
+    assert snap.consecutive_resets == 1  # not cleared: the cut did not finish
+
+
+def test_reset_failure_is_retried_and_a_completed_cut_clears_the_counter(region):
+    r = region(max_consecutive_reset_attempts=3)
+    r.controller.start()
+    r.ops["sink"].faults.arm("drain", OSError("disk full"))
+    r.ops["source"].faults.arm("reset", OSError("cannot reopen /in/a.txt"))
+    assert r.controller.make_consistent() is False
+    snap = r.controller.snapshot()
+    assert (snap.status, snap.resets, snap.consecutive_resets) == (RegionStatus.PROCESSING, 2, 2)
+    assert r.controller.make_consistent()
+    assert r.controller.snapshot().consecutive_resets == 0
+    assert r.controller.snapshot().resets == 2
+
+
+def test_reset_slower_than_reset_timeout_is_another_attempt(region):
+    r = region(reset_timeout="1s", max_consecutive_reset_attempts=5)
+    r.controller.start()
+    r.ops["scan"].faults.arm("drain", OSError("listing failed"))
+    r.ops["sink"].faults.arm("reset", lambda: r.clock.advance(2.0))
+    assert r.controller.make_consistent() is False
+    snap = r.controller.snapshot()
+    assert snap.consecutive_resets == 2
+    assert "over reset_timeout 1 s" in (snap.last_error or "")
+
+
+def test_region_fails_after_max_consecutive_reset_attempts(region):
+    r = region(max_consecutive_reset_attempts=3)
+    r.controller.start()
+    r.ops["sink"].faults.arm("drain", OSError("disk full"))
+    r.ops["sink"].faults.arm("reset", PermissionError("/out/part-0: permission denied"), times=99)
+    with pytest.raises(RegionFailedError) as failed:
+        r.controller.make_consistent()
+    message = str(failed.value)
+    assert "3 consecutive reset attempt" in message
+    assert "operator 'sink'" in message
+    assert "PermissionError" in message and "/out/part-0" in message
+    assert r.controller.status is RegionStatus.FAILED
+    assert r.committed() == []
+    # Nobody waits forever for a failed region.
+    with pytest.raises(RegionFailedError, match="permission denied"):
+        r.controller.permits.acquire()
+    with pytest.raises(RegionFailedError):
+        r.controller.make_consistent()
+    r.calls()
+    assert r.controller.stop() is False
+    assert r.calls() == each("close")
+    assert r.controller.status is RegionStatus.FAILED
+
+
+def test_repeated_processing_failures_without_a_cut_fail_the_region(region):
+    r = region(max_consecutive_reset_attempts=2)
+    r.controller.start()
+    poison = ValueError("record 17 of /in/a.txt: bad field 'price' = 'x'")
+    r.controller.report_failure("source", poison)
+    r.controller.report_failure("source", poison)
+    with pytest.raises(RegionFailedError, match=r"2 consecutive reset attempt.*'source'.*price"):
+        r.controller.report_failure("source", poison)
+
+
+def test_failure_reported_by_a_batch_in_flight_wins_over_a_waiting_cut(region):
+    r = region()
+    r.controller.start()
+    assert r.controller.make_consistent()
+    good = r.committed()
+    result: list[bool] = []
+    with r.controller.permits.hold():
+        cutter = threading.Thread(target=lambda: result.append(r.controller.make_consistent()))
+        cutter.start()
+        wait_until(lambda: r.controller.status is RegionStatus.DRAINING, "the cut to wait")
+        # The batch failed half-way: its partial effects must never be checkpointed.
+        r.controller.report_failure("sink", OSError("write failed"))
+    cutter.join()
+    assert result == [False]
+    assert r.committed() == good
+    assert r.controller.snapshot().resets == 1  # one reset, not one per thread
+
+
+# ---------------------------------------------------------------------- stop
+
+
+def test_graceful_stop_takes_a_final_cut_then_closes(region):
+    r = region()
+    r.controller.start()
+    r.calls()
+    assert r.controller.stop() is True
+    [final] = r.committed()
+    assert r.calls() == [
+        *each("drain"),
+        *each(f"checkpoint {final}"),
+        *each(f"on_cut_completed {final}"),
+        *each("close"),
+    ]
+    assert r.controller.status is RegionStatus.STOPPED
+    with pytest.raises(RegionStoppedError):
+        r.controller.permits.acquire()
+    with pytest.raises(RegionStoppedError):
+        r.controller.make_consistent()
+
+
+def test_immediate_stop_closes_without_a_cut_or_publishing(region):
+    r = region()
+    r.controller.start()
+    r.calls()
+    assert r.controller.stop(graceful=False) is False
+    assert r.committed() == []
+    assert r.calls() == each("close")
+    assert r.controller.status is RegionStatus.STOPPED
+
+
+def test_stop_now_requested_during_a_cut_abandons_it(region):
+    r = region()
+    r.controller.start()
+    r.ops["source"].faults.arm("drain", lambda: r.controller.request_stop_now())
+    assert r.controller.make_consistent() is False
+    assert r.committed() == []
+    assert r.controller.status is RegionStatus.STOPPED
+    calls = r.calls()
+    assert not any(c.startswith("checkpoint") for _, c in calls)
+    assert calls[-3:] == each("close")
+
+
+def test_failed_final_cut_resets_then_stops_without_claiming_completion(region):
+    r = region()
+    r.controller.start()
+    assert r.controller.make_consistent()
+    good = r.committed()
+    r.ops["sink"].faults.arm("checkpoint", OSError("sync failed"))
+    assert r.controller.stop() is False
+    assert r.committed() == good
+    assert r.controller.status is RegionStatus.STOPPED
+    assert r.calls()[-3:] == each("close")
+
+
+# ---------------------------------------------------------------------- periodic trigger
+
+
+def test_periodic_trigger_cuts_repeatedly_and_stops_with_the_region(make_store, caplog):
+    store = make_store()
+    journal: list[tuple[str, str]] = []
+    controller = RegionController(
+        region_settings(trigger="periodic", period="5ms"), [Probe("only", journal)], store
+    )
+    with caplog.at_level(logging.INFO, logger="region.controller"):
+        controller.start()
+        wait_until(lambda: controller.snapshot().cuts >= 3, "three periodic cuts")
+        assert controller.stop() is True
+    cut_lines = [r for r in caplog.records if r.getMessage().startswith("Cut ")]
+    assert len(cut_lines) == controller.snapshot().cuts
+    assert "trigger: periodic" in cut_lines[0].getMessage()
+    assert "trigger: stop" in cut_lines[-1].getMessage()
+    assert not any(t.name == "region-trigger" for t in threading.enumerate())
+
+
+# ---------------------------------------------------------------------- observability
+
+
+def test_one_info_line_per_cut_and_per_reset(region, caplog):
+    r = region()
+    r.controller.start()
+    with caplog.at_level(logging.INFO, logger="region.controller"):
+        assert r.controller.make_consistent()
+        r.controller.report_failure("sink", OSError("boom"))
+    lines = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.INFO]
+    assert len(lines) == 2
+    assert lines[0].startswith(f"Cut {r.committed()[-1]} completed in ")
+    assert lines[1].startswith(f"Region reset to cut {r.committed()[-1]} in ")
+    assert "attempt 1 of 5" in lines[1] and "operator 'sink' raised OSError: boom" in lines[1]
+
+
+def test_status_table_has_two_terminal_states_and_every_state_reachable():
+    terminal = {s for s, nexts in ALLOWED_TRANSITIONS.items() if not nexts}
+    assert terminal == {RegionStatus.FAILED, RegionStatus.STOPPED}
+    reachable = {RegionStatus.RESETTING}
+    for _ in RegionStatus:
+        reachable |= {n for s in reachable for n in ALLOWED_TRANSITIONS[s]}
+    assert reachable == set(RegionStatus)
