@@ -1,13 +1,166 @@
-"""Shared fixtures: filesystem backends (local and the WebHDFS stand-in)."""
+"""Shared fixtures: filesystem backends (local and the WebHDFS stand-in).
+
+``any_fs`` runs a test once per backend and gives an :class:`FsHandle`: ``.fs`` (a
+``region.fs.FileSystem``), ``.root`` (a fresh empty directory on it), ``.path("a", "b")`` (a path
+under the root) and ``.name``::
+
+    def test_roundtrip(any_fs):
+        w = any_fs.fs.create(any_fs.path("f"))
+        w.write(b"x")
+        w.close()
+        assert any_fs.fs.read(any_fs.path("f")) == b"x"
+
+Backends: ``local``; ``webhdfs`` (the real ``hdfs`` client against tests/webhdfs_server.py);
+``hdfs`` when ``HDFS_URI`` names a cluster directory (``hdfs://nn:8020/tmp/tests``) and
+``webhdfs-cluster`` when ``WEBHDFS_URL`` does (``webhdfs://nn:9870/tmp/tests``).
+``webhdfs_server`` is the session's server; ``local_fs`` a LocalFileSystem.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import itertools
 import os
+import posixpath
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from operators.fs import FileSystemSettings, LocalFileSystem, open_path
+from region.fs import FileSystem
+from tests.webhdfs_server import WebHdfsServer
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(
     "ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+#: Real clusters join ``any_fs`` only when named: a skip per test and backend would bury the
+#: summary, so tests/fs/test_contract.py reports each unset variable once as a skip.
+CLUSTER_VARIABLES = {"hdfs": "HDFS_URI", "webhdfs-cluster": "WEBHDFS_URL"}
+BACKENDS = ["local", "webhdfs"] + [n for n, v in CLUSTER_VARIABLES.items() if os.environ.get(v)]
+_counter = itertools.count()
+
+_FS_IOC_GETFLAGS = 0x80086601
+_FS_IOC_SETFLAGS = 0x40086602
+_FS_IMMUTABLE_FL = 0x10
+
+
+@dataclass
+class FsHandle:
+    """One backend for a test: a filesystem and a fresh empty directory on it."""
+
+    name: str
+    fs: FileSystem
+    root: str
+    server: WebHdfsServer | None = None
+
+    def path(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    @contextlib.contextmanager
+    def read_only_dir(self, path: str) -> Iterator[None]:
+        """Make the directory ``path`` refuse writes to this filesystem's user, or skip."""
+        if self.name == "local":
+            with _local_read_only(path):
+                yield
+            return
+        set_permission = getattr(self.fs, "set_permission", None)
+        if set_permission is None:
+            pytest.skip(f"{self.name}: this backend cannot change permissions")
+        set_permission(path, 0o555)
+        try:
+            yield
+        finally:
+            set_permission(path, 0o755)
+
+
+@contextlib.contextmanager
+def _local_read_only(path: str) -> Iterator[None]:
+    if os.geteuid() != 0:
+        os.chmod(path, 0o555)
+        try:
+            yield
+        finally:
+            os.chmod(path, 0o755)
+        return
+    # root ignores permission bits; the immutable attribute stops root too.
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            (flags,) = struct.unpack("i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, struct.pack("i", 0)))
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, struct.pack("i", flags | _FS_IMMUTABLE_FL))
+        except OSError as err:
+            pytest.skip(f"running as root and cannot set the immutable attribute: {err}")
+        try:
+            yield
+        finally:
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, struct.pack("i", flags))
+    finally:
+        os.close(fd)
+
+
+def _test_dir_name(request: pytest.FixtureRequest) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)[:60]
+    return f"{next(_counter):04d}-{os.getpid()}-{name}"
+
+
+def pytest_report_header() -> list[str]:
+    unset = [f"{v} (backend {n})" for n, v in CLUSTER_VARIABLES.items() if not os.environ.get(v)]
+    return [f"filesystem backends skipped, variable not set: {', '.join(unset)}"] if unset else []
+
+
+@pytest.fixture(scope="session")
+def webhdfs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebHdfsServer]:
+    """The session's WebHDFS stand-in (leases of cut-off writers recover after 0.5 s)."""
+    server = WebHdfsServer(tmp_path_factory.mktemp("webhdfs"), soft_limit=0.5)
+    server.start()
+    yield server
+    server.stop()
+
+
+def webhdfs_settings(uri: str, **overrides: object) -> FileSystemSettings:
+    """Settings for test servers: short waits so failures surface quickly."""
+    values: dict[str, object] = {
+        "uri": uri,
+        "user": "tester",
+        "timeout": 10.0,
+        "lease_recovery_timeout": 5.0,
+        "retries": 2,
+        "retry_backoff": 0.01,
+    }
+    values.update(overrides)
+    return FileSystemSettings.model_validate(values)
+
+
+@pytest.fixture
+def local_fs() -> LocalFileSystem:
+    return LocalFileSystem()
+
+
+@pytest.fixture(params=BACKENDS)
+def any_fs(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> Iterator[FsHandle]:
+    """The test's backend (see the module docstring) with a fresh empty root directory."""
+    name: str = request.param
+    if name == "local":
+        handle = FsHandle(name, LocalFileSystem(), os.path.join(os.fspath(tmp_path), "root"))
+    elif name == "webhdfs":
+        server: WebHdfsServer = request.getfixturevalue("webhdfs_server")
+        fs, _ = open_path("/", webhdfs_settings(server.uri))
+        root = "/tests/" + _test_dir_name(request)
+        handle = FsHandle(name, fs, root, server)
+    else:
+        fs, base_path = open_path(os.environ[CLUSTER_VARIABLES[name]])
+        handle = FsHandle(name, fs, posixpath.join(base_path, _test_dir_name(request)))
+    handle.fs.mkdirs(handle.root)
+    try:
+        yield handle
+    finally:
+        with contextlib.suppress(OSError):
+            handle.fs.delete(handle.root, recursive=True)

@@ -1,9 +1,102 @@
-"""Filesystem backends behind the :class:`region.fs.FileSystem` contract."""
+"""Filesystem backends behind the :class:`region.fs.FileSystem` contract.
+
+Turn a configured string into a filesystem and a path on it::
+
+    fs, path = open_path("webhdfs://nn:9870/landing")   # WebHdfsFileSystem, "/landing"
+    fs, path = open_path("/tmp/x")                       # LocalFileSystem, "/tmp/x"
+    fs, path = open_path("/landing", settings)           # on the filesystem of ``settings``
+
+``open_filesystem(settings_or_uri)`` gives the filesystem alone.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from region.fs import FileStatus, FileSystem, FileWriter
 
+from .errors import UnsupportedOperationError
 from .local import LocalFileSystem
+from .settings import FileSystemSettings, split_uri
 
-__all__ = ["FileStatus", "FileSystem", "FileWriter", "LocalFileSystem"]
+if TYPE_CHECKING:
+    from .hdfs import ArrowHdfsFileSystem
+    from .webhdfs import WebHdfsFileSystem
+
+__all__ = [
+    "ArrowHdfsFileSystem",
+    "FileStatus",
+    "FileSystem",
+    "FileSystemSettings",
+    "FileWriter",
+    "LocalFileSystem",
+    "UnsupportedOperationError",
+    "WebHdfsFileSystem",
+    "open_filesystem",
+    "open_path",
+    "split_uri",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The remote backends import their client libraries only when used.
+    if name == "WebHdfsFileSystem":
+        from .webhdfs import WebHdfsFileSystem
+
+        return WebHdfsFileSystem
+    if name == "ArrowHdfsFileSystem":
+        from .hdfs import ArrowHdfsFileSystem
+
+        return ArrowHdfsFileSystem
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _settings(settings_or_uri: FileSystemSettings | str | None) -> FileSystemSettings:
+    if settings_or_uri is None:
+        return FileSystemSettings()
+    if isinstance(settings_or_uri, str):
+        return FileSystemSettings(uri=settings_or_uri)
+    return settings_or_uri
+
+
+def open_filesystem(settings_or_uri: FileSystemSettings | str | None = None) -> FileSystem:
+    """The filesystem named by the settings or URI (``None``: the local disk).
+
+    The path part of a URI is ignored here; use :func:`open_path` to keep it.
+    """
+    settings = _settings(settings_or_uri)
+    if settings.kind == "webhdfs":
+        from .webhdfs import WebHdfsFileSystem
+
+        return WebHdfsFileSystem(settings)
+    if settings.kind == "hdfs":
+        from .hdfs import ArrowHdfsFileSystem
+
+        return ArrowHdfsFileSystem(settings)
+    return LocalFileSystem()
+
+
+def open_path(
+    uri_or_path: str, settings: FileSystemSettings | str | None = None
+) -> tuple[FileSystem, str]:
+    """``(filesystem, path on it)`` for a configured path.
+
+    A URI (``webhdfs://nn:9870/landing``, ``file:///tmp/x``) names its own filesystem; the other
+    ``settings`` (user, Kerberos, timeouts) still apply, but a password or token only when the
+    URI names the same filesystem as ``settings``. A plain path (``/landing``) is on the
+    filesystem of ``settings`` (the local disk when ``None``).
+    """
+    base = _settings(settings)
+    fs_uri, path = split_uri(uri_or_path)
+    if fs_uri == "file:///" and not uri_or_path.startswith("file:"):
+        return open_filesystem(base), path  # a plain path
+    named = FileSystemSettings(uri=fs_uri)
+    if named.kind == base.kind and named.display() == base.display():
+        return open_filesystem(base), path
+    fields = base.model_dump(exclude={"uri", "password", "token"}, exclude_unset=True)
+    if named.user is not None:
+        fields["user"] = named.user
+    merged = FileSystemSettings.model_validate(
+        {**fields, "uri": fs_uri, **({"password": named.password} if named.password else {})}
+    )
+    return open_filesystem(merged), path

@@ -1,0 +1,509 @@
+"""The WebHDFS backend (``webhdfs://host:9870``) through the ``hdfs`` package (HdfsCLI).
+
+Each WebHDFS write is one HTTP request that opens the file, sends the bytes and closes the file, so
+a :class:`WebHdfsWriter` buffers what is written and sends it on ``flush``/``sync``/``close`` as one
+APPEND (``create`` sends an empty CREATE at once, so the file exists and a clash is reported where
+it happens). The HDFS lease is held by the server only during a request; between requests the
+single-writer promise is kept per process (a second writer of the same path from this process gets
+``BlockingIOError`` at once) and by the server while an upload runs.
+"""
+
+from __future__ import annotations
+
+import errno
+import getpass
+import logging
+import os
+import posixpath
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import requests as rq
+import urllib3
+from hdfs.client import Client, InsecureClient, TokenClient, _Request
+from hdfs.util import HdfsError
+
+from region.fs import FileStatus
+
+from .errors import scrub
+from .settings import FileSystemSettings
+
+__all__ = ["WebHdfsFileSystem", "WebHdfsWriter"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# HdfsCLI has no truncate method; its request machinery (HA failover, auth, error mapping) is
+# reused for the TRUNCATE operation of the WebHDFS REST API.
+_truncate_request = _Request("POST").to_method("TRUNCATE")
+
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    rq.exceptions.ConnectionError,
+    rq.exceptions.Timeout,
+    rq.exceptions.ChunkedEncodingError,
+    urllib3.exceptions.HTTPError,  # a body cut off while it is read through ``raw``
+)
+_LEASE_EXCEPTIONS = frozenset({"AlreadyBeingCreatedException", "RecoveryInProgressException"})
+#: A writer sends its buffer when it grows past this, as a buffered local file would.
+_AUTO_FLUSH_BYTES = 16 << 20
+_MAX_LEASE_POLL = 2.0
+
+
+class _Claim:
+    """This process's claim on a path while a writer of it is open (weakly registered)."""
+
+
+_claims: weakref.WeakValueDictionary[tuple[str, str], _Claim] = weakref.WeakValueDictionary()
+_claims_lock = threading.Lock()
+
+
+def _make_client(settings: FileSystemSettings) -> Client:
+    proto = "https" if settings.scheme in ("swebhdfs", "https") else "http"
+    url = ";".join(
+        f"{proto}://[{h}]:{p}" if ":" in h else f"{proto}://{h}:{p}" for h, p in settings.hosts()
+    )
+    if settings.kerberos_principal is not None:
+        try:
+            from hdfs.ext.kerberos import KerberosClient
+        except ImportError:
+            msg = (
+                f"{settings.display()}: kerberos_principal is set but requests-kerberos is not "
+                "installed (pip install 'hdfs-region[kerberos]')"
+            )
+            raise ImportError(msg) from None
+        if settings.keytab is not None:
+            # GSSAPI acquires the principal's credentials from this keytab when it needs them.
+            os.environ.setdefault("KRB5_CLIENT_KTNAME", settings.keytab)
+        client: Client = KerberosClient(
+            url,
+            principal=settings.kerberos_principal,
+            proxy=settings.user,
+            timeout=settings.timeout,
+        )
+        return client
+    session = rq.Session()
+    if settings.password is not None:
+        if settings.user is None:
+            raise ValueError(f"{settings.display()}: a password is set but no user")
+        session.auth = (settings.user, settings.password.get_secret_value())
+    if settings.token is not None:
+        token = settings.token.get_secret_value()
+        return TokenClient(
+            url, token, proxy=settings.user, timeout=settings.timeout, session=session
+        )
+    user = settings.user or getpass.getuser()
+    return InsecureClient(url, user=user, timeout=settings.timeout, session=session)
+
+
+class WebHdfsFileSystem:
+    """:class:`region.fs.FileSystem` over WebHDFS. Paths are absolute HDFS paths (``/a/b``)."""
+
+    supports_truncate = True
+
+    def __init__(self, settings: FileSystemSettings | str, *, client: Client | None = None) -> None:
+        if isinstance(settings, str):
+            settings = FileSystemSettings(uri=settings)
+        if settings.kind != "webhdfs":
+            raise ValueError(f"uri: {settings.display()!r} is not a webhdfs:// URI")
+        self.settings = settings
+        #: The ``hdfs`` package client (for operations outside the contract).
+        self.client = client if client is not None else _make_client(settings)
+        #: ``None`` until a RENAME tells whether the server honours ``renameoptions``.
+        self._rename2: bool | None = None
+
+    def __repr__(self) -> str:
+        return f"WebHdfsFileSystem({self.settings.display()!r})"
+
+    def display(self, path: str) -> str:
+        return self.settings.display(path)
+
+    # -- the contract --------------------------------------------------------------------
+
+    def status(self, path: str) -> FileStatus:
+        data = self._call("GETFILESTATUS", path, lambda: self.client.status(path))
+        return self._to_status(path, data)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.status(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        entries = self._call("LISTSTATUS", path, lambda: self.client.list(path, status=True))
+        return [self._to_status(posixpath.join(path, name), st) for name, st in entries]
+
+    def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
+        if offset < 0:
+            raise ValueError(f"{self.display(path)}: cannot read at a negative offset {offset}")
+        if length == 0:
+            return b""
+
+        def fetch() -> bytes:
+            size = None if length < 0 else length
+            with self.client.read(path, offset=offset, length=size) as reader:
+                data: bytes = reader.read()
+                return data
+
+        try:
+            return self._call("OPEN", path, fetch)
+        except (ConnectionError, FileNotFoundError, PermissionError):
+            raise
+        except OSError as err:
+            # HDFS refuses an offset past the end; the contract answers no bytes, as a file does.
+            if offset > 0:
+                st = self.status(path)
+                if not st.is_dir and offset >= st.size:
+                    return b""
+            raise err from None
+
+    def create(
+        self, path: str, *, overwrite: bool = False, permission: int | None = None
+    ) -> WebHdfsWriter:
+        claim, key = self._claim(path)
+        perm = None if permission is None else f"{permission:o}"
+
+        def send() -> None:
+            self.client.write(path, data=b"", overwrite=overwrite, permission=perm)
+
+        try:
+            if overwrite:  # replacing a file another writer holds waits for its lease
+                self._lease_wait("CREATE", path, send)
+            else:
+                self._call("CREATE", path, send)
+        except BaseException:
+            self._release(claim, key)
+            raise
+        return WebHdfsWriter(self, path, claim, key, 0)
+
+    def append(self, path: str) -> WebHdfsWriter:
+        claim, key = self._claim(path)
+        try:
+            st = self.status(path)
+            if st.is_dir:
+                raise IsADirectoryError(errno.EISDIR, "APPEND: is a directory", self.display(path))
+        except BaseException:
+            self._release(claim, key)
+            raise
+        return WebHdfsWriter(self, path, claim, key, st.size)
+
+    def truncate(self, path: str, length: int) -> None:
+        where = self.display(path)
+        if length < 0:
+            raise ValueError(f"{where}: cannot truncate to a negative length {length}")
+
+        def send() -> Any:
+            return _truncate_request(self.client, path, newlength=length).json()
+
+        # 1. TRUNCATE answers true when done, false when the cut block is being recovered.
+        answer = self._lease_wait("TRUNCATE", path, send)
+        if answer.get("boolean", True):
+            return
+        # 2. Wait until the namenode reports the new length (the recovery is over).
+        deadline = time.monotonic() + self.settings.lease_recovery_timeout
+        delay = 0.05
+        while (size := self.status(path).size) != length:
+            if time.monotonic() >= deadline:
+                msg = (
+                    f"TRUNCATE to {length} bytes: block recovery not finished after "
+                    f"{self.settings.lease_recovery_timeout:g}s (length {size})"
+                )
+                raise BlockingIOError(errno.EWOULDBLOCK, msg, where)
+            time.sleep(delay)
+            delay = min(delay * 2, _MAX_LEASE_POLL)
+
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        dst_abs = self._resolve(dst)
+        # A server that ignores ``renameoptions`` moves src *into* an existing directory dst and
+        # answers true: look first while it is not known to honour them.
+        if self._rename2 is not True and self.exists(dst):
+            if not overwrite:
+                raise FileExistsError(errno.EEXIST, "RENAME: target exists", self.display(dst))
+            if self._rename2 is False:
+                self.delete(dst)  # not atomic: such a server has no rename-with-overwrite
+        attempts = [0]
+        option = "OVERWRITE" if overwrite else "NONE"
+
+        def send() -> rq.Response:
+            attempts[0] += 1
+            res: rq.Response = self.client._rename(src, destination=dst_abs, renameoptions=option)
+            return res
+
+        try:
+            res = self._call("RENAME", src, send)
+        except FileNotFoundError:
+            if attempts[0] > 1 and not self.exists(src) and self.exists(dst):
+                return  # an earlier attempt was done; only its answer was lost
+            raise
+        if not res.content:
+            self._rename2 = True  # rename2 answers nothing and raises for each refusal
+            return
+        self._rename2 = False
+        if not res.json().get("boolean", False):
+            self._rename_refused(src, dst, overwrite)
+
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        return bool(
+            self._call("DELETE", path, lambda: self.client.delete(path, recursive=recursive))
+        )
+
+    def mkdirs(self, path: str, *, permission: int | None = None) -> None:
+        perm = None if permission is None else f"{permission:o}"
+        self._call("MKDIRS", path, lambda: self.client.makedirs(path, permission=perm))
+
+    # -- beyond the contract -------------------------------------------------------------
+
+    def set_permission(self, path: str, permission: int) -> None:
+        """Set the permission bits (e.g. ``0o644``) of a file or directory."""
+        perm = f"{permission:o}"
+        self._call("SETPERMISSION", path, lambda: self.client.set_permission(path, perm))
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    @staticmethod
+    def _to_status(path: str, data: dict[str, Any]) -> FileStatus:
+        # WebHDFS gives milliseconds since the epoch.
+        mtime_ns = int(data["modificationTime"]) * 1_000_000
+        return FileStatus(path, int(data["length"]), mtime_ns, data["type"] == "DIRECTORY")
+
+    def _resolve(self, path: str) -> str:
+        if path.startswith("/"):
+            return posixpath.normpath(path)
+        resolved: str = self._call("GETHOMEDIRECTORY", path, lambda: self.client.resolve(path))
+        return resolved
+
+    def _claim(self, path: str) -> tuple[_Claim, tuple[str, str]]:
+        key = (self.settings.authority(), self._resolve(path))
+        claim = _Claim()
+        with _claims_lock:
+            if _claims.get(key) is not None:
+                msg = "another writer of this process holds the file open (lease held)"
+                raise BlockingIOError(errno.EWOULDBLOCK, msg, self.display(path))
+            _claims[key] = claim
+        return claim, key
+
+    @staticmethod
+    def _release(claim: _Claim, key: tuple[str, str]) -> None:
+        with _claims_lock:
+            if _claims.get(key) is claim:
+                del _claims[key]
+
+    def _error(self, err: HdfsError, op: str, path: str) -> Exception:
+        """The built-in exception for a WebHDFS error; the message names the path as a URI."""
+        exc = getattr(err, "exception", None) or ""
+        remote = scrub(str(getattr(err, "message", None) or err))
+        where = self.display(path)
+        text = f"{op}: {remote}"
+        if exc == "FileNotFoundException":
+            if "is not a file" in remote:
+                return IsADirectoryError(errno.EISDIR, text, where)
+            return FileNotFoundError(errno.ENOENT, text, where)
+        if exc == "FileAlreadyExistsException":
+            if "as a directory" in remote:
+                return IsADirectoryError(errno.EISDIR, text, where)
+            return FileExistsError(errno.EEXIST, text, where)
+        if exc in ("AccessControlException", "SecurityException", "AuthorizationException") or (
+            "Authentication failure" in remote
+        ):
+            return PermissionError(errno.EACCES, text, where)
+        if exc in _LEASE_EXCEPTIONS:
+            return BlockingIOError(errno.EWOULDBLOCK, text, where)
+        if exc in ("HadoopIllegalArgumentException", "IllegalArgumentException"):
+            return ValueError(f"{where}: {text}")
+        if exc == "ParentNotDirectoryException" or (not exc and "is not a directory" in remote):
+            return NotADirectoryError(errno.ENOTDIR, text, where)
+        if exc == "PathIsNotEmptyDirectoryException":
+            return OSError(errno.ENOTEMPTY, text, where)
+        return OSError(errno.EIO, f"{text} ({exc})" if exc else text, where)
+
+    def _backoff(self, attempt: int, op: str, path: str, err: BaseException) -> None:
+        """Log a connection failure and wait, or raise ``ConnectionError`` when out of retries."""
+        reason = scrub(f"{type(err).__name__}: {err}")
+        retries = self.settings.retries
+        if attempt > retries:
+            msg = f"{self.display(path)}: {op} failed after {attempt} attempts: {reason}"
+            raise ConnectionError(errno.ECONNABORTED, msg) from None
+        delay = self.settings.retry_backoff * 2 ** (attempt - 1)
+        logger.warning(
+            "%s: %s failed (%s); retry %d of %d in %.2fs",
+            self.display(path),
+            op,
+            reason,
+            attempt,
+            retries,
+            delay,
+        )
+        time.sleep(delay)
+
+    def _call(self, op: str, path: str, fn: Callable[[], T]) -> T:
+        """``fn()`` with connection failures retried and WebHDFS errors mapped to built-ins."""
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except HdfsError as err:
+                raise self._error(err, op, path) from None
+            except _CONNECTION_ERRORS as err:
+                attempt += 1
+                self._backoff(attempt, op, path, err)
+
+    def _lease_wait(self, op: str, path: str, fn: Callable[[], T]) -> T:
+        """``_call`` that waits while another writer holds the lease or it is being recovered."""
+        timeout = self.settings.lease_recovery_timeout
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        refusals = 0
+        while True:
+            try:
+                return self._call(op, path, fn)
+            except BlockingIOError as err:
+                refusals += 1
+                self._lease_pause(op, path, err, refusals, deadline, delay)
+                delay = min(delay * 2, _MAX_LEASE_POLL)
+
+    def _lease_pause(
+        self, op: str, path: str, err: OSError, refusals: int, deadline: float, delay: float
+    ) -> None:
+        now = time.monotonic()
+        if now >= deadline:
+            timeout = self.settings.lease_recovery_timeout
+            msg = f"{op}: the lease is still held after {timeout:g}s: {err.strerror}"
+            raise BlockingIOError(errno.EWOULDBLOCK, msg, self.display(path)) from None
+        log = logger.warning if refusals == 1 else logger.info
+        log("%s: %s waits for the lease (%s)", self.display(path), op, err.strerror)
+        time.sleep(min(delay, deadline - now))
+
+    def _rename_refused(self, src: str, dst: str, overwrite: bool) -> None:
+        """Explain a ``false`` from a RENAME without options (servers without rename2)."""
+        if not self.exists(src):
+            raise FileNotFoundError(errno.ENOENT, "RENAME: source missing", self.display(src))
+        if self.exists(dst):
+            if not overwrite:
+                raise FileExistsError(errno.EEXIST, "RENAME: target exists", self.display(dst))
+            self.delete(dst)  # not atomic: such a server has no rename-with-overwrite
+            res = self._call("RENAME", src, lambda: self.client._rename(src, destination=dst))
+            if res.json().get("boolean", False):
+                return
+        parent = posixpath.dirname(dst)
+        if not self.exists(parent):
+            raise FileNotFoundError(
+                errno.ENOENT, "RENAME: target directory missing", self.display(parent)
+            )
+        msg = f"RENAME to {self.display(dst)} refused by the server"
+        raise OSError(errno.EIO, msg, self.display(src))
+
+    def _append_data(self, path: str, data: bytes, size_before: int, resync: bool) -> None:
+        """Send ``data`` as one APPEND to a file of ``size_before`` bytes (numbered steps).
+
+        1. Unless the file's size is known, read it: an earlier attempt may have landed part or
+           all of ``data`` (a request cut off mid-upload keeps what arrived); send only the rest.
+        2. APPEND; a held lease (a live writer, or a dead one being recovered) is retried until
+           ``lease_recovery_timeout``, a connection failure ``retries`` times.
+        3. After a retry, check the file has exactly the expected size.
+        """
+        where = self.display(path)
+        deadline = time.monotonic() + self.settings.lease_recovery_timeout
+        delay = 0.05
+        failures = refusals = 0
+        while True:
+            if resync:
+                actual = self.status(path).size
+                if not size_before <= actual <= size_before + len(data):
+                    msg = (
+                        f"APPEND: the file has {actual} bytes where {size_before} to "
+                        f"{size_before + len(data)} were expected: another writer changed it"
+                    )
+                    raise OSError(errno.EIO, msg, where)
+                data, size_before = data[actual - size_before :], actual
+                if not data:
+                    return
+            try:
+                self.client.write(path, data=data, append=True)
+            except HdfsError as err:
+                mapped = self._error(err, "APPEND", path)
+                if not isinstance(mapped, BlockingIOError):
+                    raise mapped from None
+                refusals += 1
+                self._lease_pause("APPEND", path, mapped, refusals, deadline, delay)
+                delay = min(delay * 2, _MAX_LEASE_POLL)
+            except _CONNECTION_ERRORS as err:
+                failures += 1
+                self._backoff(failures, "APPEND", path, err)
+            else:
+                if resync and (size := self.status(path).size) != size_before + len(data):
+                    msg = f"APPEND: the file has {size} bytes, {size_before + len(data)} expected"
+                    raise OSError(errno.EIO, msg, where)
+                return
+            resync = True
+
+
+class WebHdfsWriter:
+    """A buffered writer: bytes are sent (one APPEND) on flush, sync and close. Not thread-safe."""
+
+    def __init__(
+        self,
+        fs: WebHdfsFileSystem,
+        path: str,
+        claim: _Claim,
+        key: tuple[str, str],
+        size: int,
+    ) -> None:
+        self._fs = fs
+        self._path = path
+        self._claim = claim
+        self._key = key
+        self._size = size  # the file's size once everything sent so far has landed
+        self._buf = bytearray()
+        self._uncertain = False  # a send failed: the file's size must be read again
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def write(self, data: bytes) -> None:
+        if self._closed:
+            raise ValueError(f"{self._fs.display(self._path)}: write to a closed writer")
+        self._buf += data
+        if len(self._buf) >= _AUTO_FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self._fs.display(self._path)}: flush of a closed writer")
+        if not self._buf:
+            return
+        data = bytes(self._buf)
+        try:
+            self._fs._append_data(self._path, data, self._size, self._uncertain)
+        except BaseException:
+            self._uncertain = True
+            raise
+        self._uncertain = False
+        self._size += len(data)
+        del self._buf[: len(data)]
+
+    def sync(self) -> None:
+        # A WebHDFS write request completes once the datanodes hold the bytes and the file is
+        # closed, which is as durable as HDFS makes anything: flushing is syncing here.
+        self.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            WebHdfsFileSystem._release(self._claim, self._key)
+
+    def __enter__(self) -> WebHdfsWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1026 @@
+"""A WebHDFS-protocol server for tests, backed by a real directory.
+
+This is a test double of the *server*, written from the Hadoop WebHDFS REST specification; the code
+under test (our adapter and the ``hdfs`` client) talks to it over real HTTP. What it implements:
+
+- ``/webhdfs/v1/<path>?op=...&user.name=...``: GETFILESTATUS, LISTSTATUS, GETHOMEDIRECTORY, OPEN
+  (offset, length), CREATE (overwrite, permission), APPEND, TRUNCATE (newlength), RENAME
+  (destination; ``renameoptions=NONE|OVERWRITE`` as Hadoop's rename2), DELETE (recursive),
+  MKDIRS (permission), SETPERMISSION.
+- Two steps for CREATE, APPEND and OPEN: the "namenode" answers 307 with a Location on a
+  "datanode" URL (the same server, marked by ``namenoderpcaddress`` as in Hadoop), which carries
+  the data. :attr:`WebHdfsServer.redirects` and :attr:`WebHdfsServer.datanode_requests` count them.
+- RemoteException JSON errors with Hadoop's exception names and HTTP codes.
+- The single-writer lease: while a CREATE/APPEND upload is in progress, another CREATE/APPEND/
+  TRUNCATE of that path fails with AlreadyBeingCreatedException. An upload cut off mid-request
+  (client gone, or the server stopped or killed) leaves the bytes received so far and a lease in
+  recovery for ``soft_limit`` seconds (RecoveryInProgressException), then the file is free.
+  Leases survive a restart (kept under ``<root>/.webhdfs-stand-in/``).
+- HDFS permission checks on mode bits set through MKDIRS / CREATE / SETPERMISSION: every user but
+  ``superuser`` is treated as the owner (owner bits apply), so a 0555 directory refuses writes.
+
+Simplified on purpose: one process plays namenode and datanodes; no blocks or replicas; durability
+is the backing disk's. Run it alone with ``python -m tests.webhdfs_server --root DIR --port N``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import json
+import logging
+import os
+import posixpath
+import shutil
+import signal
+import socket
+import stat as stat_mod
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+
+__all__ = ["RemoteError", "ServerProcess", "WebHdfsServer", "start_process"]
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "/webhdfs/v1"
+STATE_DIR = ".webhdfs-stand-in"
+_DATANODE_MARK = "namenoderpcaddress"
+_CHUNK = 1 << 16
+
+_JAVA_CLASSES = {
+    "FileNotFoundException": "java.io.FileNotFoundException",
+    "IOException": "java.io.IOException",
+    "EOFException": "java.io.EOFException",
+    "IllegalArgumentException": "java.lang.IllegalArgumentException",
+    "UnsupportedOperationException": "java.lang.UnsupportedOperationException",
+    "HadoopIllegalArgumentException": "org.apache.hadoop.HadoopIllegalArgumentException",
+    "AccessControlException": "org.apache.hadoop.security.AccessControlException",
+    "FileAlreadyExistsException": "org.apache.hadoop.fs.FileAlreadyExistsException",
+    "ParentNotDirectoryException": "org.apache.hadoop.fs.ParentNotDirectoryException",
+    "PathIsNotEmptyDirectoryException": "org.apache.hadoop.fs.PathIsNotEmptyDirectoryException",
+    "AlreadyBeingCreatedException": (
+        "org.apache.hadoop.hdfs.protocol.AlreadyBeingCreatedException"
+    ),
+    "RecoveryInProgressException": ("org.apache.hadoop.hdfs.protocol.RecoveryInProgressException"),
+}
+
+
+class RemoteError(Exception):
+    """An error answered as RemoteException JSON."""
+
+    def __init__(self, status: int, exception: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.exception = exception
+        self.message = message
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "RemoteException": {
+                "exception": self.exception,
+                "javaClassName": _JAVA_CLASSES.get(self.exception, "java.io.IOException"),
+                "message": self.message,
+            }
+        }
+
+
+def _not_found(message: str) -> RemoteError:
+    return RemoteError(404, "FileNotFoundException", message)
+
+
+class _CutOff(Exception):
+    """The request body ended before it was complete."""
+
+
+@dataclass
+class _Lease:
+    holder: str
+    #: ``None`` while the upload runs; else the monotonic time the recovery ends.
+    recovering_until: float | None = None
+    #: What GETFILESTATUS reports while a truncate's block recovery runs.
+    reported_length: int | None = None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HttpServer
+    timeout = 60  # an idle keep-alive connection ends after this
+
+    def setup(self) -> None:
+        super().setup()
+        # Without TCP_NODELAY every small response waits ~40 ms for a delayed ACK.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.app._connection_opened(self.connection)
+
+    def finish(self) -> None:
+        self.server.app._connection_closed(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("%s %s", self.address_string(), format % args)
+
+    def do_GET(self) -> None:
+        self.server.app._handle(self, "GET")
+
+    def do_PUT(self) -> None:
+        self.server.app._handle(self, "PUT")
+
+    def do_POST(self) -> None:
+        self.server.app._handle(self, "POST")
+
+    def do_DELETE(self) -> None:
+        self.server.app._handle(self, "DELETE")
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    app: WebHdfsServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        logger.debug("connection from %s ended with an error", client_address)
+
+
+class WebHdfsServer:
+    """The server. :meth:`start`, :meth:`stop` and :meth:`restart` keep the port and the root."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        soft_limit: float | None = 1.0,
+        truncate_recovery: float = 0.0,
+        rename_options: bool = True,
+        superuser: str = "hdfs",
+    ) -> None:
+        self.root = Path(root)
+        self.host = host
+        self.port = port
+        #: Seconds a cut-off writer's lease stays in recovery (``None``: until recover_leases()).
+        self.soft_limit = soft_limit
+        #: When > 0, a TRUNCATE that cuts a file answers ``false`` and the file is in block
+        #: recovery (GETFILESTATUS shows the old length) for this many seconds.
+        self.truncate_recovery = truncate_recovery
+        #: False mimics servers that ignore ``renameoptions`` (always the boolean RENAME).
+        self.rename_options = rename_options
+        self.superuser = superuser
+        self.redirects: Counter[str] = Counter()
+        self.datanode_requests: Counter[str] = Counter()
+        self.lease_refusals: Counter[str] = Counter()
+        #: Every request's (method, op, path, query parameters).
+        self.requests: list[tuple[str, str, str, dict[str, str]]] = []
+        #: Called (with the path) after a lease refusal was answered.
+        self.on_lease_refusal: Callable[[str], None] | None = None
+        self._lock = threading.RLock()
+        self._leases: dict[str, _Lease] = {}
+        self._perms: dict[str, int] = {}
+        self._connections: set[socket.socket] = set()
+        self._httpd: _HttpServer | None = None
+        self._thread: threading.Thread | None = None
+        self._generation = 0
+        self._holders = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """``http://host:port``: what an ``hdfs`` client is given."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def uri(self) -> str:
+        """``webhdfs://host:port``: the filesystem URI."""
+        return f"webhdfs://{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None
+
+    def start(self) -> WebHdfsServer:
+        if self._httpd is not None:
+            return self
+        (self.root / STATE_DIR / "leases").mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self._generation += 1
+            self._load_state()
+        httpd = _HttpServer((self.host, self.port), _Handler)
+        httpd.app = self
+        self.port = httpd.server_address[1]
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop at once: in-flight requests are cut off, as when the process dies."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        with self._lock:
+            self._generation += 1
+        httpd.shutdown()
+        httpd.server_close()
+        with self._lock:
+            connections = list(self._connections)
+            self._connections.clear()
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def __enter__(self) -> WebHdfsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- test controls ---------------------------------------------------------------------
+
+    def recover_leases(self, path: str | None = None) -> None:
+        """End the recovery of cut-off writers' leases now (of ``path`` or all)."""
+        with self._lock:
+            for p, lease in list(self._leases.items()):
+                if lease.recovering_until is not None and path in (None, p):
+                    self._drop_lease(p)
+
+    def lease_state(self, path: str) -> str | None:
+        """``"writing"``, ``"recovering"`` or ``None``."""
+        with self._lock:
+            lease = self._current_lease(path)
+            if lease is None:
+                return None
+            return "writing" if lease.recovering_until is None else "recovering"
+
+    def local_path(self, path: str) -> Path:
+        """The backing file of an HDFS path."""
+        return self.root / path.lstrip("/")
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _state(self, *parts: str) -> Path:
+        return self.root.joinpath(STATE_DIR, *parts)
+
+    def _load_state(self) -> None:
+        self._leases.clear()
+        # A restarted namenode finds the leases of the writers that were cut off.
+        until = self._recovery_deadline()
+        for entry in self._state("leases").iterdir():
+            try:
+                data = json.loads(entry.read_text())
+            except (OSError, ValueError):
+                continue
+            self._leases[data["path"]] = _Lease(data["holder"], until, data.get("reported_length"))
+        try:
+            perms = json.loads(self._state("permissions.json").read_text())
+        except (OSError, ValueError):
+            perms = {}
+        self._perms = {p: int(m) for p, m in perms.items()}
+
+    def _recovery_deadline(self) -> float:
+        if self.soft_limit is None:
+            return float("inf")
+        return time.monotonic() + self.soft_limit
+
+    def _save_lease(self, path: str, lease: _Lease) -> None:
+        data = {"path": path, "holder": lease.holder, "reported_length": lease.reported_length}
+        self._write_state(self._state("leases", quote(path, safe="")), data)
+
+    def _drop_lease(self, path: str) -> None:
+        self._leases.pop(path, None)
+        with contextlib.suppress(FileNotFoundError):
+            self._state("leases", quote(path, safe="")).unlink()
+
+    def _save_perms(self) -> None:
+        self._write_state(self._state("permissions.json"), self._perms)
+
+    @staticmethod
+    def _write_state(target: Path, data: object) -> None:
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, target)
+
+    def _current_lease(self, path: str) -> _Lease | None:
+        lease = self._leases.get(path)
+        if (
+            lease is not None
+            and lease.recovering_until is not None
+            and time.monotonic() >= lease.recovering_until
+        ):
+            self._drop_lease(path)
+            return None
+        return lease
+
+    def _move_meta(self, src: str, dst: str) -> None:
+        def moved(p: str) -> str | None:
+            if p == src:
+                return dst
+            if p.startswith(src.rstrip("/") + "/"):
+                return dst + p[len(src) :]
+            return None
+
+        for p in list(self._perms):
+            new = moved(p)
+            if new is not None:
+                self._perms[new] = self._perms.pop(p)
+        self._save_perms()
+        for p in list(self._leases):
+            new = moved(p)
+            if new is not None:
+                lease = self._leases[p]
+                self._drop_lease(p)
+                self._leases[new] = lease
+                self._save_lease(new, lease)
+
+    def _drop_meta(self, path: str) -> None:
+        prefix = path.rstrip("/") + "/"
+        for p in [p for p in self._perms if p == path or p.startswith(prefix)]:
+            del self._perms[p]
+        self._save_perms()
+        for p in [p for p in self._leases if p == path or p.startswith(prefix)]:
+            self._drop_lease(p)
+
+    def _connection_opened(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(conn)
+
+    def _connection_closed(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(conn)
+
+    # -- request plumbing ------------------------------------------------------------------
+
+    def _handle(self, req: _Handler, method: str) -> None:
+        url = urlsplit(req.path)
+        params = dict(parse_qsl(url.query, keep_blank_values=True))
+        op = params.get("op", "").upper()
+        consumed = [False]
+        path = ""
+        try:
+            if not url.path.startswith(PREFIX):
+                raise RemoteError(404, "IOException", f"not a WebHDFS URL: {url.path}")
+            path = self._normalize(unquote(url.path[len(PREFIX) :]) or "/")
+            user = params.get("doas") or params.get("user.name") or "dr.who"
+            with self._lock:
+                self.requests.append((method, op, path, params))
+            datanode = _DATANODE_MARK in params
+            handler = self._dispatch.get((method, op))
+            if handler is None:
+                raise RemoteError(
+                    400,
+                    "IllegalArgumentException",
+                    f'Invalid value for webhdfs parameter "op": {method} {op or "(none)"}',
+                )
+            handler(self, req, path, params, user, datanode, consumed)
+        except RemoteError as err:
+            if err.exception in ("AlreadyBeingCreatedException", "RecoveryInProgressException"):
+                with self._lock:
+                    self.lease_refusals[err.exception] += 1
+            self._drain(req, consumed)
+            self._send_json(req, err.status, err.body())
+            if err.exception in ("AlreadyBeingCreatedException", "RecoveryInProgressException"):
+                hook = self.on_lease_refusal
+                if hook is not None:
+                    hook(path)
+        except _CutOff:
+            req.close_connection = True
+        except (ConnectionError, TimeoutError):
+            req.close_connection = True
+
+    def _normalize(self, path: str) -> str:
+        norm = posixpath.normpath("/" + path.lstrip("/"))
+        if norm.startswith("//"):
+            norm = "/" + norm.lstrip("/")
+        parts = [p for p in norm.split("/") if p]
+        if ".." in path.split("/") or (parts and parts[0] == STATE_DIR):
+            raise RemoteError(400, "IllegalArgumentException", f"Invalid path name {path}")
+        return norm
+
+    @staticmethod
+    def _send(
+        req: _Handler,
+        status: int,
+        body: bytes = b"",
+        ctype: str = "application/octet-stream",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        try:
+            req.send_response(status)
+            req.send_header("Content-Type", ctype)
+            req.send_header("Content-Length", str(len(body)))
+            for k, v in (headers or {}).items():
+                req.send_header(k, v)
+            req.end_headers()
+            if body:
+                req.wfile.write(body)
+            req.wfile.flush()
+        except OSError:
+            req.close_connection = True
+
+    def _send_json(self, req: _Handler, status: int, data: object) -> None:
+        self._send(req, status, json.dumps(data).encode(), "application/json")
+
+    def _redirect(self, req: _Handler, op: str, path: str, params: dict[str, str]) -> None:
+        with self._lock:
+            self.redirects[op] += 1
+        query = dict(params)
+        query[_DATANODE_MARK] = f"{self.host}:{self.port}"
+        location = f"{self.url}{PREFIX}{quote(path)}?{urlencode(query)}"
+        self._send(req, 307, headers={"Location": location})
+
+    @staticmethod
+    def _body(req: _Handler) -> Iterator[bytes]:
+        """The request body as it arrives; ``_CutOff`` when it ends early."""
+        try:
+            if "chunked" in req.headers.get("Transfer-Encoding", "").lower():
+                while True:
+                    line = req.rfile.readline(1 << 16)
+                    if not line:
+                        raise _CutOff
+                    size = int(line.split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        while req.rfile.readline(1 << 16) not in (b"\r\n", b"\n", b""):
+                            pass
+                        return
+                    yield from WebHdfsServer._read_exact(req, size)
+                    req.rfile.readline(1 << 16)
+            else:
+                yield from WebHdfsServer._read_exact(req, int(req.headers.get("Content-Length", 0)))
+        except (OSError, ValueError) as err:
+            raise _CutOff from err
+
+    @staticmethod
+    def _read_exact(req: _Handler, size: int) -> Iterator[bytes]:
+        while size > 0:
+            data = req.rfile.read1(min(size, _CHUNK))
+            if not data:
+                raise _CutOff
+            size -= len(data)
+            yield data
+
+    def _drain(self, req: _Handler, consumed: list[bool]) -> None:
+        if consumed[0]:
+            return
+        consumed[0] = True
+        try:
+            for _ in self._body(req):
+                pass
+        except _CutOff:
+            req.close_connection = True
+
+    # -- namespace helpers -----------------------------------------------------------------
+
+    def _local(self, path: str) -> str:
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def _stat(self, path: str) -> os.stat_result | None:
+        try:
+            return os.stat(self._local(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def _mode(self, path: str, is_dir: bool) -> int:
+        return self._perms.get(path, 0o755 if is_dir else 0o644)
+
+    @staticmethod
+    def _mode_string(mode: int, is_dir: bool) -> str:
+        out = "d" if is_dir else "-"
+        for shift in (6, 3, 0):
+            bits = (mode >> shift) & 7
+            out += ("r" if bits & 4 else "-") + ("w" if bits & 2 else "-")
+            out += "x" if bits & 1 else "-"
+        return out
+
+    def _check(self, user: str, path: str, access: str) -> None:
+        """HDFS permission check: execute on every ancestor, ``access`` on ``path``."""
+        if user == self.superuser:
+            return
+        want = {"READ": 4, "WRITE": 2, "EXECUTE": 1, "READ_EXECUTE": 5}[access]
+        ancestors = []
+        p = path
+        while p != "/":
+            p = posixpath.dirname(p)
+            ancestors.append(p)
+        for anc in reversed(ancestors):
+            st = self._stat(anc)
+            if st is None or not stat_mod.S_ISDIR(st.st_mode):
+                break
+            self._require(user, anc, True, 1, "EXECUTE")
+        st = self._stat(path)
+        if st is not None:
+            self._require(user, path, stat_mod.S_ISDIR(st.st_mode), want, access)
+
+    def _require(self, user: str, path: str, is_dir: bool, want: int, access: str) -> None:
+        mode = self._mode(path, is_dir)
+        if (mode >> 6) & want != want:
+            inode = f'"{path}":{user}:supergroup:{self._mode_string(mode, is_dir)}'
+            msg = f"Permission denied: user={user}, access={access}, inode={inode}"
+            raise RemoteError(403, "AccessControlException", msg)
+
+    def _existing_ancestor(self, path: str) -> str:
+        p = posixpath.dirname(path)
+        while p != "/" and self._stat(p) is None:
+            p = posixpath.dirname(p)
+        return p
+
+    def _check_parents_are_dirs(self, path: str) -> None:
+        p = posixpath.dirname(path)
+        while p != "/":
+            st = self._stat(p)
+            if st is not None and not stat_mod.S_ISDIR(st.st_mode):
+                raise RemoteError(403, "ParentNotDirectoryException", f"{p} (is not a directory)")
+            p = posixpath.dirname(p)
+        # a file somewhere above makes os.stat fail with ENOTDIR; checked above
+
+    def _check_lease(self, path: str, user: str, action: str) -> None:
+        lease = self._current_lease(path)
+        if lease is None:
+            return
+        if lease.recovering_until is None:
+            raise RemoteError(
+                403,
+                "AlreadyBeingCreatedException",
+                f"Failed to {action} {path} for {user} on 127.0.0.1 because this file lease "
+                f"is currently owned by {lease.holder} on 127.0.0.1",
+            )
+        raise RemoteError(
+            403,
+            "RecoveryInProgressException",
+            f"Failed to {action} {path} for {user} on 127.0.0.1 because lease recovery is in "
+            "progress. Try again later.",
+        )
+
+    def _file_status(self, path: str, st: os.stat_result, suffix: str, user: str) -> dict[str, Any]:
+        is_dir = stat_mod.S_ISDIR(st.st_mode)
+        length = 0 if is_dir else st.st_size
+        lease = None if is_dir else self._current_lease(path)
+        if lease is not None and lease.reported_length is not None:
+            length = lease.reported_length
+        children = 0
+        if is_dir:
+            try:
+                children = len(os.listdir(self._local(path)))
+            except OSError:
+                children = 0
+        return {
+            "accessTime": st.st_atime_ns // 1_000_000,
+            "blockSize": 0 if is_dir else 134217728,
+            "childrenNum": children,
+            "fileId": st.st_ino,
+            "group": "supergroup",
+            "length": length,
+            "modificationTime": st.st_mtime_ns // 1_000_000,
+            "owner": user,
+            "pathSuffix": suffix,
+            "permission": f"{self._mode(path, is_dir):o}",
+            "replication": 0 if is_dir else 1,
+            "storagePolicy": 0,
+            "type": "DIRECTORY" if is_dir else "FILE",
+        }
+
+    def _require_file(self, path: str) -> os.stat_result:
+        st = self._stat(path)
+        if st is None:
+            raise _not_found(f"File does not exist: {path}")
+        if stat_mod.S_ISDIR(st.st_mode):
+            raise _not_found(f"Path is not a file: {path}")
+        return st
+
+    # -- operations ------------------------------------------------------------------------
+
+    def _op_getfilestatus(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                          datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        with self._lock:
+            self._check(user, posixpath.dirname(path), "EXECUTE")
+            st = self._stat(path)
+            if st is None:
+                raise _not_found(f"File does not exist: {path}")
+            status = self._file_status(path, st, "", user)
+        self._drain(req, consumed)
+        self._send_json(req, 200, {"FileStatus": status})
+
+    def _op_liststatus(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                       datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        with self._lock:
+            st = self._stat(path)
+            if st is None:
+                raise _not_found(f"File {path} does not exist.")
+            if not stat_mod.S_ISDIR(st.st_mode):
+                statuses = [self._file_status(path, st, "", user)]
+            else:
+                self._check(user, path, "READ_EXECUTE")
+                statuses = []
+                for name in sorted(os.listdir(self._local(path))):
+                    if path == "/" and name == STATE_DIR:
+                        continue
+                    child = posixpath.join(path, name)
+                    cst = self._stat(child)
+                    if cst is not None:
+                        statuses.append(self._file_status(child, cst, name, user))
+        self._drain(req, consumed)
+        self._send_json(req, 200, {"FileStatuses": {"FileStatus": statuses}})
+
+    def _op_gethomedirectory(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                             datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        self._drain(req, consumed)
+        self._send_json(req, 200, {"Path": f"/user/{user}"})
+
+    def _op_open(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                 datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        with self._lock:
+            st = self._require_file(path)
+            self._check(user, path, "READ")
+        offset = int(params.get("offset") or 0)
+        length = params.get("length")
+        if offset < 0 or (length is not None and int(length) < 0):
+            raise RemoteError(400, "IllegalArgumentException", f"negative offset or length: {path}")
+        if not datanode:
+            self._drain(req, consumed)
+            self._redirect(req, "OPEN", path, params)
+            return
+        with self._lock:
+            self.datanode_requests["OPEN"] += 1
+        if offset > st.st_size:
+            raise RemoteError(
+                403, "IOException", f"Offset={offset} out of the range [0, {st.st_size}]; {path}"
+            )
+        with open(self._local(path), "rb") as f:
+            f.seek(offset)
+            data = f.read(-1 if length is None else int(length))
+        self._drain(req, consumed)
+        self._send(req, 200, data)
+
+    def _op_create(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                   datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        if not datanode:
+            # Like Hadoop's namenode: CREATE is only redirected, the datanode step does the work.
+            self._drain(req, consumed)
+            self._redirect(req, "CREATE", path, params)
+            return
+        overwrite = params.get("overwrite", "false").lower() == "true"
+        permission = params.get("permission")
+        with self._lock:
+            self.datanode_requests["CREATE"] += 1
+            if path == "/":
+                raise RemoteError(
+                    403, "FileAlreadyExistsException", "/ already exists as a directory"
+                )
+            self._check_parents_are_dirs(path)
+            st = self._stat(path)
+            if st is not None and stat_mod.S_ISDIR(st.st_mode):
+                msg = f"{path} already exists as a directory"
+                raise RemoteError(403, "FileAlreadyExistsException", msg)
+            if st is not None and not overwrite:
+                msg = f"{path} for client 127.0.0.1 already exists"
+                raise RemoteError(403, "FileAlreadyExistsException", msg)
+            if st is None:
+                anc = self._existing_ancestor(path)
+                self._check(user, anc, "WRITE")
+            else:
+                self._check(user, posixpath.dirname(path), "WRITE")
+                self._check_lease(path, user, "CREATE_FILE")
+            os.makedirs(os.path.dirname(self._local(path)), exist_ok=True)
+            f = open(self._local(path), "wb")  # noqa: SIM115 (closed in _upload)
+            self._perms.pop(path, None)
+            if permission:
+                self._perms[path] = int(permission, 8)
+            self._save_perms()
+            holder = self._take_lease(path, user)
+        self._upload(req, path, f, holder, consumed, 201)
+
+    def _op_append(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                   datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        with self._lock:
+            st = self._stat(path)
+            if st is None:
+                msg = f"Failed to append to non-existent file {path} for client 127.0.0.1"
+                raise _not_found(msg)
+            if stat_mod.S_ISDIR(st.st_mode):
+                raise _not_found(f"Path is not a file: {path}")
+            self._check(user, path, "WRITE")
+        if not datanode:
+            self._drain(req, consumed)
+            self._redirect(req, "APPEND", path, params)
+            return
+        with self._lock:
+            self.datanode_requests["APPEND"] += 1
+            self._check_lease(path, user, "APPEND_FILE")
+            f = open(self._local(path), "ab")  # noqa: SIM115 (closed in _upload)
+            holder = self._take_lease(path, user)
+        self._upload(req, path, f, holder, consumed, 200)
+
+    def _take_lease(self, path: str, user: str) -> str:
+        self._holders += 1
+        holder = f"DFSClient_webhdfs_{user}_{os.getpid()}_{self._holders}"
+        lease = _Lease(holder)
+        self._leases[path] = lease
+        self._save_lease(path, lease)
+        return holder
+
+    def _upload(self, req: _Handler, path: str, f: Any, holder: str, consumed: list[bool],
+                status: int) -> None:  # fmt: skip
+        generation = self._generation
+        complete = False
+        consumed[0] = True
+        try:
+            for data in self._body(req):
+                f.write(data)
+                f.flush()  # what was received is on disk, as a datanode's replica would be
+            complete = True
+        finally:
+            f.close()
+            with self._lock:
+                if generation == self._generation:  # else a restart reloaded the leases
+                    for p, lease in list(self._leases.items()):
+                        if lease.holder != holder:
+                            continue
+                        if complete:
+                            self._drop_lease(p)
+                        else:
+                            lease.recovering_until = self._recovery_deadline()
+        if generation != self._generation:
+            req.close_connection = True
+            return
+        headers = {"Location": f"{self.uri}{quote(path)}"} if status == 201 else None
+        self._send(req, status, headers=headers)
+
+    def _op_truncate(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                     datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        try:
+            newlength = int(params["newlength"])
+        except (KeyError, ValueError):
+            raise RemoteError(
+                400, "IllegalArgumentException", f"newlength is missing or bad for {path}"
+            ) from None
+        with self._lock:
+            st = self._require_file(path)
+            self._check(user, path, "WRITE")
+            if newlength < 0:
+                msg = f"Cannot truncate to a negative file size: {newlength}."
+                raise RemoteError(400, "HadoopIllegalArgumentException", msg)
+            if newlength > st.st_size:
+                msg = (
+                    "Cannot truncate to a larger file size. Current size: "
+                    f"{st.st_size}, truncate size: {newlength}."
+                )
+                raise RemoteError(400, "HadoopIllegalArgumentException", msg)
+            self._check_lease(path, user, "TRUNCATE_FILE")
+            done = True
+            if newlength < st.st_size:
+                os.truncate(self._local(path), newlength)
+                if self.truncate_recovery > 0:
+                    done = False
+                    self._holders += 1
+                    lease = _Lease(
+                        f"truncate-recovery-{self._holders}",
+                        time.monotonic() + self.truncate_recovery,
+                        st.st_size,
+                    )
+                    self._leases[path] = lease
+                    self._save_lease(path, lease)
+        self._drain(req, consumed)
+        self._send_json(req, 200, {"boolean": done})
+
+    def _op_rename(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                   datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        dst = self._normalize(params.get("destination", ""))
+        options = {o.strip().upper() for o in params.get("renameoptions", "").split(",") if o}
+        with_options = self.rename_options and bool(options)
+        with self._lock:
+            self._check(user, posixpath.dirname(path), "WRITE")
+            self._check(user, self._existing_ancestor(dst), "WRITE")
+            result = (
+                self._rename2(path, dst, "OVERWRITE" in options)
+                if with_options
+                else self._rename_boolean(path, dst)
+            )
+        self._drain(req, consumed)
+        if result is None:
+            self._send(req, 200)
+        else:
+            self._send_json(req, 200, {"boolean": result})
+
+    def _rename_boolean(self, src: str, dst: str) -> bool:
+        """Hadoop's old RENAME: ``false`` for any refusal; onto a directory moves into it."""
+        if src == "/" or self._stat(src) is None:
+            return False
+        if src == dst:
+            return True
+        dst_st = self._stat(dst)
+        if dst_st is not None and stat_mod.S_ISDIR(dst_st.st_mode):
+            dst = posixpath.join(dst, posixpath.basename(src))
+            dst_st = self._stat(dst)
+        parent = self._stat(posixpath.dirname(dst))
+        if dst_st is not None or parent is None or not stat_mod.S_ISDIR(parent.st_mode):
+            return False
+        if dst.startswith(src.rstrip("/") + "/"):
+            return False
+        os.rename(self._local(src), self._local(dst))
+        self._move_meta(src, dst)
+        return True
+
+    def _rename2(self, src: str, dst: str, overwrite: bool) -> None:
+        """Hadoop's rename2 (``renameoptions``): an error for each refusal."""
+        src_st = self._stat(src)
+        if src_st is None:
+            raise _not_found(f"rename source {src} is not found.")
+        if src == dst:
+            msg = f"The source {src} and destination {dst} are the same"
+            raise RemoteError(403, "FileAlreadyExistsException", msg)
+        if dst.startswith(src.rstrip("/") + "/"):
+            msg = f"Rename destination {dst} is a directory or file under source {src}"
+            raise RemoteError(403, "IOException", msg)
+        parent = self._stat(posixpath.dirname(dst))
+        if parent is None:
+            raise _not_found(f"rename destination parent {posixpath.dirname(dst)} not found.")
+        if not stat_mod.S_ISDIR(parent.st_mode):
+            msg = f"rename destination parent {posixpath.dirname(dst)} is a file."
+            raise RemoteError(403, "ParentNotDirectoryException", msg)
+        dst_st = self._stat(dst)
+        if dst_st is not None:
+            if not overwrite:
+                msg = f"rename destination {dst} already exists."
+                raise RemoteError(403, "FileAlreadyExistsException", msg)
+            src_dir = stat_mod.S_ISDIR(src_st.st_mode)
+            dst_dir = stat_mod.S_ISDIR(dst_st.st_mode)
+            if src_dir != dst_dir:
+                kinds = ("a directory", "a file") if src_dir else ("a file", "a directory")
+                msg = f"Source {src} is {kinds[0]} but destination {dst} is {kinds[1]}"
+                raise RemoteError(403, "IOException", msg)
+            if dst_dir and os.listdir(self._local(dst)):
+                msg = f"rename destination directory is not empty: {dst}"
+                raise RemoteError(403, "IOException", msg)
+            self._drop_meta(dst)
+        os.replace(self._local(src), self._local(dst))
+        self._move_meta(src, dst)
+
+    def _op_delete(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                   datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        recursive = params.get("recursive", "false").lower() == "true"
+        with self._lock:
+            st = self._stat(path)
+            if st is None or path == "/":
+                result = False
+            else:
+                self._check(user, posixpath.dirname(path), "WRITE")
+                local = self._local(path)
+                if stat_mod.S_ISDIR(st.st_mode):
+                    if os.listdir(local) and not recursive:
+                        msg = f"`{path} is non empty': Directory is not empty"
+                        raise RemoteError(403, "PathIsNotEmptyDirectoryException", msg)
+                    shutil.rmtree(local)
+                else:
+                    os.unlink(local)
+                self._drop_meta(path)
+                result = True
+        self._drain(req, consumed)
+        self._send_json(req, 200, {"boolean": result})
+
+    def _op_mkdirs(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                   datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        permission = int(params.get("permission") or "755", 8)
+        with self._lock:
+            self._check_parents_are_dirs(path)
+            st = self._stat(path)
+            if st is not None and not stat_mod.S_ISDIR(st.st_mode):
+                raise RemoteError(
+                    403, "FileAlreadyExistsException", f"Path is not a directory: {path}"
+                )
+            if st is None:
+                self._check(user, self._existing_ancestor(path), "WRITE")
+                missing = []
+                p = path
+                while self._stat(p) is None:
+                    missing.append(p)
+                    p = posixpath.dirname(p)
+                os.makedirs(self._local(path), exist_ok=True)
+                for p in missing:
+                    self._perms[p] = permission
+                self._save_perms()
+        self._drain(req, consumed)
+        self._send_json(req, 200, {"boolean": True})
+
+    def _op_setpermission(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                          datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        with self._lock:
+            if self._stat(path) is None:
+                raise _not_found(f"File does not exist: {path}")
+            self._perms[path] = int(params.get("permission") or "755", 8)
+            self._save_perms()
+        self._drain(req, consumed)
+        self._send(req, 200)
+
+    _dispatch: dict[tuple[str, str], Callable[..., None]] = {
+        ("GET", "GETFILESTATUS"): _op_getfilestatus,
+        ("GET", "LISTSTATUS"): _op_liststatus,
+        ("GET", "GETHOMEDIRECTORY"): _op_gethomedirectory,
+        ("GET", "OPEN"): _op_open,
+        ("PUT", "CREATE"): _op_create,
+        ("POST", "APPEND"): _op_append,
+        ("POST", "TRUNCATE"): _op_truncate,
+        ("PUT", "RENAME"): _op_rename,
+        ("DELETE", "DELETE"): _op_delete,
+        ("PUT", "MKDIRS"): _op_mkdirs,
+        ("PUT", "SETPERMISSION"): _op_setpermission,
+    }
+
+
+# -- running it in its own process ---------------------------------------------------------
+
+
+@dataclass
+class ServerProcess:
+    """A server running in a child process (``python -m tests.webhdfs_server``)."""
+
+    process: subprocess.Popen[str]
+    port: int
+    root: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def uri(self) -> str:
+        return f"webhdfs://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        """SIGKILL: in-flight uploads are cut off as when a machine dies."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait()
+
+
+def start_process(
+    root: str | os.PathLike[str], *, port: int = 0, soft_limit: float = 1.0
+) -> ServerProcess:
+    """Start the server in a child process and wait until it listens."""
+    cmd = [sys.executable, "-m", "tests.webhdfs_server", "--root", os.fspath(root)]
+    cmd += ["--port", str(port), "--soft-limit", str(soft_limit)]
+    cwd = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=cwd)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("READY "):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"the WebHDFS test server did not start: {line!r}")
+    return ServerProcess(proc, int(line.rsplit(":", 1)[1]), Path(root))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="WebHDFS-protocol test server")
+    parser.add_argument("--root", required=True, help="backing directory")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--soft-limit", type=float, default=1.0, help="lease recovery seconds")
+    parser.add_argument("--truncate-recovery", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    os.makedirs(args.root, exist_ok=True)
+    server = WebHdfsServer(
+        args.root,
+        host=args.host,
+        port=args.port,
+        soft_limit=args.soft_limit,
+        truncate_recovery=args.truncate_recovery,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        server.start()
+    except OSError as err:
+        print(f"FAILED {err}", flush=True)
+        return 1 if err.errno != errno.EADDRINUSE else 2
+    print(f"READY {server.url}", flush=True)
+    stop.wait()
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
