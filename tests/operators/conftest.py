@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from operators.fs import LocalFileSystem
+from operators.sink import HDFS2FileSink, SinkSettings
 from region.fs import FileSystem
+from region.state import Batch
 
 
 class FakeClock:
@@ -73,3 +78,123 @@ def landing(tmp_path: Path) -> Landing:
     land = Landing(fs, str(tmp_path), lambda p: p)
     fs.mkdirs(land.dir)
     return land
+
+
+@dataclass
+class SinkEnv:
+    """An output directory ``<root>/out`` for sink tests on a filesystem backend."""
+
+    fs: FileSystem
+    root: str
+
+    @property
+    def out(self) -> str:
+        return self.root.rstrip("/") + "/out"
+
+    def path(self, name: str) -> str:
+        return self.out + "/" + name
+
+    def names(self, directory: str | None = None) -> list[str]:
+        """Every file name in the directory (hidden ones included), sorted."""
+        try:
+            entries = self.fs.list_dir(directory or self.out)
+        except FileNotFoundError:
+            return []
+        return sorted(s.name for s in entries if not s.is_dir)
+
+    def published(self, directory: str | None = None) -> dict[str, bytes]:
+        """What a plain directory reader sees: the non-hidden files and their content."""
+        d = directory or self.out
+        return {
+            name: self.fs.read(d + "/" + name)
+            for name in self.names(d)
+            if not name.startswith((".", "_"))
+        }
+
+    def hidden(self, directory: str | None = None) -> list[str]:
+        return [n for n in self.names(directory) if n.startswith(".")]
+
+
+@pytest.fixture
+def sink_env(tmp_path: Path) -> SinkEnv:
+    """A sink output directory on the local disk."""
+    return SinkEnv(LocalFileSystem(), str(tmp_path))
+
+
+class SinkRun:
+    """Drives one sink the way the region controller does, with crashes where a test wants them.
+
+    ``cut()`` drains, checkpoints, stores the state (as JSON, like the checkpoint store) and
+    completes the cut. ``crash()`` abandons the sink object and restores a NEW one from the last
+    stored state (or the initial state), as a restarted process would.
+    """
+
+    def __init__(
+        self,
+        env: SinkEnv,
+        settings: SinkSettings | dict[str, Any],
+        *,
+        name: str = "sink",
+        clock: FakeClock | None = None,
+        fs: FileSystem | None = None,
+    ) -> None:
+        self.env = env
+        self.fs = fs if fs is not None else env.fs
+        self.settings = settings if isinstance(settings, SinkSettings) else SinkSettings(**settings)
+        self.name = name
+        self.clock = clock if clock is not None else FakeClock()
+        self.notified: list[tuple[str, int]] = []
+        self.state: dict[str, Any] | None = None
+        self.cut_id = 0
+        self.sink = self.new_sink()
+        self.sink.reset_to_initial_state()
+
+    def new_sink(self) -> HDFS2FileSink:
+        return HDFS2FileSink(
+            self.settings,
+            self.fs,
+            name=self.name,
+            on_published=lambda name, size: self.notified.append((name, size)),
+            clock=self.clock,
+        )
+
+    def write(self, records: Iterable[Any], punctuation: bool = False) -> None:
+        self.sink.write(Batch(list(records), punctuation))
+
+    def cut(self, *, store: bool = True, complete: bool = True) -> dict[str, Any]:
+        """``store=False``: the region checkpoint was never written (a crash during the cut);
+        ``complete=False``: it was written but ``on_cut_completed`` did not run."""
+        self.cut_id += 1
+        self.sink.drain()
+        state: dict[str, Any] = json.loads(json.dumps(self.sink.checkpoint(self.cut_id)))
+        if store:
+            self.state = state
+            if complete:
+                self.sink.on_cut_completed(self.cut_id)
+        return state
+
+    def crash(self) -> None:
+        self.sink.abandon()
+        self.sink = self.new_sink()
+        if self.state is None:
+            self.sink.reset_to_initial_state()
+        else:
+            self.sink.reset(self.state)
+
+    def stop(self) -> None:
+        """Graceful stop: the final punctuation, a final cut, close."""
+        self.sink.finish()
+        self.cut()
+        self.sink.close()
+
+
+def filenum_order(name: str) -> tuple[int, str]:
+    """Sort key of ``part-<n>...`` names by their number."""
+    match = re.search(r"(\d+)", name)
+    return (int(match.group(1)) if match else -1, name)
+
+
+def published_bytes(env: SinkEnv, directory: str | None = None) -> bytes:
+    """The published files of a directory concatenated in file-number order."""
+    files = env.published(directory)
+    return b"".join(files[n] for n in sorted(files, key=filenum_order))

@@ -1,0 +1,687 @@
+"""HDFS2FileSink behaviour: writing, rolling, publishing, recovery, and the IBM weaknesses."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+
+from operators.errors import BadRecordError, OperatorError
+from operators.fs import LocalFileSystem
+from operators.sink import HDFS2FileSink, SinkSettings
+from region.errors import ConfigError
+from region.fs import FileWriter
+from region.state import Batch
+
+from .conftest import FakeClock, SinkEnv, SinkRun, published_bytes
+
+PART = "part-%FILENUM.txt"
+
+
+def settings(env: SinkEnv, **kw: Any) -> dict[str, Any]:
+    return {"file": env.out + "/" + PART, **kw}
+
+
+def lines(n: int, start: int = 0) -> list[str]:
+    return [f"record-{i}" for i in range(start, start + n)]
+
+
+def text(records: list[str]) -> bytes:
+    return "".join(r + "\n" for r in records).encode()
+
+
+class RecordingFS:
+    """A real filesystem that records writer calls (flush / sync) and can hide truncate."""
+
+    def __init__(self, inner: Any, *, supports_truncate: bool = True) -> None:
+        self._inner = inner
+        self.supports_truncate = supports_truncate and inner.supports_truncate
+        self.calls: list[tuple[str, str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def truncate(self, path: str, length: int) -> None:
+        if not self.supports_truncate:
+            raise AssertionError("truncate called on a filesystem without truncate")
+        self.calls.append(("truncate", path))
+        self._inner.truncate(path, length)
+
+    def _wrap(self, writer: FileWriter) -> FileWriter:
+        calls = self.calls
+
+        class Writer:
+            path = writer.path
+
+            def write(self, data: bytes) -> None:
+                calls.append(("write", writer.path))
+                writer.write(data)
+
+            def flush(self) -> None:
+                calls.append(("flush", writer.path))
+                writer.flush()
+
+            def sync(self) -> None:
+                calls.append(("sync", writer.path))
+                writer.sync()
+
+            def close(self) -> None:
+                writer.close()
+
+        return Writer()
+
+    def create(self, path: str, **kw: Any) -> FileWriter:
+        return self._wrap(self._inner.create(path, **kw))
+
+    def append(self, path: str) -> FileWriter:
+        return self._wrap(self._inner.append(path))
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+def test_line_mode_writes_records_with_newline_in_the_encoding(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, encoding="latin-1"))
+    run.write(["café", "naïve"])
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": "café\nnaïve\n".encode("latin-1")}
+    assert run.notified == [(sink_env.path("part-0.txt"), 11)]
+
+
+def test_binary_mode_writes_bytes_as_they_are(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, format="binary"))
+    run.write([b"\x00\x01", bytearray(b"\n\xff"), b""])
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": b"\x00\x01\n\xff"}
+
+
+def test_one_write_call_per_batch(sink_env: SinkEnv) -> None:
+    fs = RecordingFS(sink_env.fs)
+    run = SinkRun(sink_env, settings(sink_env), fs=fs)
+    run.write(lines(1000))
+    assert [c for c in fs.calls if c[0] == "write"] == [("write", run.sink._cur.work)]  # type: ignore[union-attr]
+
+
+def test_utf16_has_one_byte_order_mark_per_file_also_after_reset(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, encoding="utf-16", tuples_per_file=3))
+    run.write(["a", "b"])
+    run.cut()
+    run.write(["c", "d"])
+    run.crash()
+    run.write(["c", "d"])
+    run.stop()
+    files = sink_env.published()
+    assert [v.decode("utf-16") for _, v in sorted(files.items())] == ["a\nb\nc\n", "d\n"]
+    assert all(v.count(b"\xff\xfe") + v.count(b"\xfe\xff") == 1 for v in files.values())
+
+
+@pytest.mark.parametrize(
+    ("record", "fragment"),
+    [("bad \udcff", "cannot be encoded as ascii"), (42, "line mode needs str")],
+)
+def test_bad_record_names_index_value_and_file(
+    sink_env: SinkEnv, record: Any, fragment: str
+) -> None:
+    run = SinkRun(sink_env, settings(sink_env, encoding="ascii"))
+    with pytest.raises(BadRecordError) as info:
+        run.write(["fine", "also fine", record])
+    message = str(info.value)
+    assert fragment in message and "record 2" in message and repr(record) in message
+    assert "part-0.txt" in message
+    assert info.value.offset == 2 and info.value.file == sink_env.path("part-0.txt")
+
+
+def test_binary_mode_rejects_str(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, format="binary"))
+    with pytest.raises(BadRecordError, match=r"record 1 .* binary mode needs bytes, got str 'x'"):
+        run.write([b"ok", "x"])
+
+
+def test_write_before_reset_is_refused(sink_env: SinkEnv) -> None:
+    sink = HDFS2FileSink(SinkSettings(**settings(sink_env)), sink_env.fs)
+    with pytest.raises(OperatorError, match="before reset"):
+        sink.write(Batch(["x"]))
+
+
+def test_files_are_opened_lazily(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, close_on_punct=True))
+    run.write([], punctuation=True)
+    run.cut()
+    run.sink.on_tick(run.clock.now + 1000)
+    run.stop()
+    assert sink_env.names() == []
+
+
+# -- rolling --------------------------------------------------------------------------------
+
+
+def test_tuples_per_file_splits_batches_at_the_exact_record(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=4))
+    run.write(lines(3))
+    run.write(lines(7, 3))  # fills file 0 with one record, then 4, then 2
+    run.stop()
+    files = sink_env.published()
+    assert files == {
+        "part-0.txt": text(lines(4)),
+        "part-1.txt": text(lines(4, 4)),
+        "part-2.txt": text(lines(2, 8)),
+    }
+    assert run.sink.files_written == 3
+
+
+def test_bytes_per_file_closes_at_the_record_that_reaches_the_limit(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, bytes_per_file=7))
+    run.write(["ab", "cd", "ef", "gh", "ij"])  # 3 bytes each: 9 >= 7 after the third record
+    run.write(["k" * 20, "l"])  # one record over the limit is a file on its own
+    run.stop()
+    assert sink_env.published() == {
+        "part-0.txt": b"ab\ncd\nef\n",
+        "part-1.txt": b"gh\nij\n" + b"k" * 20 + b"\n",
+        "part-2.txt": b"l\n",
+    }
+
+
+def test_bytes_per_file_in_binary_mode(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, format="binary", bytes_per_file=4))
+    run.write([b"12", b"34", b"5", b"678", b"9"])
+    run.stop()
+    assert sink_env.published() == {
+        "part-0.txt": b"1234",
+        "part-1.txt": b"5678",
+        "part-2.txt": b"9",
+    }
+
+
+def test_time_per_file_closes_an_idle_file_on_tick(sink_env: SinkEnv, clock: FakeClock) -> None:
+    run = SinkRun(sink_env, settings(sink_env, time_per_file="10s"), clock=clock)
+    run.write(["a"])
+    clock.advance(9)
+    run.sink.on_tick(clock.now)
+    assert run.sink.current_file is not None
+    clock.advance(1)
+    run.sink.on_tick(clock.now)  # no new data: the timer alone rolls the file
+    assert run.sink.current_file is None
+    run.cut()
+    assert sink_env.published() == {"part-0.txt": b"a\n"}
+
+
+def test_time_per_file_is_checked_before_each_batch(sink_env: SinkEnv, clock: FakeClock) -> None:
+    run = SinkRun(sink_env, settings(sink_env, time_per_file=5), clock=clock)
+    run.write(["a"])
+    clock.advance(6)
+    run.write(["b"])
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": b"a\n", "part-1.txt": b"b\n"}
+
+
+def test_close_on_punct(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, closeOnPunct=True))
+    run.write(["a"], punctuation=True)
+    run.write(["b"])
+    run.write(["c"], punctuation=True)
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": b"a\n", "part-1.txt": b"b\nc\n"}
+
+
+def test_punctuation_without_close_on_punct_keeps_the_file(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env))
+    run.write(["a"], punctuation=True)
+    run.write(["b"], punctuation=True)
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": b"a\nb\n"}
+
+
+def test_time_variable_uses_the_file_creation_time(sink_env: SinkEnv, clock: FakeClock) -> None:
+    run = SinkRun(
+        sink_env,
+        {"file": sink_env.out + "/t-%TIME-%FILENUM", "time_format": "SSS", "tuples_per_file": 1},
+        clock=clock,
+    )
+    clock.now = 1_000_000.123
+    run.write(["a"])
+    clock.now = 1_000_000.456
+    run.write(["b"])
+    run.stop()
+    assert sorted(sink_env.published()) == ["t-123-0", "t-456-1"]
+
+
+# -- publishing -----------------------------------------------------------------------------
+
+
+def test_weakness3_atomic_publish_readers_never_see_partial_files(sink_env: SinkEnv) -> None:
+    """IBM forbids tempFile in a region, so readers see files grow; ours stay hidden."""
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2))
+    run.write(lines(3))
+    assert sink_env.published() == {}  # part-0 is closed, but no cut covers it yet
+    assert sink_env.hidden() == [".part-0.txt~sink.inprogress", ".part-1.txt~sink.inprogress"]
+    run.cut(complete=False)
+    assert sink_env.published() == {}  # covered, but the cut is not complete
+    run.sink.on_cut_completed(run.cut_id)
+    assert sink_env.published() == {"part-0.txt": text(lines(2))}
+    assert run.notified == [(sink_env.path("part-0.txt"), len(text(lines(2))))]
+    assert run.sink.files_published == 1
+
+
+def test_visible_mode_shows_the_growing_file_and_notifies_after_the_cut(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, publish="visible", tuples_per_file=2))
+    run.write(lines(3))
+    run.sink.drain()
+    assert sink_env.published() == {"part-0.txt": text(lines(2)), "part-1.txt": text(lines(1, 2))}
+    assert run.notified == []
+    run.cut()
+    assert run.notified == [(sink_env.path("part-0.txt"), len(text(lines(2))))]
+    run.stop()
+    assert sink_env.hidden() == []  # markers go once a completed cut covers the file
+
+
+def test_publish_is_idempotent_and_reports_each_file_once(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
+    run.write(["a", "b"])
+    run.cut()
+    run.sink.reset(run.state)  # e.g. another operator failed: back to the cut just completed
+    run.sink.reset(run.state)
+    assert sink_env.published() == {"part-0.txt": b"a\n", "part-1.txt": b"b\n"}
+    assert len(run.notified) == 2
+
+
+def test_publish_never_overwrites_a_file_that_appeared_meanwhile(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
+    run.write(["a"])
+    run.cut(complete=False)
+    w = sink_env.fs.create(sink_env.path("part-0.txt"))
+    w.write(b"someone else\n")
+    w.close()
+    with pytest.raises(FileExistsError, match=r"part-0\.txt exists and is never overwritten"):
+        run.sink.on_cut_completed(run.cut_id)
+    assert sink_env.published() == {"part-0.txt": b"someone else\n"}
+
+
+def test_publish_fails_when_neither_name_exists(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
+    run.write(["a"])
+    run.cut(complete=False)
+    sink_env.fs.delete(sink_env.path(".part-0.txt~sink.inprogress"))
+    with pytest.raises(FileNotFoundError, match="neither it nor"):
+        run.sink.on_cut_completed(run.cut_id)
+
+
+def test_close_publishes_nothing(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
+    run.write(["a", "b"])
+    run.sink.close()
+    assert sink_env.published() == {}
+
+
+def test_default_permission_is_not_world_writable(sink_env: SinkEnv) -> None:
+    if not isinstance(sink_env.fs, LocalFileSystem):
+        pytest.skip("permission bits are checked on the local disk")
+    run = SinkRun(sink_env, settings(sink_env))
+    run.write(["a"])
+    run.stop()
+    assert os.stat(sink_env.path("part-0.txt")).st_mode & 0o777 == 0o640
+
+
+# -- file numbers ---------------------------------------------------------------------------
+
+
+def test_filenum_continues_from_the_checkpoint_in_a_new_sink(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2))
+    run.write(lines(5))
+    run.cut()
+    assert run.state is not None and run.state["next_filenum"] == 3
+    run.crash()
+    run.write(lines(3, 5))
+    run.stop()
+    assert sorted(sink_env.published()) == [f"part-{i}.txt" for i in range(4)]
+    assert published_bytes(sink_env) == text(lines(8))
+
+
+def test_filenum_skips_names_that_exist_and_never_overwrites(sink_env: SinkEnv) -> None:
+    first = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
+    first.write(["a", "b"])
+    first.stop()
+    again = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))  # a fresh start, same dir
+    again.write(["c"])
+    again.stop()
+    assert sink_env.published() == {
+        "part-0.txt": b"a\n",
+        "part-1.txt": b"b\n",
+        "part-2.txt": b"c\n",
+    }
+
+
+def test_weakness2_no_silent_overwrite_without_filenum(sink_env: SinkEnv) -> None:
+    """IBM overwrites the same name on each roll; we refuse and keep the first file."""
+    run = SinkRun(sink_env, {"file": sink_env.path("fixed.txt"), "tuples_per_file": 1})
+    run.write(["a"])
+    with pytest.raises(FileExistsError, match=r"never overwritten: add %FILENUM"):
+        run.write(["b"])
+    run.sink.reset_to_initial_state()
+    run.write(["a"])
+    run.stop()
+    with pytest.raises(FileExistsError):
+        run.sink.reset_to_initial_state()
+        run.write(["b"])
+    assert sink_env.published() == {"fixed.txt": b"a\n"}
+
+
+# -- recovery -------------------------------------------------------------------------------
+
+
+def test_weakness1_reset_truncates_writes_after_the_cut_and_torn_records(
+    sink_env: SinkEnv,
+) -> None:
+    """IBM reopens in append mode: records after the cut repeat, a torn record stays."""
+    run = SinkRun(sink_env, settings(sink_env))
+    run.write(lines(3))
+    run.cut()
+    run.write(lines(2, 3))
+    run.sink.drain()
+    run.sink.abandon()  # the process dies in the middle of a record
+    torn = sink_env.fs.append(sink_env.path(".part-0.txt~sink.inprogress"))
+    torn.write(b"record-5-to")
+    torn.close()
+    run.crash()
+    run.write(lines(3, 3))
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": text(lines(6))}
+
+
+def test_reset_in_the_same_process_truncates_too(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env))
+    run.write(["a"])
+    run.cut()
+    run.write(["b", "c"])
+    run.sink.reset(run.state)  # an upstream operator failed
+    run.write(["b", "c"])
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": b"a\nb\nc\n"}
+
+
+@pytest.mark.parametrize("publish", ["atomic", "visible"])
+def test_weakness2_files_opened_after_the_cut_are_deleted_on_reset(
+    sink_env: SinkEnv, publish: str
+) -> None:
+    """IBM leaves files rolled after the checkpoint behind: their records then appear twice."""
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2, publish=publish))
+    run.write(lines(3))
+    run.cut()
+    run.write(lines(5, 3))  # fills part-1, then part-2 and part-3 after the cut
+    run.sink.drain()
+    assert len(sink_env.names()) >= 4
+    run.crash()
+    assert sink_env.published() == (
+        {"part-0.txt": text(lines(2))}
+        if publish == "atomic"
+        else {"part-0.txt": text(lines(2)), "part-1.txt": text(lines(1, 2))}
+    )
+    run.write(lines(5, 3))
+    run.stop()
+    assert published_bytes(sink_env) == text(lines(8))
+    assert sorted(sink_env.published()) == [f"part-{i}.txt" for i in range(4)]
+    assert sink_env.hidden() == []
+
+
+def test_crash_between_checkpoint_write_and_publish(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2))
+    run.write(lines(5))
+    run.cut(complete=False)  # the region checkpoint is durable; the renames never happened
+    assert sink_env.published() == {}
+    run.crash()
+    assert sink_env.published() == {"part-0.txt": text(lines(2)), "part-1.txt": text(lines(2, 2))}
+    assert [os.path.basename(n) for n, _ in run.notified] == ["part-0.txt", "part-1.txt"]
+    run.write(lines(3, 5))
+    run.stop()
+    assert published_bytes(sink_env) == text(lines(8))
+
+
+def test_crash_during_publish_is_finished_by_reset(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
+    run.write(["a", "b", "c"])
+    run.cut(complete=False)
+    # The crashed process renamed the first file only.
+    sink_env.fs.rename(sink_env.path(".part-0.txt~sink.inprogress"), sink_env.path("part-0.txt"))
+    run.crash()
+    assert sink_env.published() == {
+        "part-0.txt": b"a\n",
+        "part-1.txt": b"b\n",
+        "part-2.txt": b"c\n",
+    }
+
+
+def test_reset_after_an_uncompleted_cut_goes_back_to_the_previous_one(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2))
+    run.write(lines(3))
+    run.cut()
+    run.write(lines(2, 3))
+    run.cut(store=False)  # the crash came before the region checkpoint was written
+    run.crash()
+    run.write(lines(2, 3))
+    run.stop()
+    assert published_bytes(sink_env) == text(lines(5))
+
+
+def test_reset_to_initial_state_deletes_only_this_sinks_unfinished_files(
+    sink_env: SinkEnv,
+) -> None:
+    other = SinkRun(sink_env, {"file": sink_env.out + "/other-%FILENUM"}, name="other")
+    other.write(["x"])
+    user = sink_env.fs.create(sink_env.path(".user-file"))
+    user.close()
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
+    run.write(["a", "b"])
+    run.crash()  # no cut ever completed
+    assert sink_env.names() == [".other-0~other.inprogress", ".user-file"]
+    run.write(["a", "b"])
+    run.stop()
+    other.stop()
+    assert sink_env.published() == {"other-0": b"x\n", "part-0.txt": b"a\n", "part-1.txt": b"b\n"}
+
+
+def test_at_least_once_appends_on_reset(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, delivery="at_least_once"))
+    run.write(["a"])
+    run.cut()
+    run.write(["b"])
+    run.crash()
+    run.write(["b", "c"])
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": b"a\nb\nb\nc\n"}  # duplicates, nothing lost
+
+
+def test_at_least_once_visible_needs_no_truncate(sink_env: SinkEnv) -> None:
+    fs = RecordingFS(sink_env.fs, supports_truncate=False)
+    run = SinkRun(sink_env, settings(sink_env, delivery="at_least_once", publish="visible"), fs=fs)
+    run.write(["a"])
+    run.cut()
+    run.write(["b"])
+    run.crash()
+    run.write(["b"])
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": b"a\nb\nb\n"}
+
+
+def test_without_truncate_atomic_mode_rewrites_the_prefix(sink_env: SinkEnv) -> None:
+    fs = RecordingFS(sink_env.fs, supports_truncate=False)
+    run = SinkRun(sink_env, settings(sink_env), fs=fs)
+    run.write(lines(3))
+    run.cut()
+    run.write(lines(2, 3))
+    run.crash()
+    assert sink_env.hidden() == [".part-0.txt~sink.inprogress"]
+    run.write(lines(2, 3))
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": text(lines(5))}
+    assert not [c for c in fs.calls if c[0] == "truncate"]
+
+
+def test_without_truncate_visible_exactly_once_is_refused(sink_env: SinkEnv) -> None:
+    fs = RecordingFS(sink_env.fs, supports_truncate=False)
+    with pytest.raises(ConfigError, match="needs truncate"):
+        HDFS2FileSink(SinkSettings(**settings(sink_env, publish="visible")), fs)  # type: ignore[arg-type]
+
+
+def test_missing_open_file_at_reset_is_an_error_naming_it(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env))
+    run.write(["a"])
+    run.cut()
+    run.sink.abandon()
+    sink_env.fs.delete(sink_env.path(".part-0.txt~sink.inprogress"))
+    with pytest.raises(FileNotFoundError, match=r"part-0.txt~sink.inprogress.*is missing"):
+        run.new_sink().reset(run.state)
+
+
+def test_state_is_a_plain_json_dict_with_the_documented_layout(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2))
+    run.write(lines(3))
+    state = run.sink.checkpoint(1)
+    assert json.loads(json.dumps(state)) == state
+    assert set(state) == {"version", "next_filenum", "current", "pending"}
+    assert state["current"]["final"] == sink_env.path("part-1.txt")
+    assert state["current"]["work"] == sink_env.path(".part-1.txt~sink.inprogress")
+    assert (state["current"]["size"], state["current"]["tuples"]) == (9, 1)
+    assert state["current"]["filenum"] == 1 and state["next_filenum"] == 2
+    assert state["pending"] == [
+        {
+            "final": sink_env.path("part-0.txt"),
+            "work": sink_env.path(".part-0.txt~sink.inprogress"),
+            "size": 18,
+        }
+    ]
+    with pytest.raises(OperatorError, match="state is not understood"):
+        run.sink.reset({"version": 1, "current": None})
+
+
+# -- weaknesses 9 and 10 --------------------------------------------------------------------
+
+
+def test_weakness9_drain_and_checkpoint_before_the_first_tuple(sink_env: SinkEnv) -> None:
+    sink = HDFS2FileSink(SinkSettings(**settings(sink_env)), sink_env.fs)
+    sink.drain()
+    first = sink.checkpoint(1)  # even before reset: a null state must not crash
+    sink.reset_to_initial_state()
+    sink.drain()
+    assert sink.checkpoint(2) == sink.checkpoint(3) == first
+    sink.on_cut_completed(3)
+    again = HDFS2FileSink(SinkSettings(**settings(sink_env)), sink_env.fs)
+    again.reset(first)
+    again.write(Batch(["a"]))
+    again.finish()
+    again.checkpoint(4)
+    again.on_cut_completed(4)
+    assert sink_env.published() == {"part-0.txt": b"a\n"}
+
+
+def test_weakness10_drain_syncs_not_only_flushes(sink_env: SinkEnv) -> None:
+    fs = RecordingFS(sink_env.fs)
+    run = SinkRun(sink_env, settings(sink_env), fs=fs)
+    run.write(["a"])
+    fs.calls.clear()
+    run.sink.drain()
+    assert ("sync", sink_env.path(".part-0.txt~sink.inprogress")) in fs.calls
+    fs.calls.clear()
+    run.sink.drain()  # nothing new: no second sync
+    assert fs.calls == []
+
+
+def test_weakness10_lease_held_by_a_dead_writer_surfaces_and_recovers(sink_env: SinkEnv) -> None:
+    """A writer still holding the file (lease not yet recovered) makes the append fail loudly;
+    once it is gone, a repeated reset continues correctly."""
+    run = SinkRun(sink_env, settings(sink_env))
+    run.write(["a"])
+    run.cut()
+    run.write(["b"])
+    stale = run.sink  # "dead" but still holding its lease
+    run.sink = run.new_sink()
+    run.sink.reset(run.state)
+    with pytest.raises(BlockingIOError, match=r"part-0\.txt~sink\.inprogress"):
+        run.write(["b"])
+    stale.abandon()  # the lease is recovered
+    run.sink.reset(run.state)
+    run.write(["b"])
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": b"a\nb\n"}
+
+
+# -- file names from the records --------------------------------------------------------------
+
+
+def attr_settings(env: SinkEnv, **kw: Any) -> dict[str, Any]:
+    return {"file_attribute_name": "name", "directory": env.out, **kw}
+
+
+def test_file_attribute_name_switches_files(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, attr_settings(sink_env))
+    run.write([("a.txt", "1"), ("a.txt", "2"), {"name": "b.txt", "line": "3"}])
+    run.write([("sub/c.txt", "4")])
+    run.stop()
+    assert sink_env.published() == {"a.txt": b"1\n2\n", "b.txt": b"3\n"}
+    assert sink_env.published(sink_env.path("sub")) == {"c.txt": b"4\n"}
+
+
+def test_file_attribute_name_recovers_like_the_template_mode(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, attr_settings(sink_env))
+    run.write([("d1/a", "1"), ("d2/b", "2")])
+    run.cut()
+    run.write([("d2/b", "3"), ("d3/c", "4")])
+    run.crash()
+    assert sink_env.hidden(sink_env.path("d3")) == []  # opened after the cut, in a new dir
+    run.write([("d2/b", "3"), ("d3/c", "4")])
+    run.stop()
+    assert sink_env.published(sink_env.path("d1")) == {"a": b"1\n"}
+    assert sink_env.published(sink_env.path("d2")) == {"b": b"2\n3\n"}
+    assert sink_env.published(sink_env.path("d3")) == {"c": b"4\n"}
+
+
+def test_file_attribute_name_never_overwrites_a_name_seen_before(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, attr_settings(sink_env))
+    run.write([("a", "1"), ("b", "2")])
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        run.write([("a", "3")])
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("", "is empty"),
+        ("/etc/passwd", "is absolute"),
+        ("../x", "'..'"),
+        ("a/../../x", "'..'"),
+        ("a/..", "'..'"),
+        (".hidden", "starting with '.'"),
+        ("dir/", "names a directory"),
+        ("a\x00b", "control character"),
+        ("a\nb", "control character"),
+        (7, "not a string"),
+    ],
+)
+def test_file_names_are_confined_to_the_base_directory(
+    sink_env: SinkEnv, name: Any, problem: str
+) -> None:
+    run = SinkRun(sink_env, attr_settings(sink_env))
+    with pytest.raises(BadRecordError, match=problem) as info:
+        run.write([("ok", "1"), (name, "2")])
+    assert info.value.offset == 1 and info.value.field == "name"
+    assert sink_env.names(sink_env.root) == []  # nothing written outside the base
+    assert sink_env.names() == [".ok~sink.inprogress"]
+
+
+def test_file_attribute_records_must_be_pairs(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, attr_settings(sink_env))
+    with pytest.raises(BadRecordError, match=r"record 0: expected a \(file name, value\) pair"):
+        run.write(["just a line"])
+
+
+# -- metrics --------------------------------------------------------------------------------
+
+
+def test_metrics_count_files_and_records(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2))
+    run.write(lines(5))
+    run.stop()
+    m = run.sink.metrics
+    assert (m.files_opened, m.files_written, m.files_published) == (3, 3, 3)
+    assert m.tuples_written == 5 and m.bytes_written == len(text(lines(5)))
+    assert m.published[-1] == (sink_env.path("part-2.txt"), len(text(lines(1, 4))))
