@@ -195,13 +195,14 @@ class FileSink(SinkOperator):
 
     def write(self, batch: Batch) -> None:
         for record in batch.records:
-            self.faults.fire("write")
             data = f"{record}\n".encode()
             if self.torn_writes:
                 half = len(data) // 2
                 os.write(self._fd, data[:half])
+                self.faults.fire("write")  # a failure here leaves half a record behind
                 os.write(self._fd, data[half:])
             else:
+                self.faults.fire("write")
                 os.write(self._fd, data)
             self.written += 1
 

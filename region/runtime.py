@@ -1,0 +1,315 @@
+"""The in-process pipeline: a start operator, stateless transforms and sinks on one thread.
+
+Records never cross a queue: the thread that pulls a batch from the source runs the transforms
+over it and hands it to every sink, all under one permit. Backpressure is therefore natural (a
+slow sink slows the source down), and a cut only has to wait for the one batch in flight.
+
+One iteration (:meth:`PipelineRunner.step`):
+
+1. take a permit (waits while a cut or reset runs);
+2. ``batch = source.next_batch(batch_size)``;
+3. each transform over the whole batch (``None`` drops a record);
+4. ``sink.write(batch)`` for every sink, then ``sink.on_tick(now)`` for every sink;
+5. give the permit back; in an operator-driven region, a batch ending in punctuation is followed
+   by ``make_consistent()``.
+
+An exception from any of them is reported to the controller, which resets the region to the last
+cut; the loop then continues from there (the source replays), until the region gives up.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from types import FrameType
+from typing import Any
+
+from region.checkpoint import CheckpointStore
+from region.controller import RegionController, RegionSnapshot, RegionStatus
+from region.errors import ConfigError, RegionStoppedError
+from region.settings import RegionSettings, Trigger
+from region.state import Batch, SinkOperator, StartOperator, StateHandler
+
+__all__ = ["Pipeline", "PipelineRunner", "PipelineStats", "StepOutcome", "run_pipeline"]
+
+logger = logging.getLogger(__name__)
+
+Transform = Callable[[Any], Any]
+
+#: Longest uninterrupted sleep while idle, so a stop request is noticed promptly.
+_SLEEP_SLICE = 0.05
+
+
+class Pipeline:
+    """What runs: ``[*upstream, source, *sinks]`` in topological order, plus the transforms.
+
+    ``upstream`` are state handlers the source pulls from (e.g. a directory scan whose file
+    names the source reads); they take part in cuts and resets but run no loop of their own.
+    ``transforms`` are stateless per-record functions returning the new record, or ``None`` to
+    drop it.
+    """
+
+    def __init__(
+        self,
+        source: StartOperator,
+        *,
+        upstream: Sequence[StateHandler] = (),
+        transforms: Sequence[Transform] = (),
+        sinks: Sequence[SinkOperator],
+        batch_size: int = 1024,
+    ) -> None:
+        if not sinks:
+            raise ConfigError("a pipeline needs at least one sink, got none")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        self.source = source
+        self.upstream = tuple(upstream)
+        self.transforms = tuple(transforms)
+        self.sinks = tuple(sinks)
+        self.batch_size = batch_size
+
+    @property
+    def operators(self) -> tuple[StateHandler, ...]:
+        """Every state handler, in topological order."""
+        return (*self.upstream, self.source, *self.sinks)
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineStats:
+    """Progress of a run: the region's snapshot plus the runtime's own counters.
+
+    Counters include records replayed after a reset (they count work done, not output).
+    """
+
+    region: RegionSnapshot
+    #: Records the source returned.
+    records_in: int
+    #: Records handed to the sinks (after the transforms dropped some).
+    records_out: int
+    #: Batches the source returned.
+    batches: int
+    #: ``len()`` of the records read, when they are ``bytes`` or ``str`` (characters for text).
+    bytes_in: int
+    #: Seconds since :meth:`PipelineRunner.run` started (0 before).
+    elapsed: float
+
+
+class StepOutcome(Enum):
+    BATCH = "batch"  # a batch went through
+    IDLE = "idle"  # the source had nothing now
+    RESET = "reset"  # an operator failed; the region was reset
+
+
+class _Stop(Enum):
+    GRACEFUL = "graceful"
+    IMMEDIATE = "immediate"
+
+
+class PipelineRunner:
+    """Runs a :class:`Pipeline` in one consistent region on the calling thread.
+
+    ``store`` holds the region checkpoints (a restart on the same store resumes from the newest
+    valid cut). ``install_signal_handlers``: SIGINT / SIGTERM stop gracefully (a final cut), a
+    second signal stops immediately; only possible on the main thread, ignored elsewhere.
+    """
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        settings: RegionSettings,
+        store: CheckpointStore,
+        *,
+        install_signal_handlers: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.pipeline = pipeline
+        self.settings = settings
+        self.controller = RegionController(settings, pipeline.operators, store, clock=clock)
+        self.install_signal_handlers = install_signal_handlers
+        self._clock = clock
+        self._wall = wall_clock
+        self._operator_driven = settings.trigger is Trigger.OPERATOR_DRIVEN
+        # Plain attributes: written from signal handlers, where taking a lock could deadlock.
+        self._stop: _Stop | None = None
+        self._signals = 0
+        self._previous_handlers: dict[int, Any] = {}
+        self._started_at: float | None = None
+        self._records_in = 0
+        self._records_out = 0
+        self._batches = 0
+        self._bytes_in = 0
+
+    # ------------------------------------------------------------------ observation and control
+
+    def stats(self) -> PipelineStats:
+        """Safe to call from any thread (e.g. a progress display)."""
+        started = self._started_at
+        return PipelineStats(
+            region=self.controller.snapshot(),
+            records_in=self._records_in,
+            records_out=self._records_out,
+            batches=self._batches,
+            bytes_in=self._bytes_in,
+            elapsed=0.0 if started is None else self._clock() - started,
+        )
+
+    def request_stop(self, *, immediate: bool = False) -> None:
+        """Ask :meth:`run` to stop: gracefully after the batch in flight (one final cut), or
+        immediately (no final cut). Safe from any thread and from signal handlers."""
+        if immediate:
+            self._stop = _Stop.IMMEDIATE
+            self.controller.request_stop_now()
+        elif self._stop is None:
+            self._stop = _Stop.GRACEFUL
+
+    # ------------------------------------------------------------------ the loop
+
+    def start(self) -> None:
+        """Recover the region (reset to the newest cut); :meth:`run` calls it when needed."""
+        if self._started_at is None:
+            self._started_at = self._clock()
+            self.controller.start()
+
+    def step(self) -> StepOutcome:
+        """Move one batch from the source through the transforms to the sinks."""
+        source, sinks = self.pipeline.source, self.pipeline.sinks
+        punctuation = False
+        with self.controller.permits.hold():
+            name = source.name
+            try:
+                batch = source.next_batch(self.pipeline.batch_size)
+                if batch is not None:
+                    records = batch.records
+                    self._batches += 1
+                    self._records_in += len(records)
+                    if records and isinstance(records[0], bytes | str):
+                        self._bytes_in += sum(map(len, records))
+                    for transform in self.pipeline.transforms:
+                        name = f"transform {getattr(transform, '__qualname__', transform)!s}"
+                        records = [out for out in map(transform, records) if out is not None]
+                    self._records_out += len(records)
+                    if records is not batch.records:
+                        batch = Batch(records, batch.punctuation, batch.origin)
+                    if records or batch.punctuation:
+                        for sink in sinks:
+                            name = sink.name
+                            sink.write(batch)
+                    punctuation = batch.punctuation
+                now = self._wall()
+                for sink in sinks:
+                    name = sink.name
+                    sink.on_tick(now)
+            except Exception as exc:
+                # Reported while the permit is still held, so no cut can commit this batch.
+                self.controller.report_failure(name, exc)
+                return StepOutcome.RESET
+        if batch is None:
+            return StepOutcome.IDLE
+        if punctuation and self._operator_driven:
+            self.controller.make_consistent()
+        return StepOutcome.BATCH
+
+    def run(self, available_now: bool = False) -> PipelineStats:
+        """Run until stopped; return the final stats.
+
+        ``available_now``: stop (gracefully, with a final cut) as soon as the source has nothing
+        more right now, like Spark's ``Trigger.AvailableNow``; a source that is exhausted stops
+        the run the same way. Otherwise an idle source is polled every ``poll_interval()``.
+        Raises :class:`~region.errors.RegionFailedError` when the region gives up; the
+        operators are closed whichever way the run ends.
+        """
+        previous = self._install_signal_handlers()
+        try:
+            self.start()
+            while True:
+                if self._stop is _Stop.IMMEDIATE:
+                    logger.info("Stopping immediately (no final cut)")
+                    self.controller.stop(graceful=False)
+                    break
+                if self._stop is _Stop.GRACEFUL:
+                    logger.info("Stopping gracefully: final cut, then close")
+                    if not self.controller.stop(graceful=True):
+                        logger.warning("The final cut did not complete: the next run redoes it")
+                    break
+                outcome = self.step()
+                if outcome is not StepOutcome.IDLE:
+                    continue
+                source = self.pipeline.source
+                if available_now or source.exhausted():
+                    # The final cut; if it resets instead, the source replays and we retry.
+                    if self.controller.cut(final=True):
+                        break
+                    continue
+                self._sleep(source.poll_interval())
+        except RegionStoppedError:
+            logger.info("Region stopped")
+        finally:
+            self._restore_signal_handlers(previous)
+            if self.controller.status not in (RegionStatus.STOPPED,):
+                self.controller.stop(graceful=False)  # closes the operators, also when failed
+        stats = self.stats()
+        logger.info(
+            "Pipeline finished: %d records in, %d out, %d batches, %d cuts, %d resets",
+            stats.records_in,
+            stats.records_out,
+            stats.batches,
+            stats.region.cuts,
+            stats.region.resets,
+        )
+        return stats
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while self._stop is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            time.sleep(min(remaining, _SLEEP_SLICE))
+
+    # ------------------------------------------------------------------ signals
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # No locks and no logging here: the interrupted code may hold any lock.
+        self._signals += 1
+        self.request_stop(immediate=self._signals > 1)
+        if self._signals > 1:
+            # A third signal gets the default treatment (KeyboardInterrupt, termination).
+            self._restore_signal_handlers(self._previous_handlers)
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        if not self.install_signal_handlers:
+            return {}
+        if threading.current_thread() is not threading.main_thread():
+            logger.debug("Not on the main thread: SIGINT/SIGTERM handlers not installed")
+            return {}
+        previous: dict[int, Any] = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, self._on_signal)
+        self._previous_handlers = previous
+        return previous
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def run_pipeline(
+    pipeline: Pipeline,
+    settings: RegionSettings,
+    store: CheckpointStore,
+    *,
+    available_now: bool = False,
+    install_signal_handlers: bool = True,
+) -> PipelineStats:
+    """Run ``pipeline`` in a consistent region until it stops; see :meth:`PipelineRunner.run`."""
+    runner = PipelineRunner(
+        pipeline, settings, store, install_signal_handlers=install_signal_handlers
+    )
+    return runner.run(available_now=available_now)
