@@ -1,0 +1,286 @@
+"""Byte ranges of files to Arrow record batches, and record batches to bytes: no per-row Python.
+
+A byte range ``[start, end)`` of a file owns the lines that *start* inside it (as Hadoop's line
+reader does): a line that begins before ``end`` is read to its end even past ``end``, and a
+range that does not start at 0 skips the partial line it begins in. Any set of ranges that tiles
+a file therefore yields each line exactly once, wherever the cuts fall. Binary blocks work the
+same way: a range owns the blocks (at multiples of ``block_size``) that start inside it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from operators.errors import BadRecordError
+from region.fs import FileSystem
+
+__all__ = [
+    "encode_records",
+    "read_blocks",
+    "read_lines",
+    "record_schema",
+]
+
+logger = logging.getLogger(__name__)
+
+_NL = 10
+_CR = 13
+
+
+def record_schema(*, binary: bool, file_info: bool) -> pa.Schema:
+    """The Arrow schema Spark expects for ``value string|binary[, file string, offset bigint]``."""
+    fields = [pa.field("value", pa.binary() if binary else pa.string())]
+    if file_info:
+        fields += [pa.field("file", pa.string()), pa.field("offset", pa.int64())]
+    return pa.schema(fields)
+
+
+def _repeat(text: str, n: int) -> pa.Array:
+    """``n`` copies of ``text`` as a string array, built from buffers."""
+    data = text.encode()
+    offsets = np.arange(0, (n + 1) * len(data), len(data) or 1, dtype=np.int32)[: n + 1]
+    if not data:
+        offsets = np.zeros(n + 1, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
+
+
+def _first_line_start(fs: FileSystem, path: str, start: int, size: int, chunk: int) -> int:
+    """Offset of the first line starting at or after ``start`` (``size`` when none does)."""
+    if start == 0:
+        return 0
+    pos = start - 1  # a line starts at ``start`` exactly when the byte before it is LF
+    while pos < size:
+        data = fs.read(path, pos, min(chunk, size - pos))
+        if not data:
+            break
+        idx = data.find(b"\n")
+        if idx >= 0:
+            return pos + idx + 1
+        pos += len(data)
+    return size
+
+
+class _Decoder:
+    """Binary lines to a string array in ``encoding``; the error policy is the file source's."""
+
+    def __init__(self, encoding: str, on_error: str, display: str) -> None:
+        self.encoding = encoding
+        self.utf8 = _is_utf8(encoding)
+        self.on_error = on_error
+        self.display = display
+
+    def decode(
+        self, lines: pa.Array, starts: np.ndarray, raw: bytes | None
+    ) -> tuple[pa.Array, np.ndarray | None]:
+        """(decoded lines, the indices kept or ``None`` when all are). ``raw`` is the chunk the
+        lines were cut from (transcoded in one call for other encodings)."""
+        if self.utf8:
+            try:
+                return lines.cast(pa.string()), None
+            except pa.ArrowInvalid:
+                return self._each(lines, starts)
+        try:
+            text = raw.decode(self.encoding) if raw is not None else None
+        except UnicodeDecodeError:
+            return self._each(lines, starts)
+        if text is not None and raw is not None and text.count("\n") == raw.count(b"\n"):
+            # Transcoding keeps LF bytes, so the line structure is the same.
+            values = text.encode("utf-8")
+            return _split(values, len(lines), strip_cr=True)[0].cast(pa.string()), None
+        return self._each(lines, starts)
+
+    def _each(self, lines: pa.Array, starts: np.ndarray) -> tuple[pa.Array, np.ndarray | None]:
+        """The slow path, only for chunks holding undecodable bytes: line by line."""
+        out: list[str] = []
+        kept: list[int] = []
+        for i, value in enumerate(lines.to_pylist()):
+            try:
+                out.append(value.decode(self.encoding))
+                kept.append(i)
+            except UnicodeDecodeError as exc:
+                offset = int(starts[i]) + exc.start
+                if self.on_error == "fail":
+                    msg = (
+                        f"{self.display}: bytes not decodable as {self.encoding} at byte "
+                        f"offset {offset} (set on_decode_error to replace or skip)"
+                    )
+                    raise BadRecordError(msg, file=self.display, offset=offset) from None
+                if self.on_error == "replace":
+                    out.append(value.decode(self.encoding, "replace"))
+                    kept.append(i)
+                else:
+                    logger.warning(
+                        "%s: skipped a line not decodable as %s at byte offset %s",
+                        self.display,
+                        self.encoding,
+                        offset,
+                    )
+        index = None if len(kept) == len(lines) else np.asarray(kept, dtype=np.int64)
+        return pa.array(out, pa.string()), index
+
+
+def _split(data: bytes, limit: int, *, strip_cr: bool) -> tuple[pa.Array, np.ndarray]:
+    """The first ``limit`` LF-terminated lines of ``data`` (which ends with LF) without their
+    line ends, as a binary array, and the offsets of their starts in ``data``."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == _NL)[:limit]
+    n = len(ends)
+    offsets = np.empty(n + 1, dtype=np.int32)
+    offsets[0] = 0
+    offsets[1:] = ends + 1
+    with_lf = pa.BinaryArray.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+    lines = pc.binary_slice(with_lf, 0, -1)
+    starts = offsets[:-1].astype(np.int64)
+    if strip_cr and n:
+        before = np.maximum(ends - 1, 0)
+        has_cr = (ends > starts) & (buf[before] == _CR)
+        if has_cr.any():
+            lines = pc.if_else(pa.array(has_cr), pc.binary_slice(lines, 0, -1), lines)
+    return lines, starts
+
+
+def read_lines(
+    fs: FileSystem,
+    path: str,
+    start: int,
+    end: int,
+    *,
+    size: int,
+    encoding: str = "utf-8",
+    on_decode_error: str = "fail",
+    chunk_size: int = 8 << 20,
+    file_info: bool = False,
+) -> Iterator[pa.RecordBatch]:
+    """Record batches of the lines owned by ``[start, end)`` of a file of ``size`` bytes.
+
+    ``size`` is the size when the range was planned: bytes appended later are never read, so a
+    replay yields the same lines. LF and CRLF ends are removed; a last line without LF counts.
+    """
+    display = fs.display(path)
+    decoder = _Decoder(encoding, on_decode_error, display)
+    schema = record_schema(binary=False, file_info=file_info)
+    base = _first_line_start(fs, path, start, size, chunk_size)
+    read_pos = base
+    carry = b""
+    while base < end and read_pos < size:
+        want = min(chunk_size, size - read_pos)
+        data = fs.read(path, read_pos, want)
+        if len(data) < want:
+            msg = (
+                f"{display}: the file shrank while being read (wanted {want} bytes at offset "
+                f"{read_pos}, got {len(data)}); it was {size} bytes when planned"
+            )
+            raise OSError(msg)
+        read_pos += want
+        data = carry + data if carry else data
+        if read_pos >= size:
+            if data and data[-1] != _NL:
+                data += b"\n"  # the last line of the file has no LF
+            carry = b""
+        else:
+            cut = data.rfind(b"\n") + 1
+            data, carry = data[:cut], data[cut:]
+            if not data:
+                continue  # a line longer than the chunk: read on
+        # Only lines starting before ``end`` belong to this range.
+        total = data.count(b"\n")
+        limit = total if base + len(data) <= end else _lines_before(data, end - base)
+        lines, starts = _split(data, limit, strip_cr=True)
+        starts += base
+        values, kept = decoder.decode(lines, starts, data if not decoder.utf8 else None)
+        if kept is not None:
+            starts = starts[kept]
+        columns = [values]
+        if file_info:
+            columns += [_repeat(display, len(values)), pa.array(starts, pa.int64())]
+        if len(values):
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+        if limit < total:
+            return
+        base += len(data)
+
+
+def _lines_before(data: bytes, rel_end: int) -> int:
+    """How many lines of ``data`` start before offset ``rel_end`` (the first starts at 0)."""
+    if rel_end <= 0:
+        return 0
+    # Line k (k >= 1) starts after the k-th LF: it starts before rel_end when that LF is
+    # before rel_end - 1.
+    return 1 + data.count(b"\n", 0, rel_end - 1)
+
+
+def read_blocks(
+    fs: FileSystem,
+    path: str,
+    start: int,
+    end: int,
+    *,
+    size: int,
+    block_size: int,
+    chunk_size: int = 8 << 20,
+    file_info: bool = False,
+) -> Iterator[pa.RecordBatch]:
+    """Record batches of the ``block_size`` blocks starting in ``[start, end)`` (zero-copy)."""
+    schema = record_schema(binary=True, file_info=file_info)
+    first = -(-start // block_size) * block_size
+    stop = min(size, -(-end // block_size) * block_size)
+    step = max(1, chunk_size // block_size) * block_size
+    pos = first
+    while pos < stop:
+        data = fs.read(path, pos, min(step, stop - pos))
+        if not data:
+            msg = f"{fs.display(path)}: the file shrank while being read (nothing at {pos})"
+            raise OSError(msg)
+        n = -(-len(data) // block_size)
+        offsets = np.minimum(np.arange(n + 1, dtype=np.int64) * block_size, len(data))
+        values = pa.BinaryArray.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+        )
+        columns = [values]
+        if file_info:
+            columns += [_repeat(fs.display(path), n), pa.array(offsets[:-1] + pos, pa.int64())]
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+        pos += len(data)
+
+
+def encode_records(values: pa.Array, *, binary: bool, encoding: str = "utf-8") -> list[bytes]:
+    """The bytes of a file holding ``values``: each followed by LF (line mode) or back to back
+    (binary mode). Nulls become empty records. Returns buffers to write in order."""
+    if len(values) == 0:
+        return []
+    if values.null_count:
+        values = values.fill_null("" if pa.types.is_string(values.type) else b"")
+    large = pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type)
+    if binary:
+        # Back to back: the array's own values buffer, without a copy.
+        offsets = np.frombuffer(
+            values.buffers()[1],
+            dtype=np.int64 if large else np.int32,
+            count=len(values) + 1,
+            offset=values.offset * (8 if large else 4),
+        )
+        data = values.buffers()[2]
+        return [memoryview(data)[int(offsets[0]) : int(offsets[-1])]]  # type: ignore[list-item]
+    if large:
+        listed = pa.LargeListArray.from_arrays(pa.array([0, len(values)], pa.int64()), values)
+    else:
+        listed = pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values)
+    sep = pa.scalar(
+        "\n" if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) else b"\n",
+        values.type,
+    )
+    joined = pc.binary_join(listed, sep)[0].as_buffer()
+    if pa.types.is_string(values.type) and not _is_utf8(encoding):
+        return [(joined.to_pybytes().decode("utf-8") + "\n").encode(encoding)]
+    return [memoryview(joined), b"\n"]  # type: ignore[list-item]
+
+
+def _is_utf8(encoding: str) -> bool:
+    return encoding.replace("_", "-").lower() in ("utf-8", "utf8")

@@ -1,0 +1,108 @@
+"""Byte ranges to Arrow lines and blocks, without Spark: every line once, wherever the cuts are."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from operators.errors import BadRecordError
+from operators.fs.local import LocalFileSystem
+from operators.spark.arrow_io import encode_records, read_blocks, read_lines
+
+FS = LocalFileSystem()
+
+
+def expected_lines(data: bytes) -> list[bytes]:
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the file ends with LF: no empty last line
+    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
+def read_all(path: Path, cuts: list[int], size: int, chunk: int, **kw: object) -> list[tuple]:
+    bounds = [0, *sorted(set(cuts)), size]
+    rows = []
+    for start, end in itertools.pairwise(bounds):
+        for batch in read_lines(FS, str(path), start, end, size=size, chunk_size=chunk, **kw):
+            rows.extend(zip(*(c.to_pylist() for c in batch.columns), strict=True))
+    return rows
+
+
+@given(
+    lines=st.lists(st.text(alphabet="ab\r\n€", max_size=12), max_size=12),
+    final_lf=st.booleans(),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=5),
+    chunk=st.integers(min_value=1, max_value=40),
+)
+def test_ranges_tiling_a_file_yield_each_line_once(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[str],
+    final_lf: bool,
+    cuts: list[int],
+    chunk: int,
+) -> None:
+    data = "\n".join(lines).encode() + (b"\n" if final_lf and lines else b"")
+    path = tmp_path_factory.mktemp("in") / "f.txt"
+    path.write_bytes(data)
+    cuts = [c for c in cuts if c < len(data)]
+    rows = read_all(path, cuts, len(data), chunk, file_info=True)
+    assert [r[0].encode() for r in rows] == expected_lines(data)
+    # The offset column is where each line starts in the file.
+    starts = [0, *[i + 1 for i, b in enumerate(data) if b == 10][: len(rows) - 1]]
+    assert [r[2] for r in rows] == starts[: len(rows)]
+    assert all(r[1] == "file://" + str(path) for r in rows)
+
+
+def test_bytes_appended_after_planning_are_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"one\ntwo")
+    size = path.stat().st_size
+    with path.open("ab") as f:
+        f.write(b"-more\nthree\n")
+    assert read_all(path, [], size, 3) == [("one",), ("two",)]
+
+
+def test_undecodable_bytes_fail_with_file_and_offset_or_are_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"good\nba\xffd\nlast\n")
+    with pytest.raises(BadRecordError, match=r"bad\.txt.*byte offset 7") as info:
+        read_all(path, [], 15, 1 << 20)
+    assert info.value.offset == 7
+    assert read_all(path, [], 15, 1 << 20, on_decode_error="replace")[1] == ("ba\ufffdd",)
+    assert read_all(path, [], 15, 1 << 20, on_decode_error="skip") == [("good",), ("last",)]
+
+
+def test_other_encodings_are_transcoded(tmp_path: Path) -> None:
+    path = tmp_path / "latin.txt"
+    data = "café\r\nnaïve\n".encode("latin-1")
+    path.write_bytes(data)
+    assert read_all(path, [3], len(data), 4, encoding="latin-1") == [("café",), ("naïve",)]
+
+
+def test_blocks_are_owned_by_the_range_they_start_in(tmp_path: Path) -> None:
+    path = tmp_path / "b.bin"
+    data = bytes(range(256)) * 3 + b"tail"
+    path.write_bytes(data)
+    blocks = []
+    for start, end in [(0, 100), (100, 700), (700, len(data))]:
+        for batch in read_blocks(
+            FS, str(path), start, end, size=len(data), block_size=64, chunk_size=130
+        ):
+            blocks.extend(batch.column(0).to_pylist())
+    assert b"".join(blocks) == data
+    assert [len(b) for b in blocks] == [64] * 12 + [4]
+
+
+def test_encode_records_writes_lines_and_blocks() -> None:
+    values = pa.array(["a", None, "ü"])
+    assert b"".join(encode_records(values, binary=False)) == "a\n\nü\n".encode()
+    assert b"".join(encode_records(values, binary=False, encoding="latin-1")) == "a\n\nü\n".encode(
+        "latin-1"
+    )
+    assert b"".join(encode_records(pa.array([b"\x00", b"xy"]), binary=True)) == b"\x00xy"
+    assert encode_records(pa.array([], pa.string()), binary=False) == []
