@@ -80,6 +80,31 @@ def landing(tmp_path: Path) -> Landing:
     return land
 
 
+@pytest.fixture
+def any_landing(any_fs: Any) -> Landing:
+    """``landing`` on each backend of ``any_fs``. Tests that set mtimes skip on a real cluster
+    (there is no local file behind its paths); on the WebHDFS stand-in mtimes are milliseconds."""
+    if any_fs.name == "local":
+
+        def local_path(path: str) -> str:
+            return path
+
+    elif any_fs.server is not None:
+        server = any_fs.server
+
+        def local_path(path: str) -> str:
+            return str(server.local_path(path))
+
+    else:
+
+        def local_path(path: str) -> str:
+            pytest.skip(f"{any_fs.name}: cannot set file mtimes on a real cluster")
+
+    land = Landing(any_fs.fs, any_fs.root, local_path)
+    land.fs.mkdirs(land.dir)
+    return land
+
+
 @dataclass
 class SinkEnv:
     """An output directory ``<root>/out`` for sink tests on a filesystem backend."""

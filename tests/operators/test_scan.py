@@ -57,13 +57,15 @@ def test_unknown_field_and_directory_outside_roots_are_config_errors() -> None:
 # -- order and listing ------------------------------------------------------------------------
 
 
-def test_emits_full_paths_in_mtime_then_name_order_once(landing: Landing, clock: FakeClock) -> None:
+def test_emits_full_paths_in_mtime_then_name_order_once(
+    any_landing: Landing, clock: FakeClock
+) -> None:
     for name, ts in [("E", 1), ("A", 3), ("C", 2), ("H", 6), ("G", 6), ("F", 6), ("B", 4)]:
-        landing.put(name, name, T0 + ts * S)
-    scan = make_scan(landing, clock)
+        any_landing.put(name, name, T0 + ts * S)
+    scan = make_scan(any_landing, clock)
     batch = scan.next_batch(4)
     assert batch is not None and batch.punctuation
-    assert batch.records == [landing.path(n) for n in ["E", "C", "A", "B"]]
+    assert batch.records == [any_landing.path(n) for n in ["E", "C", "A", "B"]]
     assert names(scan) == ["F", "G", "H"]
     clock.advance(60)
     assert scan.next_batch(10) is None  # listed again: nothing new, nothing twice
@@ -100,19 +102,19 @@ def test_init_delay_holds_the_first_listing(landing: Landing, clock: FakeClock) 
 
 
 def test_missing_directory_is_a_warning_unless_strict(
-    landing: Landing, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    any_landing: Landing, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    missing = landing.root + "/later"
-    lenient = make_scan(landing, clock, directory=missing)
+    missing = any_landing.root + "/later"
+    lenient = make_scan(any_landing, clock, directory=missing)
     with caplog.at_level(logging.WARNING, logger="operators.scan"):
         assert lenient.next_batch(5) is None
     assert "later does not exist" in caplog.text
-    landing.fs.mkdirs(missing)
-    landing.fs.create(missing + "/x").close()
+    any_landing.fs.mkdirs(missing)
+    any_landing.fs.create(missing + "/x").close()
     clock.advance(5)
     assert names(lenient) == ["x"]
 
-    strict = make_scan(landing, clock, directory=landing.root + "/nope", strict_mode=True)
+    strict = make_scan(any_landing, clock, directory=any_landing.root + "/nope", strict_mode=True)
     with pytest.raises(FileNotFoundError, match="nope does not exist"):
         strict.next_batch(5)
 
@@ -132,17 +134,19 @@ def test_checkpoint_before_anything_is_a_valid_state(landing: Landing, clock: Fa
     assert names(fresh) == ["a"]
 
 
-def test_snapshot_rebuild_resume_at_every_cut_point(landing: Landing, clock: FakeClock) -> None:
+def test_snapshot_rebuild_resume_at_every_cut_point(any_landing: Landing, clock: FakeClock) -> None:
     # Ties everywhere: 5 mtimes for 14 files, names out of creation order.
     files = [(f"f{(5 * i) % 14:02d}", T0 + (i % 5) * S) for i in range(14)]
     for name, mtime in files:
-        landing.put(name, name, mtime)
+        any_landing.put(name, name, mtime)
     expected = [n for n, _ in sorted(files, key=lambda f: (f[1], f[0]))]
     for cut in range(len(expected) + 1):
-        first = make_scan(landing, clock)
+        first = make_scan(any_landing, clock)
         before = [first.next_file() for _ in range(cut)]
         state = json.loads(json.dumps(first.checkpoint(cut)))
-        rebuilt = HDFS2DirectoryScan(ScanSettings(directory=landing.dir), landing.fs, clock=clock)
+        rebuilt = HDFS2DirectoryScan(
+            ScanSettings(directory=any_landing.dir), any_landing.fs, clock=clock
+        )
         rebuilt.reset(state)
         assert [s.name for s in before if s] + names(rebuilt) == expected, f"cut after {cut}"
 
@@ -185,34 +189,34 @@ def test_state_without_a_window_stays_small(landing: Landing, clock: FakeClock) 
 
 
 def test_weakness4_lone_file_with_the_checkpointed_mtime_is_not_skipped(
-    landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: FakeClock
 ) -> None:
     """IBM compares names only when two files share an mtime in the current listing: after "x"
     was processed and removed, a lone "y" with the same mtime was skipped."""
-    landing.put("x", "x", T0)
-    scan = make_scan(landing, clock)
+    any_landing.put("x", "x", T0)
+    scan = make_scan(any_landing, clock)
     assert names(scan) == ["x"]
     state = scan.checkpoint(1)
-    landing.remove("x")
-    landing.put("y", "y", T0)
+    any_landing.remove("x")
+    any_landing.put("y", "y", T0)
     clock.advance(5)
     assert names(scan) == ["y"]
     # The same after a restart from the checkpoint taken after "x".
-    rebuilt = make_scan(landing, clock)
+    rebuilt = make_scan(any_landing, clock)
     rebuilt.reset(state)
     assert names(rebuilt) == ["y"]
 
 
 def test_weakness5_late_file_with_an_older_mtime_is_emitted_once_within_the_window(
-    landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: FakeClock
 ) -> None:
-    landing.put("new", "n", T0 + 100 * S)
-    scan = make_scan(landing, clock, late_window="60s")
-    off = make_scan(landing, clock)
+    any_landing.put("new", "n", T0 + 100 * S)
+    scan = make_scan(any_landing, clock, late_window="60s")
+    off = make_scan(any_landing, clock)
     assert names(scan) == ["new"] and names(off) == ["new"]
     # A copy that kept its mtime (50 s older) and one far older than the window.
-    landing.put("copied", "c", T0 + 50 * S)
-    landing.put("ancient", "a", T0 + 1 * S)
+    any_landing.put("copied", "c", T0 + 50 * S)
+    any_landing.put("ancient", "a", T0 + 1 * S)
     clock.advance(5)
     assert names(scan) == ["copied"]
     assert names(off) == []  # the IBM behaviour: late files are never seen
@@ -220,7 +224,7 @@ def test_weakness5_late_file_with_an_older_mtime_is_emitted_once_within_the_wind
     assert state["late"] == {"copied": T0 + 50 * S, "new": T0 + 100 * S}
     clock.advance(5)
     assert names(scan) == []  # once only
-    rebuilt = make_scan(landing, clock, late_window="60s")
+    rebuilt = make_scan(any_landing, clock, late_window="60s")
     rebuilt.reset(json.loads(json.dumps(state)))
     assert names(rebuilt) == []  # once only, across a restart too
 
@@ -239,20 +243,20 @@ def test_weakness5_late_memory_is_bounded_by_the_window(landing: Landing, clock:
 
 
 def test_weakness6_files_still_being_written_are_not_emitted(
-    landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: FakeClock
 ) -> None:
     """IBM emitted files while they were written, then again when their mtime moved."""
     now_ns = round(clock.now * S)
-    landing.put("done.csv", "d", now_ns - 60 * S)
-    landing.put("big.csv._COPYING_", "partial", now_ns - 60 * S)
-    landing.put(".part-0.inprogress", "partial", now_ns - 60 * S)
-    landing.put("_temporary", "partial", now_ns - 60 * S)
-    landing.put("young.csv", "still growing", now_ns - 1 * S)
-    scan = make_scan(landing, clock, min_file_age="10s")
+    any_landing.put("done.csv", "d", now_ns - 60 * S)
+    any_landing.put("big.csv._COPYING_", "partial", now_ns - 60 * S)
+    any_landing.put(".part-0.inprogress", "partial", now_ns - 60 * S)
+    any_landing.put("_temporary", "partial", now_ns - 60 * S)
+    any_landing.put("young.csv", "still growing", now_ns - 1 * S)
+    scan = make_scan(any_landing, clock, min_file_age="10s")
     assert names(scan) == ["done.csv"]
     # The writers finish: the copy is renamed, the young file gets its last write.
-    landing.fs.rename(landing.path("big.csv._COPYING_"), landing.path("big.csv"))
-    landing.put("young.csv", "still growing, done", now_ns + 2 * S)
+    any_landing.fs.rename(any_landing.path("big.csv._COPYING_"), any_landing.path("big.csv"))
+    any_landing.put("young.csv", "still growing, done", now_ns + 2 * S)
     clock.advance(5)
     assert names(scan) == []  # young.csv is only 3 s old now
     clock.advance(10)

@@ -36,55 +36,55 @@ def one_file_per_batch(scan: HDFS2DirectoryScan, n: int | None = None) -> list[s
 
 
 def test_seed001_checkpoint_after_A_crash_while_processing_D_replays_B_D_F_G_H_I_J(
-    landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: FakeClock
 ) -> None:
-    put(landing, [("E", 1000), ("A", 3000), ("C", 2000), ("B", 4000), ("D", 5000)])
-    scan = new_scan(landing, clock)
+    put(any_landing, [("E", 1000), ("A", 3000), ("C", 2000), ("B", 4000), ("D", 5000)])
+    scan = new_scan(any_landing, clock)
     scan.reset_to_initial_state()
     assert one_file_per_batch(scan, 3) == ["E", "C", "A"]
     checkpoint = json.loads(json.dumps(scan.checkpoint(1)))
     assert checkpoint["key"] == {"mtime_ns": BASE_NS + 3000 * 1_000_000, "name": "A"}
     assert one_file_per_batch(scan, 2) == ["B", "D"]
-    put(landing, [("G", 6000), ("H", 6000), ("F", 6000), ("I", 7000), ("J", 8000)])
+    put(any_landing, [("G", 6000), ("H", 6000), ("F", 6000), ("I", 7000), ("J", 8000)])
     # Crash while processing D: a new process restores the checkpoint taken after A.
-    restarted = new_scan(landing, clock)
+    restarted = new_scan(any_landing, clock)
     restarted.reset(checkpoint)
     # The seed's text lists {B, D, G, H, I, J}; F shares G's mtime and sorts first by name.
     assert one_file_per_batch(restarted) == ["B", "D", "F", "G", "H", "I", "J"]
 
 
 def test_seed001_checkpoint_inside_the_equal_mtime_group_resumes_with_G_H_then_I_J(
-    landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: FakeClock
 ) -> None:
-    put(landing, [("E", 1000), ("C", 2000), ("A", 3000), ("B", 4000), ("D", 5000)])
-    put(landing, [("G", 6000), ("H", 6000), ("F", 6000), ("I", 7000), ("J", 8000)])
-    scan = new_scan(landing, clock)
+    put(any_landing, [("E", 1000), ("C", 2000), ("A", 3000), ("B", 4000), ("D", 5000)])
+    put(any_landing, [("G", 6000), ("H", 6000), ("F", 6000), ("I", 7000), ("J", 8000)])
+    scan = new_scan(any_landing, clock)
     scan.reset_to_initial_state()
     assert one_file_per_batch(scan, 6) == ["E", "C", "A", "B", "D", "F"]
     checkpoint = json.loads(json.dumps(scan.checkpoint(1)))  # lands inside {F, G, H}
     assert one_file_per_batch(scan, 2) == ["G", "H"]  # crash while processing H
-    restarted = new_scan(landing, clock)
+    restarted = new_scan(any_landing, clock)
     restarted.reset(checkpoint)
     # The first design (resume after the checkpointed mtime) would have given only I, J.
     assert one_file_per_batch(restarted) == ["G", "H", "I", "J"]
 
 
 def test_seed001_equal_mtime_case_through_the_file_source_replays_records_once(
-    landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: FakeClock
 ) -> None:
     """The same crash with the source reading the files: the checkpoint falls in the middle of
     F; the replay continues F where the cut left it, then G, H, I, J."""
-    put(landing, [("D", 5000), ("G", 6000), ("H", 6000), ("F", 6000), ("I", 7000)])
+    put(any_landing, [("D", 5000), ("G", 6000), ("H", 6000), ("F", 6000), ("I", 7000)])
 
     def pipeline() -> HDFS2FileSource:
-        return HDFS2FileSource(SourceSettings(), landing.fs, files=new_scan(landing, clock))
+        return HDFS2FileSource(SourceSettings(), any_landing.fs, files=new_scan(any_landing, clock))
 
     source = pipeline()
     source.reset_to_initial_state()
     seen = [source.next_batch(1) for _ in range(3)]
     assert [r for b in seen if b for r in b.records] == ["D-line1", "D-line2", "F-line1"]
     checkpoint = json.loads(json.dumps(source.checkpoint(1)))
-    assert checkpoint["path"] == landing.path("F") and checkpoint["offset"] == 8
+    assert checkpoint["path"] == any_landing.path("F") and checkpoint["offset"] == 8
     for _ in range(3):
         source.next_batch(1)  # F-line2, G-line1, G-line2 ... then the crash
     restarted = pipeline()

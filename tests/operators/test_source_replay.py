@@ -3,13 +3,14 @@ input record exactly once (scan -> source, and the source alone)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from operators.fs import LocalFileSystem
@@ -101,67 +102,89 @@ def finish_copy(land: Landing, name: str, mtime: int, newest: int, late_window: 
     return max(newest, mtime)
 
 
-@given(
-    steps=st.lists(step, max_size=40),
-    late_window=st.booleans(),
-    read_chunk=st.sampled_from([1, 3, 8, 1 << 20]),
-)
+scenario = {
+    "steps": st.lists(step, max_size=40),
+    "late_window": st.booleans(),
+    "read_chunk": st.sampled_from([1, 3, 8, 1 << 20]),
+}
+
+
+@given(**scenario)
 def test_scan_to_source_replays_every_record_exactly_once(
     steps: list[tuple[Any, ...]], late_window: bool, read_chunk: int
 ) -> None:
-    clock = FakeClock()
     with fresh_landing() as land:
-        scan_settings = ScanSettings(
-            directory=land.dir, sleep_time=1, late_window=WINDOW_S if late_window else 0
-        )
-        source_settings = SourceSettings(read_chunk=read_chunk)
+        check_scan_to_source(land, steps, late_window, read_chunk)
 
-        def build() -> HDFS2FileSource:
-            scan = HDFS2DirectoryScan(scan_settings, land.fs, clock=clock)
-            return HDFS2FileSource(source_settings, land.fs, files=scan)
 
-        replay = Replay(build)
-        newest = T0
-        expected: dict[str, list[str]] = {}
-        copying: list[tuple[str, int]] = []
-        for n, action in enumerate(steps):
-            kind = action[0]
-            if kind == "arrive":
-                _, prefix, delta, lines, copy, crlf = action
-                mtime = newest + delta * S
-                if late_window:
-                    name = f"{prefix}{n:02d}"  # a tie may sort before files already emitted
-                else:
-                    # Without a window only files sorting after every earlier one are promised:
-                    # ties keep arrival order by name, older mtimes are never seen.
-                    name = f"{n:02d}{prefix}"
-                    mtime = max(mtime, newest)
-                newest = max(newest, mtime)
-                records = [f"{name}:{i}" for i in range(lines)]
-                data = "".join(r + ("\r\n" if crlf else "\n") for r in records)
-                if copy:
-                    land.put(name + "._COPYING_", data, mtime)
-                    copying.append((name, mtime))
-                else:
-                    land.put(name, data, mtime)
-                expected[name] = records
-            elif kind == "copied" and copying:
-                newest = finish_copy(land, *copying.pop(0), newest, late_window)
-            elif kind == "run":
-                replay.run(action[1], action[2])
-            elif kind == "cut":
-                replay.cut()
-            elif kind == "crash":
-                replay.crash()
+_examples = itertools.count()
+
+
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(**scenario)
+def test_scan_to_source_replay_on_every_backend(
+    any_landing: Landing, steps: list[tuple[Any, ...]], late_window: bool, read_chunk: int
+) -> None:
+    land = Landing(any_landing.fs, f"{any_landing.root}/{next(_examples)}", any_landing.local_path)
+    land.fs.mkdirs(land.dir)
+    check_scan_to_source(land, steps, late_window, read_chunk)
+
+
+def check_scan_to_source(
+    land: Landing, steps: list[tuple[Any, ...]], late_window: bool, read_chunk: int
+) -> None:
+    clock = FakeClock()
+    scan_settings = ScanSettings(
+        directory=land.dir, sleep_time=1, late_window=WINDOW_S if late_window else 0
+    )
+    source_settings = SourceSettings(read_chunk=read_chunk)
+
+    def build() -> HDFS2FileSource:
+        scan = HDFS2DirectoryScan(scan_settings, land.fs, clock=clock)
+        return HDFS2FileSource(source_settings, land.fs, files=scan)
+
+    replay = Replay(build)
+    newest = T0
+    expected: dict[str, list[str]] = {}
+    copying: list[tuple[str, int]] = []
+    for n, action in enumerate(steps):
+        kind = action[0]
+        if kind == "arrive":
+            _, prefix, delta, lines, copy, crlf = action
+            mtime = newest + delta * S
+            if late_window:
+                name = f"{prefix}{n:02d}"  # a tie may sort before files already emitted
             else:
-                clock.advance(1)
-        for name, mtime in copying:
-            newest = finish_copy(land, name, mtime, newest, late_window)
-        for _ in range(2):  # two listings: everything present now is seen
+                # Without a window only files sorting after every earlier one are promised:
+                # ties keep arrival order by name, older mtimes are never seen.
+                name = f"{n:02d}{prefix}"
+                mtime = max(mtime, newest)
+            newest = max(newest, mtime)
+            records = [f"{name}:{i}" for i in range(lines)]
+            data = "".join(r + ("\r\n" if crlf else "\n") for r in records)
+            if copy:
+                land.put(name + "._COPYING_", data, mtime)
+                copying.append((name, mtime))
+            else:
+                land.put(name, data, mtime)
+            expected[name] = records
+        elif kind == "copied" and copying:
+            newest = finish_copy(land, *copying.pop(0), newest, late_window)
+        elif kind == "run":
+            replay.run(action[1], action[2])
+        elif kind == "cut":
+            replay.cut()
+        elif kind == "crash":
+            replay.crash()
+        else:
             clock.advance(1)
-            while replay.run(5, 10):
-                pass
-        replay.cut()
+    for name, mtime in copying:
+        newest = finish_copy(land, name, mtime, newest, late_window)
+    for _ in range(2):  # two listings: everything present now is seen
+        clock.advance(1)
+        while replay.run(5, 10):
+            pass
+    replay.cut()
 
     got = replay.committed
     want = sorted(r for records in expected.values() for r in records)
