@@ -282,8 +282,8 @@ class HDFS2FileSource(StartOperator):
         while len(out) < max_records:
             if self._li < len(self._lines):
                 take = self._lines[self._li : self._li + max_records - len(out)]
+                out.extend(self._decode(take, terminated=True))  # may raise: nothing consumed
                 self._li += len(take)
-                out.extend(self._decode(take, terminated=True))
                 consumed = sum(map(len, take)) + len(take)
                 self._offset += consumed
                 self.bytes += consumed
@@ -293,8 +293,8 @@ class HDFS2FileSource(StartOperator):
                 if not self._tail:
                     break
                 last = b"".join(self._tail)
-                self._tail = []
                 out.extend(self._decode([last], terminated=False))
+                self._tail = []
                 self._offset += len(last)
                 self.bytes += len(last)
             else:

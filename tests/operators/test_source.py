@@ -320,3 +320,26 @@ def test_source_pulls_files_from_the_scan_and_a_cut_covers_both(
     assert read_all(source) == []
     assert scan.metrics()["files_emitted"] == 5
     assert source.metrics()["files_opened"] == 5
+
+
+def test_a_failed_decode_consumes_nothing(landing: Landing) -> None:
+    source = file_source(landing, "bad.txt", BAD, read_chunk=4)
+    for _ in range(2):  # the same error again: the bad line was not silently passed over
+        with pytest.raises(BadRecordError, match="byte offset 16"):
+            read_all(source)
+        assert source.offset == 16
+
+
+def test_file_deleted_while_read_ends_it_with_a_warning(
+    landing: Landing, caplog: pytest.LogCaptureFixture
+) -> None:
+    paths = [landing.put(n, f"{n}1\n{n}2\n") for n in "ab"]
+    source = HDFS2FileSource(SourceSettings(read_chunk=2), landing.fs, files=FileNameList(paths))
+    source.reset_to_initial_state()
+    assert records([source.next_batch(1)]) == ["a1"]  # type: ignore[list-item]
+    landing.remove("a")
+    with caplog.at_level(logging.WARNING, logger="operators.source"):
+        batches = read_all(source)
+    assert (batches[0].records, batches[0].punctuation) == ([], True)
+    assert records(batches) == ["b1", "b2"]
+    assert "vanished before it was read to the end (at byte 4)" in caplog.text
