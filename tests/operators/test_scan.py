@@ -122,7 +122,9 @@ def test_missing_directory_is_a_warning_unless_strict(
 # -- state ------------------------------------------------------------------------------------
 
 
-def test_checkpoint_before_anything_is_a_valid_state(landing: Landing, clock: FakeClock) -> None:
+def test_weakness9_checkpoint_before_anything_is_a_valid_state(
+    landing: Landing, clock: FakeClock
+) -> None:
     """Weakness 9: a cut before the first file must not crash and must replay everything."""
     scan = HDFS2DirectoryScan(ScanSettings(directory=landing.dir), landing.fs, clock=clock)
     scan.drain()
@@ -151,7 +153,7 @@ def test_snapshot_rebuild_resume_at_every_cut_point(any_landing: Landing, clock:
         assert [s.name for s in before if s] + names(rebuilt) == expected, f"cut after {cut}"
 
 
-def test_reset_drops_the_in_memory_listing_and_replays_from_the_cut(
+def test_weakness8_reset_drops_the_in_memory_listing_and_replays_from_the_cut(
     landing: Landing, clock: FakeClock
 ) -> None:
     """Weakness 8: a file handed out after the cut (still in flight at the crash) comes back once

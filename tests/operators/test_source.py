@@ -299,7 +299,7 @@ def test_weakness7_file_name_input_progress_is_state(any_landing: Landing) -> No
     assert fresh._fs.reads[0][:2] == (paths[1], 6)  # type: ignore[attr-defined]
 
 
-def test_source_pulls_files_from_the_scan_and_a_cut_covers_both(
+def test_weakness8_source_pulls_files_from_the_scan_and_a_cut_covers_both(
     any_landing: Landing, clock: FakeClock
 ) -> None:
     s = 1_000_000_000
