@@ -184,6 +184,11 @@ class WebHdfsServer:
         self.requests: list[tuple[str, str, str, dict[str, str]]] = []
         #: Called (with the path) after a lease refusal was answered.
         self.on_lease_refusal: Callable[[str], None] | None = None
+        #: Fault injection: the next upload is cut off after this many bytes, as if the
+        #: datanode died mid-write (the bytes stay, the lease goes into recovery).
+        self.cut_next_upload_after: int | None = None
+        #: TRUNCATE answers given (``True`` done, ``False`` block recovery started).
+        self.truncate_answers: Counter[bool] = Counter()
         self._lock = threading.RLock()
         self._leases: dict[str, _Lease] = {}
         self._perms: dict[str, int] = {}
@@ -741,10 +746,17 @@ class WebHdfsServer:
         generation = self._generation
         complete = False
         consumed[0] = True
+        with self._lock:
+            cut_after, self.cut_next_upload_after = self.cut_next_upload_after, None
         try:
+            received = 0
             for data in self._body(req):
+                if cut_after is not None and received + len(data) >= cut_after:
+                    f.write(data[: cut_after - received])
+                    raise _CutOff
                 f.write(data)
                 f.flush()  # what was received is on disk, as a datanode's replica would be
+                received += len(data)
             complete = True
         finally:
             f.close()
@@ -797,6 +809,7 @@ class WebHdfsServer:
                     )
                     self._leases[path] = lease
                     self._save_lease(path, lease)
+            self.truncate_answers[done] += 1
         self._drain(req, consumed)
         self._send_json(req, 200, {"boolean": done})
 
@@ -808,11 +821,11 @@ class WebHdfsServer:
         with self._lock:
             self._check(user, posixpath.dirname(path), "WRITE")
             self._check(user, self._existing_ancestor(dst), "WRITE")
-            result = (
+            result: bool | None = None
+            if with_options:
                 self._rename2(path, dst, "OVERWRITE" in options)
-                if with_options
-                else self._rename_boolean(path, dst)
-            )
+            else:
+                result = self._rename_boolean(path, dst)
         self._drain(req, consumed)
         if result is None:
             self._send(req, 200)

@@ -69,8 +69,9 @@ def _connect(settings: FileSystemSettings) -> Any:
     except OSError as err:
         text = scrub(str(err))
         if "libhdfs" in text or "JAVA_HOME" in text or "HADOOP_HOME" in text or "libjvm" in text:
+            first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
             msg = (
-                f"{settings.display()}: pyarrow cannot load libhdfs ({text}); install a Hadoop "
+                f"{settings.display()}: pyarrow cannot load libhdfs ({first}); install a Hadoop "
                 "client, set HADOOP_HOME, JAVA_HOME and CLASSPATH=$(hadoop classpath --glob), or "
                 "use webhdfs:// instead"
             )

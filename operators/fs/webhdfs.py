@@ -411,19 +411,27 @@ class WebHdfsFileSystem:
         delay = 0.05
         failures = refusals = 0
         while True:
-            if resync:
-                actual = self.status(path).size
-                if not size_before <= actual <= size_before + len(data):
-                    msg = (
-                        f"APPEND: the file has {actual} bytes where {size_before} to "
-                        f"{size_before + len(data)} were expected: another writer changed it"
-                    )
-                    raise OSError(errno.EIO, msg, where)
-                data, size_before = data[actual - size_before :], actual
-                if not data:
-                    return
             try:
+                if resync:
+                    actual = self._to_status(path, self.client.status(path)).size
+                    if not size_before <= actual <= size_before + len(data):
+                        msg = (
+                            f"APPEND: the file has {actual} bytes where {size_before} to "
+                            f"{size_before + len(data)} were expected: another writer changed it"
+                        )
+                        raise OSError(errno.EIO, msg, where)
+                    data, size_before = data[actual - size_before :], actual
+                    if not data:
+                        return
                 self.client.write(path, data=data, append=True)
+                if resync:
+                    size = self._to_status(path, self.client.status(path)).size
+                    if size != size_before + len(data):
+                        msg = (
+                            f"APPEND: the file has {size} bytes, {size_before + len(data)} expected"
+                        )
+                        raise OSError(errno.EIO, msg, where)
+                return
             except HdfsError as err:
                 mapped = self._error(err, "APPEND", path)
                 if not isinstance(mapped, BlockingIOError):
@@ -434,11 +442,6 @@ class WebHdfsFileSystem:
             except _CONNECTION_ERRORS as err:
                 failures += 1
                 self._backoff(failures, "APPEND", path, err)
-            else:
-                if resync and (size := self.status(path).size) != size_before + len(data):
-                    msg = f"APPEND: the file has {size} bytes, {size_before + len(data)} expected"
-                    raise OSError(errno.EIO, msg, where)
-                return
             resync = True
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -198,7 +199,7 @@ def test_missing_paths_raise_file_not_found_naming_the_path(
     any_fs: FsHandle, operation: str
 ) -> None:
     path = any_fs.path("no", "such")
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "status": lambda: any_fs.fs.status(path),
         "read": lambda: any_fs.fs.read(path),
         "list_dir": lambda: any_fs.fs.list_dir(path),
