@@ -40,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -180,8 +180,8 @@ class WebHdfsServer:
         self.redirects: Counter[str] = Counter()
         self.datanode_requests: Counter[str] = Counter()
         self.lease_refusals: Counter[str] = Counter()
-        #: Every request's (method, op, path, query parameters).
-        self.requests: list[tuple[str, str, str, dict[str, str]]] = []
+        #: The latest requests' (method, op, path, query parameters).
+        self.requests: deque[tuple[str, str, str, dict[str, str]]] = deque(maxlen=100_000)
         #: Called (with the path) after a lease refusal was answered.
         self.on_lease_refusal: Callable[[str], None] | None = None
         #: Fault injection: the next upload is cut off after this many bytes, as if the
@@ -343,11 +343,14 @@ class WebHdfsServer:
                 return dst + p[len(src) :]
             return None
 
+        changed = False
         for p in list(self._perms):
             new = moved(p)
             if new is not None:
                 self._perms[new] = self._perms.pop(p)
-        self._save_perms()
+                changed = True
+        if changed:
+            self._save_perms()
         for p in list(self._leases):
             new = moved(p)
             if new is not None:
@@ -358,9 +361,11 @@ class WebHdfsServer:
 
     def _drop_meta(self, path: str) -> None:
         prefix = path.rstrip("/") + "/"
-        for p in [p for p in self._perms if p == path or p.startswith(prefix)]:
+        gone = [p for p in self._perms if p == path or p.startswith(prefix)]
+        for p in gone:
             del self._perms[p]
-        self._save_perms()
+        if gone:
+            self._save_perms()
         for p in [p for p in self._leases if p == path or p.startswith(prefix)]:
             self._drop_lease(p)
 
@@ -705,10 +710,11 @@ class WebHdfsServer:
                 self._check_lease(path, user, "CREATE_FILE")
             os.makedirs(os.path.dirname(self._local(path)), exist_ok=True)
             f = open(self._local(path), "wb")  # noqa: SIM115 (closed in _upload)
-            self._perms.pop(path, None)
-            if permission:
-                self._perms[path] = int(permission, 8)
-            self._save_perms()
+            # A new inode: an old file's permission goes with it.
+            if self._perms.pop(path, None) is not None or permission:
+                if permission:
+                    self._perms[path] = int(permission, 8)
+                self._save_perms()
             holder = self._take_lease(path, user)
         self._upload(req, path, f, holder, consumed, 201)
 
@@ -926,9 +932,10 @@ class WebHdfsServer:
                     missing.append(p)
                     p = posixpath.dirname(p)
                 os.makedirs(self._local(path), exist_ok=True)
-                for p in missing:
-                    self._perms[p] = permission
-                self._save_perms()
+                if permission != 0o755:  # the default is not stored
+                    for p in missing:
+                        self._perms[p] = permission
+                    self._save_perms()
         self._drain(req, consumed)
         self._send_json(req, 200, {"boolean": True})
 

@@ -103,10 +103,10 @@ class FileSystemSettings(BaseModel):
         90.0, validation_alias=AliasChoices("lease_recovery_timeout", "leaseRecoveryTimeout")
     )
     #: Retries after a connection failure (each logged), then ``ConnectionError``.
-    retries: int = Field(3, ge=0)
+    retries: int = Field(3, ge=0, validation_alias=AliasChoices("retries", "reconnectionBound"))
     #: Delay before the first retry; doubled for each further retry.
     retry_backoff: Duration = Field(
-        0.5, validation_alias=AliasChoices("retry_backoff", "retryBackoff")
+        0.5, validation_alias=AliasChoices("retry_backoff", "retryBackoff", "reconnectionInterval")
     )
 
     @model_validator(mode="before")

@@ -252,6 +252,17 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_lease(any_fs: FsHa
     assert any_fs.fs.read(path) == b"first+second"
 
 
+def test_a_writer_dropped_without_close_releases_the_lease(any_fs: FsHandle) -> None:
+    path = any_fs.path("f")
+    w = any_fs.fs.create(path)
+    w.flush()
+    del w  # as when the code holding it failed; bytes never flushed may be lost
+    second = any_fs.fs.append(path)
+    second.write(b"x")
+    second.close()
+    assert any_fs.fs.read(path).endswith(b"x")
+
+
 def test_flush_makes_bytes_visible_and_sync_keeps_them(any_fs: FsHandle) -> None:
     path = any_fs.path("f")
     w = any_fs.fs.create(path)

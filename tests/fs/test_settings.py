@@ -32,6 +32,8 @@ def test_ibm_names_and_durations() -> None:
             "authKeytab": "/etc/etl.keytab",
             "timeout": "250ms",
             "leaseRecoveryTimeout": "2m",
+            "reconnectionBound": 5,
+            "reconnectionInterval": "100ms",
         }
     )
     assert settings.uri == "webhdfs://nn:9870"
@@ -40,6 +42,7 @@ def test_ibm_names_and_durations() -> None:
     assert settings.keytab == "/etc/etl.keytab"
     assert settings.timeout == 0.25
     assert settings.lease_recovery_timeout == 120.0
+    assert (settings.retries, settings.retry_backoff) == (5, 0.1)
     with pytest.raises(ValidationError):
         settings.user = "other"  # type: ignore[misc]
 
@@ -124,3 +127,16 @@ def test_hdfs_without_libhdfs_says_what_is_missing() -> None:
         open_filesystem("hdfs://nn:8020")
     assert "hdfs://nn:8020" in str(info.value)
     assert "libhdfs" in str(info.value)
+
+
+def test_kerberos_without_requests_kerberos_says_what_to_install() -> None:
+    try:
+        import requests_kerberos  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("requests-kerberos is installed here")
+    with pytest.raises(ImportError) as info:
+        open_filesystem(FileSystemSettings(uri="webhdfs://nn:9870", kerberos_principal="etl@R"))
+    assert "requests-kerberos" in str(info.value)
+    assert "webhdfs://nn:9870" in str(info.value)
