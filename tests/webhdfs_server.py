@@ -415,6 +415,15 @@ class WebHdfsServer:
             req.close_connection = True
         except (ConnectionError, TimeoutError):
             req.close_connection = True
+        except Exception as exc:  # a server fault is an error answer, not a dropped connection
+            logger.exception("%s %s %s failed", method, op, path)
+            status, name = (
+                (403, "IOException") if isinstance(exc, OSError) else (500, "RuntimeException")
+            )
+            if consumed[0]:
+                req.close_connection = True  # part of the body may still be unread
+            self._drain(req, consumed)
+            self._send_json(req, status, RemoteError(status, name, f"{path}: {exc}").body())
 
     def _normalize(self, path: str) -> str:
         norm = posixpath.normpath("/" + path.lstrip("/"))
