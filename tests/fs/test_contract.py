@@ -81,6 +81,12 @@ def test_append_writes_at_the_end(any_fs: FsHandle) -> None:
 def test_truncate_shorter_equal_and_longer(any_fs: FsHandle) -> None:
     path = any_fs.path("f")
     writer(any_fs.fs, path, b"0123456789")
+    if not any_fs.fs.supports_truncate:
+        with pytest.raises(OSError) as refused:
+            any_fs.fs.truncate(path, 4)
+        assert path in str(refused.value)
+        assert any_fs.fs.read(path) == b"0123456789"
+        return
     any_fs.fs.truncate(path, 10)  # equal: nothing changes
     assert any_fs.fs.read(path) == b"0123456789"
     any_fs.fs.truncate(path, 4)
@@ -319,7 +325,9 @@ def test_write_append_truncate_match_a_model(
             assert isinstance(arg, int)
             w.close()
             model, pending = model + pending, b""
-            if arg > len(model):
+            if not fs.supports_truncate:
+                pass  # publish-by-rename backends: a reopen only
+            elif arg > len(model):
                 with pytest.raises(ValueError):
                     fs.truncate(path, arg)
             else:
