@@ -113,7 +113,9 @@ class CheckpointStore:
     read: a cut of another pipeline is an error, never silently skipped (``None`` stores no
     identity and accepts any). ``permission`` is the mode of new files (``None``: the backend's
     default). ``start_fresh`` makes :meth:`latest` return ``None`` instead of raising when cut
-    files exist but none is valid.
+    files exist but none is valid. ``guard`` is called just before a cut is published; raising
+    there abandons the write (pass :meth:`region.lock.CheckpointLock.check` so a process that
+    lost the directory lock stops publishing cuts).
     """
 
     def __init__(
@@ -125,6 +127,7 @@ class CheckpointStore:
         pipeline_id: str | None = None,
         permission: int | None = 0o640,
         start_fresh: bool = False,
+        guard: Callable[[], None] | None = None,
     ) -> None:
         if isinstance(retain, bool) or not isinstance(retain, int) or retain < 1:
             raise ValueError(f"retain must be an integer >= 1, got {retain!r}")
@@ -134,6 +137,7 @@ class CheckpointStore:
         self.pipeline_id = pipeline_id
         self.permission = permission
         self.start_fresh = start_fresh
+        self.guard = guard
         self._last_cut_id = 0
 
     # ------------------------------------------------------------------ paths and listing
@@ -241,6 +245,8 @@ class CheckpointStore:
             finally:
                 writer.close()
             # 4. Publish: rename without overwrite, so a cut file is never replaced.
+            if self.guard is not None:
+                self.guard()
             self.fs.rename(temp, final, overwrite=False)
         except FileExistsError:
             self._delete_quietly(temp)
@@ -448,6 +454,7 @@ def get_or_create(
     pipeline_id: str | None = None,
     start_fresh: bool = False,
     permission: int | None = 0o640,
+    guard: Callable[[], None] | None = None,
 ) -> T:
     """``factory(newest valid checkpoint)``, or ``factory(None)`` when there is none to recover
     (Spark's ``StreamingContext.getOrCreate``). Errors as :meth:`CheckpointStore.latest`."""
@@ -458,5 +465,6 @@ def get_or_create(
         pipeline_id=pipeline_id,
         permission=permission,
         start_fresh=start_fresh,
+        guard=guard,
     )
     return factory(store.latest())

@@ -265,3 +265,20 @@ def test_a_crashed_holder_on_this_host_is_taken_over_at_once(tmp_path: Any) -> N
     with CheckpointLock(LocalFileSystem(), directory, owner="next-job") as lock:
         current = lock.holder()
         assert current is not None and current.owner == "next-job"
+
+
+def test_a_holder_that_lost_the_lock_publishes_no_more_cuts(any_fs: FsHandle) -> None:
+    directory, clock = _dir(any_fs), Clock()
+    lock = _lock(any_fs, directory, "job-a", clock)
+    lock.acquire()
+    store = CheckpointStore(any_fs.fs, directory, guard=lock.check)
+    store.write(1, {"op": {"n": 1}})
+    current = lock.holder()
+    assert current is not None
+    _plant_holder(any_fs.fs, directory, current.generation + 1, heartbeat=clock.now)
+    with pytest.raises(LockLostError):
+        lock.refresh()
+    with pytest.raises(LockLostError, match="job-elsewhere"):
+        store.write(2, {"op": {"n": 2}})
+    assert [i.cut_id for i in store.list()] == [1]
+    assert not [s.name for s in any_fs.fs.list_dir(directory) if s.name.startswith(".cut-")]
