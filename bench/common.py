@@ -1,0 +1,198 @@
+"""Shared pieces of the benchmark scripts: input files, timing helpers, tables and JSON results.
+
+Every script prints a table and writes ``bench/results/<name>.json`` (git-ignored) with its
+parameters, its figures, the target and whether it was met, and the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import statistics
+import string
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from region.controller import RegionStatus
+from region.runtime import PipelineRunner, PipelineStats, StepOutcome
+
+__all__ = [
+    "RESULTS_DIR",
+    "add_common_args",
+    "concat_files",
+    "machine",
+    "make_text_files",
+    "percentile",
+    "print_table",
+    "published_files",
+    "run_available_now",
+    "scratch",
+    "write_json",
+]
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on (the load average says how shared the machine was)."""
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = []
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_average": load,
+    }
+
+
+def add_common_args(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=RESULTS_DIR / f"{name}.json",
+        help=f"where to write the results (default bench/results/{name}.json)",
+    )
+    parser.add_argument("--work", type=Path, default=None, help="scratch directory parent")
+
+
+@contextlib.contextmanager
+def scratch(parent: Path | None, prefix: str) -> Iterator[Path]:
+    """A fresh directory, removed afterwards."""
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def make_text_files(
+    directory: Path, megabytes: float, files: int, *, seed: int = 7, prefix: str = "part-"
+) -> tuple[int, int]:
+    """``files`` text files of random lines (20..180 bytes) totalling about ``megabytes`` MB.
+
+    Every line is unique (it starts with its file and line number). Returns (bytes, lines).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + "     "
+    pool = ["".join(rng.choices(alphabet, k=rng.randint(20, 180))) for _ in range(4096)]
+    per_file = max(1, int(megabytes * 1_000_000 / max(files, 1)))
+    total_bytes = total_lines = 0
+    for i in range(files):
+        lines: list[str] = []
+        size = 0
+        while size < per_file:
+            line = f"{prefix}{i}:{len(lines)} {pool[rng.randrange(len(pool))]}"
+            lines.append(line)
+            size += len(line) + 1
+        data = ("\n".join(lines) + "\n").encode()
+        (directory / f"{prefix}{i:05d}.txt").write_bytes(data)
+        total_bytes += len(data)
+        total_lines += len(lines)
+    return total_bytes, total_lines
+
+
+def concat_files(paths: Sequence[Path]) -> bytes:
+    return b"".join(p.read_bytes() for p in paths)
+
+
+def published_files(directory: Path) -> list[Path]:
+    """Files a plain directory reader sees: hidden (``.``/``_``) names skipped, sorted by name."""
+    return sorted(
+        p for p in directory.iterdir() if p.is_file() and not p.name.startswith((".", "_"))
+    )
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100), nearest rank: a value that was actually measured."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """A plain-text table: the first column left-aligned, the others right-aligned."""
+    cells = [[str(h) for h in headers]] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+
+    print(f"\n{title}")
+    print(line(cells[0]))
+    print("  ".join("-" * w for w in widths))
+    for row in cells[1:]:
+        print(line(row))
+    sys.stdout.flush()
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def write_json(path: Path, result: dict[str, Any]) -> Path:
+    """Write ``result`` with the machine and the command line added."""
+    out = dict(result)
+    out.setdefault("machine", machine())
+    out.setdefault("command", " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"results: {path}")
+    return path
+
+
+def run_available_now(runner: PipelineRunner) -> PipelineStats:
+    """Run a :class:`region.runtime.PipelineRunner` until its source has nothing more now, then
+    end every sink's current file and take the final cut, so that everything read is published.
+
+    ``PipelineRunner.run(available_now=True)`` takes the final cut without ending the sinks'
+    open files, which an exactly-once sink publishes only once they are closed.
+    """
+    controller = runner.controller
+    try:
+        runner.start()
+        while True:
+            while runner.step() is not StepOutcome.IDLE:
+                pass
+            with controller.permits.hold():
+                for sink in runner.pipeline.sinks:
+                    finish = getattr(sink, "finish", None)
+                    if finish is not None:
+                        finish()
+            if controller.cut(final=True):
+                break
+    finally:
+        if controller.status is not RegionStatus.STOPPED:
+            controller.stop(graceful=False)  # closes the operators, also when failed
+    return runner.stats()
