@@ -310,7 +310,10 @@ class RegionController:
         """
         self._require_started()
         trigger = "stop" if final else "request"
-        return self._run_cycle(lambda: self._cut_locked(final=final, trigger=trigger), False)
+        done = self._run_cycle(lambda: self._cut_locked(final=final, trigger=trigger), False)
+        if self._status is RegionStatus.STOPPED:
+            self._join_trigger()
+        return done
 
     def make_consistent(self) -> bool:
         """Operator-driven trigger: cut now, from a start operator's thread.
@@ -520,14 +523,18 @@ class RegionController:
         target = self._restore_point
         with self._state_lock:
             self._pending = None
-        logger.info(
-            "Region reset to %s in %.3f s (attempt %d of %d) after %s",
-            f"cut {target.cut_id}" if target else "the initial state",
-            seconds,
-            self._consecutive_resets,
-            self.settings.max_consecutive_reset_attempts,
-            failure.describe() if failure else "start (recovery)",
-        )
+        where = f"cut {target.cut_id}" if target else "the initial state"
+        if failure is None:
+            logger.info("Region recovered to %s at start in %.3f s", where, seconds)
+        else:
+            logger.info(
+                "Region reset to %s in %.3f s (attempt %d of %d) after %s",
+                where,
+                seconds,
+                self._consecutive_resets,
+                self.settings.max_consecutive_reset_attempts,
+                failure.describe(),
+            )
         self._set_status(RegionStatus.PROCESSING)
         self.permits.unblock()
 
@@ -604,9 +611,7 @@ class RegionController:
         # The caller's permit is not taken back: no batch follows a stop.
         self.permits.release_all()
         self._signal_trigger_stop()
-        thread = self._trigger_thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._join_trigger()
         return self._run_cycle(lambda: self._stop_locked(graceful), False)
 
     def _stop_locked(self, graceful: bool) -> bool:
@@ -652,6 +657,12 @@ class RegionController:
         with self._trigger_cond:
             self._last_cycle_end = self._clock()
             self._trigger_cond.notify_all()
+
+    def _join_trigger(self) -> None:
+        """Wait for the trigger thread to end (never from inside a cycle: it may need one)."""
+        thread = self._trigger_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     def _signal_trigger_stop(self) -> None:
         with self._trigger_cond:

@@ -62,7 +62,7 @@ class Permits:
             if self._cancelled is not None:
                 raise self._cancelled()
             self._outstanding += 1
-        self._local.held = self._held() + 1
+            self._local.held = self._held() + 1
         return True
 
     def release(self) -> None:
