@@ -223,7 +223,7 @@ class RegionController:
             except Exception as exc:
                 # A bug in the cycle itself: fail loudly rather than leave permits blocked.
                 if self._status is not RegionStatus.FAILED:
-                    self._fail_locked(_Failure(None, "controller", exc))
+                    self._fail_locked(_Failure(None, "controller", exc), gave_up=False)
                 raise
             finally:
                 self._cycle_owner = None
@@ -273,7 +273,7 @@ class RegionController:
                     latest.cut_id, latest.operators, latest.path
                 )
         except Exception as exc:
-            self._fail_locked(_Failure(None, "recovery at start", exc))
+            self._fail_locked(_Failure(None, "recovery at start", exc), gave_up=False)
             raise
         if self._restore_point is not None:
             self._last_cut_id = self._restore_point.cut_id
@@ -388,6 +388,11 @@ class RegionController:
         self._check_stop_now()
         try:
             self.store.write(cut_id, states, meta={"trigger": trigger})
+        except RegionError as exc:
+            # Another process owns the directory (lock lost, a newer cut exists) or a state is
+            # not JSON: a reset could undo that process's output, and a retry fails the same.
+            phase = f"writing the checkpoint of cut {cut_id}"
+            raise self._fail_locked(_Failure(None, phase, exc), gave_up=False) from exc
         except Exception as exc:
             self._adopt_if_durable(cut_id, states)
             phase = f"writing the checkpoint of cut {cut_id}"
@@ -569,16 +574,20 @@ class RegionController:
             return _Failure(slowest, "reset", error)
         return None
 
-    def _fail_locked(self, failure: _Failure) -> RegionFailedError:
-        """Give up: status FAILED, every permit waiter raises RegionFailedError (returned)."""
+    def _fail_locked(self, failure: _Failure, *, gave_up: bool = True) -> RegionFailedError:
+        """Give up: status FAILED, every permit waiter raises RegionFailedError (returned).
+
+        ``gave_up``: after max_consecutive_reset_attempts resets (else: a failure no reset can
+        repair, e.g. the checkpoint directory was taken over by another process).
+        """
         attempts = self._consecutive_resets
         message = (
             f"consistent region failed after {attempts} consecutive reset attempt(s) "
             f"(max_consecutive_reset_attempts={self.settings.max_consecutive_reset_attempts}): "
             f"{failure.describe()}"
         )
-        if failure.phase == "controller" or failure.phase == "recovery at start":
-            message = f"consistent region failed: {failure.describe()}"
+        if not gave_up:
+            message = f"consistent region failed without a reset: {failure.describe()}"
         with self._state_lock:
             self._failed_message = message
             self._last_error = failure.describe()

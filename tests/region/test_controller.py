@@ -14,7 +14,13 @@ import pytest
 
 from region.checkpoint import CheckpointStore
 from region.controller import ALLOWED_TRANSITIONS, RegionController, RegionStatus
-from region.errors import CheckpointError, ConfigError, RegionFailedError, RegionStoppedError
+from region.errors import (
+    CheckpointError,
+    ConfigError,
+    LockLostError,
+    RegionFailedError,
+    RegionStoppedError,
+)
 from tests.region._participants import FakeClock, Probe, region_settings, wait_until
 from tests.region.conftest import FlakyFileSystem
 
@@ -238,6 +244,21 @@ def test_store_write_failure_resets_to_previous_cut_and_the_failed_id_is_not_reu
     assert "No space left on device" in (r.controller.snapshot().last_error or "")
     assert r.controller.make_consistent()
     assert r.committed()[-1] == good[-1] + 2
+
+
+def test_lost_directory_lock_fails_at_once_without_resetting_anyones_output(make_store):
+    def lock_lost() -> None:
+        raise LockLostError("lock of /ck taken over by host b pid 42")
+
+    r = Region(make_store(guard=lock_lost))
+    r.controller.start()
+    r.calls()
+    with pytest.raises(RegionFailedError, match=r"without a reset.*LockLostError.*host b pid 42"):
+        r.controller.make_consistent()
+    assert r.committed() == []
+    calls = r.calls()
+    assert not any(c.startswith("reset") or c.startswith("on_cut") for _, c in calls)
+    assert r.controller.status is RegionStatus.FAILED
 
 
 def test_failure_after_the_cut_is_durable_resets_to_that_cut(region):
