@@ -1,0 +1,327 @@
+"""The pipeline settings file: directory scan -> file source -> optional transform -> file sink.
+
+One TOML file describes one pipeline (see ``conf/periodic.toml``)::
+
+    engine = "spark"            # or "local" (in-process, no JVM)
+    name = "orders"             # optional pipeline identity
+    [region]    ...             # RegionSettings
+    [scan]      directory = "landing"   # ScanSettings
+    [source]    format = "line"         # SourceSettings (without ``file``: the scan names files)
+    [transform] sql = "SELECT upper(value) AS value FROM input"   # or function = "mod:func"
+    [sink]      file = "out/part-%FILENUM.txt"                    # SinkSettings
+    [filesystem] uri = "webhdfs://namenode:9870"                  # FileSystemSettings
+    [spark]     master = "local[2]"                               # SparkSettings
+
+snake_case keys are canonical, the IBM Streams camelCase names are accepted too. Relative local
+paths resolve against the folder of the settings file; URIs and paths on a remote ``[filesystem]``
+are left as written. Every problem becomes a :class:`PipelineConfigError` with one line per bad
+key, naming the table, the key and the value (never the value of a credential).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from operators.fs.settings import FileSystemSettings, split_uri
+from operators.scan import ScanSettings
+from operators.sink import SinkSettings
+from operators.source import SourceSettings
+from region.errors import ConfigError
+from region.settings import RegionSettings, load_toml
+
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "PipelineConfig",
+    "PipelineConfigError",
+    "SparkSettings",
+    "TransformSettings",
+    "format_validation_error",
+    "load_pipeline",
+]
+
+Engine = Literal["spark", "local"]
+ENGINES: tuple[Engine, ...] = ("spark", "local")
+
+#: Tables of the settings file, in the order they are documented.
+_TABLES = ("region", "scan", "source", "transform", "sink", "filesystem", "spark")
+#: Tables whose values are never echoed in messages (passwords, tokens, keytab paths, URIs
+#: that may carry ``user:password@``).
+_SECRET_TABLES = frozenset({"filesystem"})
+_FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class PipelineConfigError(ConfigError):
+    """The settings file is wrong; ``problems`` holds one readable line per bad key."""
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        super().__init__(f"{path}: " + "; ".join(problems))
+
+
+class TransformSettings(BaseModel):
+    """An optional step between the source and the sink: exactly one of ``sql`` or ``function``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    #: Spark SQL over a view named ``input`` with a column ``value``; must return a ``value``
+    #: column (string in line mode). Spark engine only.
+    sql: str | None = None
+    #: ``"module:function"`` called once per record; returns the new record, or ``None`` to drop
+    #: it. Both engines (a Python UDF on Spark). The settings file's folder is importable.
+    function: str | None = None
+
+    @field_validator("function")
+    @classmethod
+    def _module_colon_function(cls, value: str | None) -> str | None:
+        if value is not None and not _FUNCTION.match(value):
+            raise ValueError(f"{value!r} is not 'module:function' (e.g. 'mytransforms:clean')")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TransformSettings:
+        if (self.sql is None) == (self.function is None):
+            raise ValueError("give exactly one of sql = '...' or function = 'module:function'")
+        if self.sql is not None and not self.sql.strip():
+            raise ValueError("sql is empty")
+        return self
+
+
+class SparkSettings(BaseModel):
+    """How the Spark engine runs (local mode by default)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    #: Spark master URL: ``local[2]`` runs in this process's JVM; a cluster URL works too.
+    master: str = "local[2]"
+    #: At most this many input files per micro-batch.
+    max_files_per_trigger: int | None = Field(
+        None, ge=1, validation_alias=AliasChoices("max_files_per_trigger", "maxFilesPerTrigger")
+    )
+    #: At most this many input bytes per micro-batch.
+    max_bytes_per_trigger: int | None = Field(
+        None, ge=1, validation_alias=AliasChoices("max_bytes_per_trigger", "maxBytesPerTrigger")
+    )
+    #: Extra Spark configuration (``spark.*`` keys), e.g. ``{"spark.driver.memory" = "2g"}``.
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class PipelineConfig(BaseModel):
+    """A whole pipeline as read from its settings file (paths already resolved)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    engine: Engine = "spark"
+    #: The pipeline identity stored in every checkpoint; default: derived from the scanned
+    #: directory and the sink's file template (see :meth:`pipeline_id`).
+    name: str | None = None
+    region: RegionSettings = Field(default_factory=RegionSettings)
+    scan: ScanSettings
+    source: SourceSettings = Field(default_factory=SourceSettings)
+    transform: TransformSettings | None = None
+    sink: SinkSettings
+    filesystem: FileSystemSettings = Field(default_factory=FileSystemSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+
+    #: Folder of the settings file (user transforms are imported from there).
+    _folder: str = PrivateAttr(default_factory=os.getcwd)
+
+    @property
+    def folder(self) -> str:
+        return self._folder
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("name is empty")
+        return value
+
+    @model_validator(mode="after")
+    def _pipeline_shape(self) -> PipelineConfig:
+        if self.scan.directory is None:
+            raise ValueError("[scan] directory: required (the landing directory to watch)")
+        if self.source.file is not None:
+            raise ValueError(
+                f"[source] file: {self.source.file!r} is not used in a pipeline "
+                "(the scan names the files to read); remove it"
+            )
+        return self
+
+    @property
+    def scan_directory(self) -> str:
+        assert self.scan.directory is not None
+        return self.scan.directory
+
+    def locate(self, path: str) -> tuple[FileSystemSettings, str]:
+        """The filesystem settings and the path on that filesystem for a configured path: a URI
+        names its own filesystem, a plain path is on ``[filesystem]``."""
+        fs_uri, on_fs = split_uri(path)
+        if fs_uri == "file:///" and not path.startswith("file:"):
+            return self.filesystem, on_fs
+        return FileSystemSettings(uri=fs_uri), on_fs
+
+    def display(self, path: str) -> str:
+        """A configured path as a URI without credentials (for messages and the identity)."""
+        settings, on_fs = self.locate(path)
+        return settings.display(on_fs)
+
+    def pipeline_id(self) -> str:
+        """What every checkpoint of this pipeline is stamped with: ``name`` when given, else a
+        digest of where it reads and writes, so a checkpoint directory of another pipeline is
+        refused instead of resumed."""
+        if self.name is not None:
+            return self.name
+        sink = self.sink.template or f"{self.sink.directory}/<{self.sink.file_attribute_name}>"
+        text = f"scan {self.display(self.scan_directory)}\nsink {self.display(sink)}"
+        return "auto-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def format_validation_error(exc: ValidationError) -> list[str]:
+    """One line per error: ``[sink] tuples_per_file: <what is wrong> (got 'abc')``.
+
+    The key is spelled as the user wrote it (an IBM alias stays an alias). Values of the
+    ``[filesystem]`` table are never shown: they may hold credentials.
+    """
+    lines: list[str] = []
+    for err in exc.errors():
+        loc = [str(part) for part in err["loc"]]
+        table = loc[0] if loc and loc[0] in _TABLES else None
+        keys = loc[1:] if table is not None else loc
+        where = f"[{table}]" if table is not None else ""
+        key = ".".join(keys)
+        message = str(err["msg"]).removeprefix("Value error, ")
+        kind = err["type"]
+        show_value = table not in _SECRET_TABLES and bool(keys)
+        if kind == "extra_forbidden":
+            show_value = False
+            message = "unknown key"
+            fields = _known_keys(table)
+            if fields:
+                message += f" (known: {', '.join(fields)})"
+        elif kind == "missing":
+            message = "required" if keys else "the table is required"
+            show_value = False
+        elif kind == "model_type" and not keys:
+            message = "must be a table ([" + (table or "?") + "] with key = value lines)"
+        if not loc and message.startswith("["):
+            # A whole-pipeline check: its message already names the table and the key.
+            lines.append(message)
+            continue
+        head = f"{where} {key}".strip() if key else where or "settings"
+        line = f"{head}: {message}"
+        if show_value and "input" in err:
+            shown = _describe(err["input"])
+            if shown not in message:
+                line += f" (got {shown})"
+        lines.append(line)
+    return lines
+
+
+def _known_keys(table: str | None) -> list[str]:
+    if table is None:
+        return ["engine", "name", *_TABLES]
+    annotation = PipelineConfig.model_fields[table].annotation
+    for candidate in getattr(annotation, "__args__", (annotation,)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return list(candidate.model_fields)
+    return []
+
+
+def _is_uri(path: str) -> bool:
+    return split_uri(path)[0] != "file:///" or path.startswith("file:")
+
+
+def _absolute(path: str, base: Path) -> str:
+    expanded = os.path.expanduser(path)
+    return os.path.normpath(os.path.join(base, expanded))
+
+
+def _resolve_paths(
+    config: PipelineConfig, base: Path, *, default_checkpoints: str
+) -> PipelineConfig:
+    """Make relative local paths absolute against ``base`` (the settings file's folder)."""
+    local = config.filesystem.kind == "local"
+
+    def fix(path: str | None) -> str | None:
+        if path is None or _is_uri(path) or not local:
+            return path
+        return _absolute(path, base)
+
+    scan_update: dict[str, Any] = {"directory": fix(config.scan.directory)}
+    if config.scan.roots is not None:
+        scan_update["roots"] = tuple(fix(r) or r for r in config.scan.roots)
+    sink_update: dict[str, Any] = {}
+    if config.sink.directory is not None:
+        sink_update["directory"] = fix(config.sink.directory)
+    elif config.sink.file is not None:
+        sink_update["file"] = fix(config.sink.file)
+    region_update: dict[str, Any] = {}
+    if "checkpoint_dir" in config.region.model_fields_set:
+        region_update["checkpoint_dir"] = fix(config.region.checkpoint_dir)
+    else:
+        # On the local disk next to the settings file, whatever [filesystem] says.
+        region_update["checkpoint_dir"] = (
+            default_checkpoints if local else "file://" + default_checkpoints
+        )
+    fs_update: dict[str, Any] = {}
+    if config.filesystem.keytab is not None:
+        # A keytab is always a local file, whatever the filesystem.
+        fs_update["keytab"] = _absolute(config.filesystem.keytab, base)
+    return config.model_copy(
+        update={
+            "scan": config.scan.model_copy(update=scan_update),
+            "sink": config.sink.model_copy(update=sink_update),
+            "region": config.region.model_copy(update=region_update),
+            "filesystem": config.filesystem.model_copy(update=fs_update),
+        }
+    )
+
+
+def default_checkpoint_dir(config_path: Path) -> str:
+    """``<settings folder>/checkpoints/<settings file name without .toml>``: next to the
+    settings file, one directory per file, so two files in a folder never share one."""
+    return str(config_path.parent / "checkpoints" / config_path.stem)
+
+
+def load_pipeline(path: str | os.PathLike[str], *, engine: Engine | None = None) -> PipelineConfig:
+    """Read, validate and resolve a pipeline settings file.
+
+    ``engine`` (the command line's ``--engine``) overrides the file's ``engine`` key. Raises
+    :class:`PipelineConfigError` (a :class:`ConfigError`) naming each bad key and value.
+    """
+    config_path = Path(path).absolute()
+    shown = os.fspath(path)
+    data = load_toml(config_path)
+    if engine is not None:
+        data["engine"] = engine
+    try:
+        config = PipelineConfig.model_validate(data)
+    except ValidationError as exc:
+        raise PipelineConfigError(shown, format_validation_error(exc)) from None
+    resolved = _resolve_paths(
+        config, config_path.parent, default_checkpoints=default_checkpoint_dir(config_path)
+    )
+    resolved._folder = str(config_path.parent)
+    return resolved

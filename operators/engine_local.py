@@ -1,0 +1,223 @@
+"""The in-process engine: scan -> source -> transform -> sink in one consistent region, no JVM.
+
+Wiring (see :func:`run_local`):
+
+1. open the filesystems of the scanned directory, the sink and the checkpoint directory;
+2. build the operators. The source owns the scan (file-name-input mode: the scan's state is
+   nested in the source's), so only the source and the sink are region operators;
+3. lock the checkpoint directory for the whole run (a second process fails, naming the holder);
+4. run the region on this thread, recovering from the newest cut of *this* pipeline (a
+   checkpoint stamped with another pipeline identity is refused);
+5. on a graceful stop (SIGINT, SIGTERM, or the end of an ``available_now`` run) the sink closes
+   its file in the final cut, so everything read is published before the process exits.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from operators.config import PipelineConfig
+from operators.fs import open_path
+from operators.progress import Progress, ProgressDisplay
+from operators.scan import HDFS2DirectoryScan
+from operators.sink import HDFS2FileSink
+from operators.source import HDFS2FileSource
+from region.checkpoint import CheckpointStore
+from region.errors import ConfigError, LockLostError
+from region.lock import CheckpointLock
+from region.runtime import Pipeline, PipelineRunner, PipelineStats
+
+__all__ = ["LocalRun", "build_local", "load_function", "run_local"]
+
+logger = logging.getLogger(__name__)
+
+
+def load_function(spec: str, folder: str) -> Callable[[Any], Any]:
+    """The per-record function named ``"module:function"``; ``folder`` (the settings file's)
+    is importable. Raises ConfigError naming the key and the value."""
+    module_name, _, attr = spec.partition(":")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        msg = f"[transform] function: cannot import module {module_name!r} of {spec!r} ({exc})"
+        raise ConfigError(msg) from None
+    func = getattr(module, attr, None)
+    if not callable(func):
+        msg = f"[transform] function: {spec!r}: module {module_name!r} has no function {attr!r}"
+        raise ConfigError(msg)
+    return func  # type: ignore[no-any-return]
+
+
+class _FinishingSink(HDFS2FileSink):
+    """Closes its current file in every cut once the run is ending, so the final cut publishes
+    everything written (``close()`` alone would leave it in progress until the next run)."""
+
+    finishing = False  # a plain attribute: set from a signal handler
+
+    def drain(self) -> None:
+        if self.finishing:
+            self.finish()
+        super().drain()
+
+
+class _IdleAwareSource(HDFS2FileSource):
+    """Tells ``on_idle`` when nothing is left to read now (the end of an available_now run)."""
+
+    on_idle: Callable[[], None] | None = None
+
+    def next_batch(self, max_records: int) -> Any:
+        batch = super().next_batch(max_records)
+        if batch is None and self.on_idle is not None:
+            self.on_idle()
+        return batch
+
+
+class _Runner(PipelineRunner):
+    """A stop request (signal or caller) also tells the sink to close its file at the final cut."""
+
+    sink: _FinishingSink | None = None
+
+    def request_stop(self, *, immediate: bool = False) -> None:
+        if self.sink is not None:
+            self.sink.finishing = True
+        super().request_stop(immediate=immediate)
+
+
+@dataclass
+class LocalRun:
+    """A built, not yet started, local pipeline."""
+
+    config: PipelineConfig
+    scan: HDFS2DirectoryScan
+    source: _IdleAwareSource
+    sink: _FinishingSink
+    store: CheckpointStore
+    lock: CheckpointLock
+    runner: _Runner
+
+    def progress(self) -> Progress:
+        return progress_of(self.runner.stats(), self.scan, self.sink)
+
+
+def progress_of(stats: PipelineStats, scan: HDFS2DirectoryScan, sink: HDFS2FileSink) -> Progress:
+    region = stats.region
+    return Progress(
+        status=region.status.value,
+        files_in=scan.files_emitted,
+        files_out=sink.files_published,
+        records_in=stats.records_in,
+        records_out=stats.records_out,
+        bytes_in=stats.bytes_in,
+        cuts=region.cuts,
+        resets=region.resets,
+        last_cut_id=region.last_cut_id,
+        elapsed=stats.elapsed,
+    )
+
+
+def build_local(config: PipelineConfig, *, available_now: bool = False) -> LocalRun:
+    """Open the filesystems and build the operators, the checkpoint store and the lock (nothing
+    is locked or read yet). Raises ConfigError for settings the operators refuse."""
+    # 1. Filesystems: a URI names its own, a plain path is on [filesystem].
+    scan_fs, scan_dir = open_path(config.scan_directory, config.filesystem)
+    sink_settings = config.sink
+    if sink_settings.directory is not None:
+        sink_fs, sink_dir = open_path(sink_settings.directory, config.filesystem)
+        sink_settings = sink_settings.model_copy(update={"directory": sink_dir})
+    else:
+        assert sink_settings.file is not None
+        sink_fs, sink_file = open_path(sink_settings.file, config.filesystem)
+        sink_settings = sink_settings.model_copy(update={"file": sink_file})
+    cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
+
+    # 2. Operators: only the source and the sink are region operators (the source owns the scan).
+    transforms = []
+    if config.transform is not None:
+        if config.transform.sql is not None:
+            msg = (
+                "[transform] sql: SQL transforms need the spark engine; with engine = 'local' "
+                "use function = 'module:function' (a per-record Python function)"
+            )
+            raise ConfigError(msg)
+        assert config.transform.function is not None
+        transforms.append(load_function(config.transform.function, config.folder))
+    scan = HDFS2DirectoryScan(config.scan.model_copy(update={"directory": scan_dir}), scan_fs)
+    source = _IdleAwareSource(config.source, scan_fs, files=scan)
+    sink = _FinishingSink(sink_settings, sink_fs)
+    if available_now:
+        source.on_idle = lambda: setattr(sink, "finishing", True)
+
+    # 3. Checkpoints of this pipeline only, in a directory only this process uses.
+    region = config.region
+    pipeline_id = config.pipeline_id()
+    store = CheckpointStore(
+        cp_fs,
+        cp_dir,
+        retain=region.retain,
+        pipeline_id=pipeline_id,
+        permission=region.checkpoint_permission,
+        start_fresh=region.start_fresh,
+    )
+    pipeline = Pipeline(source, sinks=[sink], transforms=transforms)
+    runner = _Runner(pipeline, region, store, install_signal_handlers=True)
+    runner.sink = sink
+
+    def lost(reason: str) -> None:
+        # Another process owns the directory now: writing one more cut would corrupt its run.
+        runner.request_stop(immediate=True)
+
+    lock = CheckpointLock(
+        cp_fs,
+        cp_dir,
+        ttl=region.lock_ttl,
+        permission=region.checkpoint_permission,
+        on_lost=lost,
+    )
+    logger.info(
+        "Pipeline %s: %s -> %s, checkpoints in %s (local engine, %s trigger)",
+        pipeline_id,
+        scan_fs.display(scan_dir),
+        sink_fs.display(sink_settings.template or sink_settings.directory or ""),
+        cp_fs.display(cp_dir),
+        region.trigger.value,
+    )
+    return LocalRun(config, scan, source, sink, store, lock, runner)
+
+
+def run_local(
+    config: PipelineConfig,
+    *,
+    available_now: bool = False,
+    display: ProgressDisplay | None = None,
+) -> Progress:
+    """Run the pipeline until it is stopped (or, with ``available_now``, until everything
+    present was processed); return the final progress.
+
+    Raises ConfigError, :class:`~region.errors.LockedError` (another process holds the
+    checkpoint directory), :class:`~region.errors.CheckpointError`,
+    :class:`~region.errors.RegionFailedError` (the region gave up) or
+    :class:`~region.errors.LockLostError`.
+    """
+    run = build_local(config, available_now=available_now)
+    run.lock.acquire()
+    try:
+        if display is not None:
+            display.start(run.progress)
+        try:
+            run.runner.run(available_now=available_now)
+        finally:
+            final = run.progress()
+            if display is not None:
+                display.finish(final)
+        if run.lock.lost is not None:
+            raise LockLostError(run.lock.lost)
+        return final
+    finally:
+        run.lock.release()

@@ -1,0 +1,204 @@
+"""Progress of a running pipeline: one line refreshed in place on a terminal, log lines otherwise.
+
+Both engines describe their progress as a :class:`Progress` value; :class:`ProgressDisplay` shows
+it. On a terminal (``isatty``) the line is redrawn every half second and log records are printed
+above it (:class:`LiveLineHandler`); elsewhere (a file, a pipe, a CI log) a plain INFO log line is
+written every few seconds and once at the end. Only counters are shown: never a path, a URI or
+a setting, so nothing here can reveal a credential.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+__all__ = ["LiveLineHandler", "Progress", "ProgressDisplay", "format_bytes", "format_count"]
+
+logger = logging.getLogger(__name__)
+
+_CLEAR = "\r\x1b[2K"
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Counters of a run so far (they include work replayed after a reset)."""
+
+    status: str = "starting"
+    #: Input files opened / output files published.
+    files_in: int = 0
+    files_out: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    #: Bytes read (characters for text, as counted by the engine).
+    bytes_in: int = 0
+    #: Cuts completed (Spark: micro-batches committed) and resets (Spark: restarts).
+    cuts: int = 0
+    resets: int = 0
+    last_cut_id: int | None = None
+    elapsed: float = 0.0
+
+
+def format_count(n: float) -> str:
+    if n < 10_000:
+        return f"{n:,.0f}"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n:,.0f}"  # pragma: no cover - unreachable
+
+
+def format_bytes(n: float) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _rate(window: deque[tuple[float, int, int]]) -> tuple[float, float]:
+    """Records/s and bytes/s over the samples kept in ``window``."""
+    if len(window) < 2:
+        return 0.0, 0.0
+    (t0, r0, b0), (t1, r1, b1) = window[0], window[-1]
+    span = t1 - t0
+    if span <= 0:
+        return 0.0, 0.0
+    return max(0, r1 - r0) / span, max(0, b1 - b0) / span
+
+
+def render(p: Progress, records_per_s: float, bytes_per_s: float) -> str:
+    """The progress line (counters only)."""
+    cut = f"cuts {p.cuts}" + (f" (last #{p.last_cut_id})" if p.last_cut_id is not None else "")
+    return (
+        f"{p.status} {p.elapsed:5.1f}s | files {p.files_in} in, {p.files_out} out | "
+        f"records {format_count(p.records_in)} ({format_count(records_per_s)}/s) | "
+        f"{format_bytes(p.bytes_in)} ({format_bytes(bytes_per_s)}/s) | {cut} | "
+        f"resets {p.resets}"
+    )
+
+
+class ProgressDisplay:
+    """Shows the progress of one run on ``stream`` (default: standard error).
+
+    ``live``: redraw one line in place (default: when ``stream`` is a terminal). ``interval``:
+    seconds between two updates (default 0.5 s live, 5 s as log lines). Use :meth:`start` with a
+    polling function (the local engine), or :meth:`update` from a callback (Spark); then
+    :meth:`finish` once.
+    """
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        live: bool | None = None,
+        interval: float | None = None,
+        enabled: bool = True,
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        if live is None:
+            isatty = getattr(self.stream, "isatty", None)
+            live = bool(isatty()) if callable(isatty) else False
+        self.live = live
+        self.enabled = enabled
+        self.interval = interval if interval is not None else (0.5 if live else 5.0)
+        self._lock = threading.Lock()
+        self._latest = Progress()
+        self._line = ""
+        self._window: deque[tuple[float, int, int]] = deque()
+        self._last_shown = 0.0
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- feeding ----------------------------------------------------------------------------
+
+    def start(self, poll: Callable[[], Progress]) -> None:
+        """Poll ``poll()`` every ``interval`` seconds on a daemon thread until :meth:`finish`."""
+
+        def loop() -> None:
+            while not self._stop.wait(self.interval):
+                try:
+                    self.update(poll())
+                except Exception:  # a display must never break the run
+                    logger.debug("Progress poll failed", exc_info=True)
+
+        self._thread = threading.Thread(target=loop, name="progress", daemon=True)
+        self._thread.start()
+
+    def update(self, progress: Progress) -> None:
+        """Record a new state and show it when the interval has passed (thread-safe)."""
+        now = time.monotonic()
+        with self._lock:
+            self._latest = progress
+            self._window.append((now, progress.records_in, progress.bytes_in))
+            while len(self._window) > 2 and now - self._window[0][0] > 5.0:
+                self._window.popleft()
+            if not self.enabled or now - self._last_shown < self.interval * 0.9:
+                return
+            self._last_shown = now
+            line = render(progress, *_rate(self._window))
+            if self.live:
+                self._line = line
+                self._write(_CLEAR + line)
+        if not self.live:
+            logger.info("%s", line)
+
+    def finish(self, progress: Progress | None = None) -> str:
+        """Stop polling and show the final line (average rates); return it."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        with self._lock:
+            final = progress if progress is not None else self._latest
+            self._latest = final
+            elapsed = final.elapsed
+            rates = (
+                (final.records_in / elapsed, final.bytes_in / elapsed) if elapsed > 0 else (0, 0)
+            )
+            line = render(final, *rates)
+            if self.enabled and self.live:
+                self._line = ""
+                self._write(_CLEAR + line + "\n")
+        if self.enabled and not self.live:
+            logger.info("%s", line)
+        return line
+
+    @property
+    def latest(self) -> Progress:
+        return self._latest
+
+    # -- live line and log records --------------------------------------------------------
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed terminal must not fail the run
+
+    def print_above(self, text: str) -> None:
+        """Print ``text`` (a log record) above the live line, then redraw the line."""
+        with self._lock:
+            if self.live and self._line:
+                self._write(_CLEAR + text.rstrip("\n") + "\n" + self._line)
+            else:
+                self._write(text if text.endswith("\n") else text + "\n")
+
+
+class LiveLineHandler(logging.Handler):
+    """A logging handler that prints records above a live progress line (terminal mode)."""
+
+    def __init__(self, display: ProgressDisplay) -> None:
+        super().__init__()
+        self.display = display
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.display.print_above(self.format(record))
+        except Exception:
+            self.handleError(record)
