@@ -8,18 +8,32 @@ alias of the settings models is accepted; an unknown option is a :class:`ConfigE
 
 from __future__ import annotations
 
-import importlib
+import posixpath
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from operators.fs.local import LocalFileSystem
+from operators.fs import open_filesystem
 from operators.fs.settings import FileSystemSettings, split_uri
+from operators.scan import ScanSettings
+from operators.sink import SinkSettings
+from operators.source import SourceSettings
+from operators.spark.config import ScanConfig, SinkConfig
 from region.errors import ConfigError
 from region.fs import FileSystem
 
-__all__ = ["FS_FIELDS", "build", "open_fs", "resolve", "route_options"]
+__all__ = [
+    "FS_FIELDS",
+    "ScanOptions",
+    "SinkOptions",
+    "build",
+    "open_fs",
+    "resolve",
+    "route_options",
+    "scan_config",
+    "sink_config",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -113,10 +127,179 @@ def resolve(
 
 def open_fs(settings: FileSystemSettings) -> FileSystem:
     """The filesystem named by ``settings`` (local, WebHDFS or HDFS)."""
-    if settings.kind == "local":
-        return LocalFileSystem()
-    factory = getattr(importlib.import_module("operators.fs"), "open_filesystem", None)
-    if factory is None:
-        raise ConfigError(f"filesystem {settings.display()}: no backend for {settings.kind!r}")
-    fs: FileSystem = factory(settings)
-    return fs
+    return open_filesystem(settings)
+
+
+class ScanOptions(BaseModel):
+    """Options of the Spark source beyond the scan and file-source settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    #: At most this many files per micro-batch (a file continued from the last batch counts).
+    max_files_per_trigger: int | None = Field(
+        None, ge=1, validation_alias=AliasChoices("max_files_per_trigger", "maxFilesPerTrigger")
+    )
+    #: At most this many bytes per micro-batch (at least one file with ``batch_boundary=file``).
+    max_bytes_per_trigger: int | None = Field(
+        None, ge=1, validation_alias=AliasChoices("max_bytes_per_trigger", "maxBytesPerTrigger")
+    )
+    #: ``file``: a batch always ends at the end of a file (operator-driven regions);
+    #: ``bytes``: ``max_bytes_per_trigger`` may end a batch inside a file (at a line boundary).
+    batch_boundary: Literal["bytes", "file"] = Field(
+        "bytes", validation_alias=AliasChoices("batch_boundary", "batchBoundary")
+    )
+    #: Largest byte range one Spark task reads; larger files are split at line boundaries.
+    split_size: int = Field(
+        128 << 20, ge=1, validation_alias=AliasChoices("split_size", "splitSize")
+    )
+    #: A batch is spread over at least this many tasks when it holds enough bytes (>= 1 MiB each).
+    min_partitions: int = Field(
+        2, ge=1, validation_alias=AliasChoices("min_partitions", "minPartitions")
+    )
+    #: Add the ``file`` and ``offset`` columns.
+    include_file_info: bool = Field(
+        False, validation_alias=AliasChoices("include_file_info", "includeFileInfo")
+    )
+    #: Where the per-batch plans are kept (one query per plan_dir). Default
+    #: ``<directory>/_hdfs_scan``.
+    plan_dir: str | None = Field(None, validation_alias=AliasChoices("plan_dir", "planDir"))
+    #: Plans of this many committed batches are kept.
+    plan_retain: int = Field(100, ge=1, validation_alias=AliasChoices("plan_retain", "planRetain"))
+
+
+class SinkOptions(BaseModel):
+    """Options of the Spark sink beyond the file-sink settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    #: Directory of the sink log. Default ``<output dir>/_hdfs_sink`` (hidden from readers).
+    log_dir: str | None = Field(None, validation_alias=AliasChoices("log_dir", "logDir"))
+    #: Sink log entries kept (the newest ones).
+    log_retain: int = Field(100, ge=1, validation_alias=AliasChoices("log_retain", "logRetain"))
+    #: Column to write; default ``value``, or the only column.
+    column: str | None = None
+
+
+_NS = 1_000_000_000
+_SOURCE = "hdfs_scan"
+_SINK = "hdfs_sink"
+_SCAN_FIELDS = ("directory", "pattern", "strict_mode", "min_file_age", "late_window")
+_FILE_FIELDS = ("format", "encoding", "on_decode_error", "block_size", "read_chunk")
+_SINK_FIELDS = (
+    "file",
+    "directory",
+    "time_format",
+    "tuples_per_file",
+    "bytes_per_file",
+    "encoding",
+    "format",
+    "delivery",
+    "permission",
+)
+
+
+def _fs_or_local(settings: FileSystemSettings) -> FileSystemSettings | None:
+    return None if settings.kind == "local" else settings
+
+
+def scan_config(options: Mapping[str, str]) -> ScanConfig:
+    """The ``hdfs_scan`` options, validated (ConfigError naming the option otherwise)."""
+    routed = route_options(
+        options,
+        {
+            "scan": (ScanSettings, _SCAN_FIELDS),
+            "file": (SourceSettings, _FILE_FIELDS),
+            "spark": (ScanOptions, tuple(ScanOptions.model_fields)),
+            "fs": (FileSystemSettings, FS_FIELDS),
+        },
+        source=_SOURCE,
+    )
+    if "directory" not in routed["scan"]:
+        raise ConfigError(f"{_SOURCE}: the option 'directory' is required")
+    scan = build(ScanSettings, routed["scan"], source=_SOURCE)
+    assert scan.directory is not None
+    fs_settings, directory = resolve(scan.directory, routed["fs"], source=_SOURCE)
+    spark = build(ScanOptions, routed["spark"], source=_SOURCE)
+    if spark.plan_dir is not None:
+        plan_fs, plan_dir = resolve(spark.plan_dir, routed["fs"], source=_SOURCE)
+        if plan_fs.display() != fs_settings.display():
+            msg = f"{_SOURCE}: plan_dir {spark.plan_dir!r} must be on the scanned filesystem"
+            raise ConfigError(msg)
+    else:
+        plan_dir = posixpath.join(directory, "_hdfs_scan")
+    file = build(SourceSettings, routed["file"], source=_SOURCE)
+    return ScanConfig(
+        directory=directory,
+        plan_dir=plan_dir,
+        pattern=scan.pattern,
+        strict_mode=scan.strict_mode,
+        min_file_age_ns=round(scan.min_file_age * _NS),
+        late_window_ns=round(scan.late_window * _NS),
+        binary=file.format == "binary",
+        encoding=file.encoding,
+        on_decode_error=file.on_decode_error,
+        block_size=file.block_size,
+        read_chunk=file.read_chunk,
+        max_files_per_trigger=spark.max_files_per_trigger,
+        max_bytes_per_trigger=spark.max_bytes_per_trigger,
+        whole_files=spark.batch_boundary == "file",
+        split_size=spark.split_size,
+        min_partitions=spark.min_partitions,
+        include_file_info=spark.include_file_info,
+        plan_retain=spark.plan_retain,
+        fs=_fs_or_local(fs_settings),
+    )
+
+
+def sink_config(options: Mapping[str, str]) -> SinkConfig:
+    """The ``hdfs_sink`` options, validated (ConfigError naming the option otherwise)."""
+    routed = route_options(
+        options,
+        {
+            "sink": (SinkSettings, _SINK_FIELDS),
+            "spark": (SinkOptions, tuple(SinkOptions.model_fields)),
+            "fs": (FileSystemSettings, FS_FIELDS),
+        },
+        source=_SINK,
+    )
+    if "file" not in routed["sink"]:
+        raise ConfigError(f"{_SINK}: the option 'file' (a file name template) is required")
+    values = dict(routed["sink"])
+    fs_settings, file_path = resolve(values.pop("file"), routed["fs"], source=_SINK)
+    if "directory" in values:
+        dir_fs, directory = resolve(values.pop("directory"), routed["fs"], source=_SINK)
+        if dir_fs.display() != fs_settings.display():
+            raise ConfigError(f"{_SINK}: directory and file name different filesystems")
+        values["directory"] = directory
+    sink = build(SinkSettings, {**values, "file": file_path}, source=_SINK)
+    template = sink.template
+    assert template is not None
+    output_dir = posixpath.dirname(template) or "."
+    if "%" in output_dir.replace("%%", ""):
+        msg = (
+            f"{_SINK}: file={template!r}: variables are allowed in the file name only, "
+            "not in its directory"
+        )
+        raise ConfigError(msg)
+    spark = build(SinkOptions, routed["spark"], source=_SINK)
+    if spark.log_dir is not None:
+        log_fs, log_dir = resolve(spark.log_dir, routed["fs"], source=_SINK)
+        if log_fs.display() != fs_settings.display():
+            raise ConfigError(f"{_SINK}: log_dir must be on the output filesystem")
+    else:
+        log_dir = posixpath.join(output_dir, "_hdfs_sink")
+    return SinkConfig(
+        template=template,
+        time_format=sink.time_format,
+        output_dir=output_dir,
+        log_dir=log_dir,
+        tuples_per_file=sink.tuples_per_file,
+        bytes_per_file=sink.bytes_per_file,
+        encoding=sink.encoding,
+        binary=sink.format == "binary",
+        exactly_once=sink.delivery == "exactly_once",
+        permission=sink.permission,
+        log_retain=spark.log_retain,
+        column=spark.column,
+        fs=_fs_or_local(fs_settings),
+    )

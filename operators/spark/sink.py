@@ -18,14 +18,13 @@ import logging
 import os
 import posixpath
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
@@ -34,11 +33,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from operators.fs.settings import FileSystemSettings
-from operators.sink import SinkSettings
 from operators.spark.arrow_io import encode_records
 from operators.spark.commit import SinkLog, WrittenFile, in_progress_name
-from operators.spark.options import FS_FIELDS, build, open_fs, resolve, route_options
+from operators.spark.config import SinkConfig, open_config_fs
 from operators.templating import FileNameTemplate
 from region.errors import ConfigError
 from region.fs import FileSystem, FileWriter
@@ -47,25 +44,12 @@ __all__ = [
     "FAULT_ENV",
     "HdfsSinkDataSource",
     "HdfsSinkStreamWriter",
-    "SinkConfig",
-    "SinkOptions",
     "SinkTaskMessage",
 ]
 
 logger = logging.getLogger(__name__)
 
 _SINK = "hdfs_sink"
-_SINK_FIELDS = (
-    "file",
-    "directory",
-    "time_format",
-    "tuples_per_file",
-    "bytes_per_file",
-    "encoding",
-    "format",
-    "delivery",
-    "permission",
-)
 
 #: ``<point>[:<batch id>]``: stop at that point of the sink (crash tests): ``task_write`` (a task
 #: wrote its first file), ``after_wal``, ``after_first_rename``, ``after_renames``. The process
@@ -90,70 +74,6 @@ def _fault(point: str, batch_id: int | None = None) -> None:
     while os.getppid() == parent and time.monotonic() < deadline:
         time.sleep(0.2)
     os._exit(1)  # the engine died without killing us: do not linger
-
-
-class SinkOptions(BaseModel):
-    """Options of the Spark sink beyond the file-sink settings."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    #: Directory of the sink log. Default ``<output dir>/_hdfs_sink`` (hidden from readers).
-    log_dir: str | None = Field(None, validation_alias=AliasChoices("log_dir", "logDir"))
-    #: Sink log entries kept (the newest ones).
-    log_retain: int = Field(100, ge=1, validation_alias=AliasChoices("log_retain", "logRetain"))
-    #: Column to write; default ``value``, or the only column.
-    column: str | None = None
-
-
-@dataclass(frozen=True)
-class SinkConfig:
-    """Everything the writer needs, parsed from the options (picklable)."""
-
-    sink: SinkSettings
-    spark: SinkOptions
-    fs: FileSystemSettings
-    template: str
-    output_dir: str
-    log_dir: str
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> SinkConfig:
-        routed = route_options(
-            options,
-            {
-                "sink": (SinkSettings, _SINK_FIELDS),
-                "spark": (SinkOptions, tuple(SinkOptions.model_fields)),
-                "fs": (FileSystemSettings, FS_FIELDS),
-            },
-            source=_SINK,
-        )
-        if "file" not in routed["sink"]:
-            raise ConfigError(f"{_SINK}: the option 'file' (a file name template) is required")
-        values = dict(routed["sink"])
-        fs_settings, file_path = resolve(values.pop("file"), routed["fs"], source=_SINK)
-        if "directory" in values:
-            dir_fs, directory = resolve(values.pop("directory"), routed["fs"], source=_SINK)
-            if dir_fs.display() != fs_settings.display():
-                raise ConfigError(f"{_SINK}: directory and file name different filesystems")
-            values["directory"] = directory
-        sink = build(SinkSettings, {**values, "file": file_path}, source=_SINK)
-        template = sink.template
-        assert template is not None
-        output_dir = posixpath.dirname(template) or "."
-        if "%" in output_dir.replace("%%", ""):
-            msg = (
-                f"{_SINK}: file={template!r}: variables are allowed in the file name only, "
-                "not in its directory"
-            )
-            raise ConfigError(msg)
-        spark = build(SinkOptions, routed["spark"], source=_SINK)
-        if spark.log_dir is not None:
-            log_fs, log_dir = resolve(spark.log_dir, routed["fs"], source=_SINK)
-            if log_fs.display() != fs_settings.display():
-                raise ConfigError(f"{_SINK}: log_dir must be on the output filesystem")
-        else:
-            log_dir = posixpath.join(output_dir, "_hdfs_sink")
-        return cls(sink, spark, fs_settings, template, output_dir, log_dir)
 
 
 @dataclass
@@ -187,7 +107,7 @@ class _TaskOutput:
             path = posixpath.join(
                 self._config.output_dir, in_progress_name(self.task, len(self.files))
             )
-            self._out = self._fs.create(path, permission=self._config.sink.permission)
+            self._out = self._fs.create(path, permission=self._config.permission)
             self._opened_ns = time.time_ns()
             self._rows = self._size = 0
         for buf in data:
@@ -245,13 +165,13 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
     @property
     def fs(self) -> FileSystem:
         if self._fs is None:
-            self._fs = open_fs(self.config.fs)
+            self._fs = open_config_fs(self.config.fs)
         return self._fs
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkTaskMessage:
         out = _TaskOutput(self, self.fs)
-        sink = self.config.sink
-        binary = sink.format == "binary"
+        sink = self.config
+        binary = sink.binary
         try:
             for batch in iterator:
                 values = batch.column(self.column)
@@ -275,7 +195,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
 
     def _room(self, values: pa.Array, start: int, rows: int, size: int) -> int:
         """How many records from ``start`` go into the current file before it rolls."""
-        sink = self.config.sink
+        sink = self.config
         n = len(values) - start
         if sink.tuples_per_file is not None:
             return min(n, sink.tuples_per_file - rows)
@@ -284,14 +204,14 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             # the file's last one.
             piece = values.slice(start, n)
             lengths = pc.binary_length(piece).fill_null(0).to_numpy(zero_copy_only=False)
-            lengths = lengths.astype(np.int64) + (0 if sink.format == "binary" else 1)
+            lengths = lengths.astype(np.int64) + (0 if sink.binary else 1)
             cumulative = np.cumsum(lengths)
             reach = int(np.searchsorted(cumulative, sink.bytes_per_file - size, side="left"))
             return min(n, reach + 1)
         return n
 
     def _log(self) -> SinkLog:
-        template = FileNameTemplate(self.config.template, self.config.sink.time_format)
+        template = FileNameTemplate(self.config.template, self.config.time_format)
 
         def namer(f: WrittenFile, filenum: int) -> str:
             return template.render(filenum=filenum, now=f.opened_ns / 1e9, partition=f.partition)
@@ -301,8 +221,8 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             self.config.output_dir,
             self.config.log_dir,
             namer,
-            exactly_once=self.config.sink.delivery == "exactly_once",
-            retain=self.config.spark.log_retain,
+            exactly_once=self.config.exactly_once,
+            retain=self.config.log_retain,
             fault=_fault,
         )
 
@@ -324,7 +244,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
 
 def _pick_column(config: SinkConfig, schema: StructType) -> str:
     names = schema.fieldNames()
-    wanted = config.spark.column or ("value" if "value" in names or len(names) != 1 else names[0])
+    wanted = config.column or ("value" if "value" in names or len(names) != 1 else names[0])
     if wanted not in names:
         msg = f"{_SINK}: the input has no column {wanted!r} (columns: {', '.join(names)})"
         raise ConfigError(msg)
@@ -335,7 +255,7 @@ def _pick_column(config: SinkConfig, schema: StructType) -> str:
             "(cast it, e.g. selectExpr('CAST(x AS STRING) AS value'))"
         )
         raise ConfigError(msg)
-    if config.sink.format == "binary" and not isinstance(dtype, BinaryType):
+    if config.binary and not isinstance(dtype, BinaryType):
         raise ConfigError(f"{_SINK}: format=binary needs a binary column, {wanted!r} is string")
     return wanted
 
@@ -348,4 +268,10 @@ class HdfsSinkDataSource(DataSource):
         return _SINK
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> HdfsSinkStreamWriter:
-        return HdfsSinkStreamWriter(SinkConfig.from_options(self.options), schema)
+        config: SinkConfig | None = self.__dict__.get("_parsed")
+        if config is None:
+            from operators.spark.options import sink_config
+
+            config = sink_config(self.options)
+            self.__dict__["_parsed"] = config
+        return HdfsSinkStreamWriter(config, schema)

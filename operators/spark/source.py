@@ -30,10 +30,9 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
@@ -47,120 +46,20 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from operators.fs.settings import FileSystemSettings
 from operators.listing import ScanKey, list_ready
-from operators.scan import ScanSettings
-from operators.source import SourceSettings
 from operators.spark.arrow_io import read_blocks, read_lines
-from operators.spark.options import FS_FIELDS, build, open_fs, resolve, route_options
-from region.errors import ConfigError
+from operators.spark.config import ScanConfig, open_config_fs
 from region.fs import FileStatus, FileSystem
 
 __all__ = [
     "HdfsScanDataSource",
     "HdfsScanStreamReader",
-    "ScanConfig",
-    "ScanOptions",
     "ScanPartition",
 ]
 
 logger = logging.getLogger(__name__)
 
-_NS = 1_000_000_000
 _SOURCE = "hdfs_scan"
-_SCAN_FIELDS = ("directory", "pattern", "strict_mode", "min_file_age", "late_window")
-_FILE_FIELDS = ("format", "encoding", "on_decode_error", "block_size", "read_chunk")
-
-
-class ScanOptions(BaseModel):
-    """Options of the Spark source beyond the scan and file-source settings."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    #: At most this many files per micro-batch (a file continued from the last batch counts).
-    max_files_per_trigger: int | None = Field(
-        None, ge=1, validation_alias=AliasChoices("max_files_per_trigger", "maxFilesPerTrigger")
-    )
-    #: At most this many bytes per micro-batch (at least one file with ``batch_boundary=file``).
-    max_bytes_per_trigger: int | None = Field(
-        None, ge=1, validation_alias=AliasChoices("max_bytes_per_trigger", "maxBytesPerTrigger")
-    )
-    #: ``file``: a batch always ends at the end of a file (operator-driven regions);
-    #: ``bytes``: ``max_bytes_per_trigger`` may end a batch inside a file (at a line boundary).
-    batch_boundary: Literal["bytes", "file"] = Field(
-        "bytes", validation_alias=AliasChoices("batch_boundary", "batchBoundary")
-    )
-    #: Largest byte range one Spark task reads; larger files are split at line boundaries.
-    split_size: int = Field(
-        128 << 20, ge=1, validation_alias=AliasChoices("split_size", "splitSize")
-    )
-    #: A batch is spread over at least this many tasks when it holds enough bytes (>= 1 MiB each).
-    min_partitions: int = Field(
-        2, ge=1, validation_alias=AliasChoices("min_partitions", "minPartitions")
-    )
-    #: Add the ``file`` and ``offset`` columns.
-    include_file_info: bool = Field(
-        False, validation_alias=AliasChoices("include_file_info", "includeFileInfo")
-    )
-    #: Where the per-batch plans are kept (one query per plan_dir). Default
-    #: ``<directory>/_hdfs_scan``.
-    plan_dir: str | None = Field(None, validation_alias=AliasChoices("plan_dir", "planDir"))
-    #: Plans of this many committed batches are kept.
-    plan_retain: int = Field(100, ge=1, validation_alias=AliasChoices("plan_retain", "planRetain"))
-
-
-@dataclass(frozen=True)
-class ScanConfig:
-    """Everything the reader needs, parsed once from the options (picklable)."""
-
-    scan: ScanSettings
-    file: SourceSettings
-    spark: ScanOptions
-    fs: FileSystemSettings
-    directory: str
-    plan_dir: str
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> ScanConfig:
-        routed = route_options(
-            options,
-            {
-                "scan": (ScanSettings, _SCAN_FIELDS),
-                "file": (SourceSettings, _FILE_FIELDS),
-                "spark": (ScanOptions, tuple(ScanOptions.model_fields)),
-                "fs": (FileSystemSettings, FS_FIELDS),
-            },
-            source=_SOURCE,
-        )
-        if "directory" not in routed["scan"]:
-            raise ConfigError(f"{_SOURCE}: the option 'directory' is required")
-        scan = build(ScanSettings, routed["scan"], source=_SOURCE)
-        assert scan.directory is not None
-        fs_settings, directory = resolve(scan.directory, routed["fs"], source=_SOURCE)
-        spark = build(ScanOptions, routed["spark"], source=_SOURCE)
-        if spark.plan_dir is not None:
-            plan_fs, plan_dir = resolve(spark.plan_dir, routed["fs"], source=_SOURCE)
-            if plan_fs.display() != fs_settings.display():
-                msg = f"{_SOURCE}: plan_dir {spark.plan_dir!r} must be on the scanned filesystem"
-                raise ConfigError(msg)
-        else:
-            plan_dir = posixpath.join(directory, "_hdfs_scan")
-        return cls(
-            scan=scan,
-            file=build(SourceSettings, routed["file"], source=_SOURCE),
-            spark=spark,
-            fs=fs_settings,
-            directory=directory,
-            plan_dir=plan_dir,
-        )
-
-    @property
-    def binary(self) -> bool:
-        return self.file.format == "binary"
-
-    def schema(self) -> str:
-        value = "value binary" if self.binary else "value string"
-        return value + (", file string, offset bigint" if self.spark.include_file_info else "")
 
 
 class ScanPartition(InputPartition):
@@ -188,7 +87,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, config: ScanConfig) -> None:
         self.config = config
         self._fs: FileSystem | None = None
-        self._pattern = re.compile(config.scan.pattern) if config.scan.pattern else None
+        self._pattern = re.compile(config.pattern) if config.pattern else None
         #: availableNow: the files (name -> (mtime_ns, size)) present when the run started.
         self._target: dict[str, tuple[int, int]] | None = None
         self._missing_warned = False
@@ -201,7 +100,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def fs(self) -> FileSystem:
         if self._fs is None:
-            self._fs = open_fs(self.config.fs)
+            self._fs = open_config_fs(self.config.fs)
         return self._fs
 
     # -- driver: offsets and plans --------------------------------------------------------
@@ -210,11 +109,11 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _initial_offset()
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        spark = self.config.spark
-        if spark.max_files_per_trigger is not None:
-            return ReadMaxFiles(spark.max_files_per_trigger)
-        if spark.max_bytes_per_trigger is not None:
-            return ReadMaxBytes(spark.max_bytes_per_trigger)
+        config = self.config
+        if config.max_files_per_trigger is not None:
+            return ReadMaxFiles(config.max_files_per_trigger)
+        if config.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(config.max_bytes_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -231,12 +130,12 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self.fs,
                 self.config.directory,
                 pattern=self._pattern,
-                min_file_age_ns=round(self.config.scan.min_file_age * _NS),
+                min_file_age_ns=self.config.min_file_age_ns,
                 now_ns=time.time_ns(),
             )
         except FileNotFoundError:
             where = self.fs.display(self.config.directory)
-            if self.config.scan.strict_mode:
+            if self.config.strict_mode:
                 raise FileNotFoundError(f"{_SOURCE}: directory {where} does not exist") from None
             if not self._missing_warned:
                 logger.warning("%s: directory %s does not exist yet; empty", _SOURCE, where)
@@ -256,7 +155,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         key = ScanKey.from_dict(start["key"]) if start.get("key") else None
         pos: int | None = start.get("pos")
         late: dict[str, int] = {str(k): int(v) for k, v in (start.get("late") or {}).items()}
-        window_ns = round(self.config.scan.late_window * _NS)
+        window_ns = self.config.late_window_ns
         # 1. Candidates in scan order: late files (whole), the rest of a file cut by the last
         #    batch, then the files after the key.
         candidates: list[tuple[FileStatus, int, bool]] = []  # (file, from byte, is late)
@@ -272,13 +171,13 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # 2. Admission control: the engine's limit (ReadAllAvailable ignores the options).
         max_files = max_bytes = None
         if not isinstance(limit, ReadAllAvailable):
-            max_files = self.config.spark.max_files_per_trigger
-            max_bytes = self.config.spark.max_bytes_per_trigger
+            max_files = self.config.max_files_per_trigger
+            max_bytes = self.config.max_bytes_per_trigger
             if isinstance(limit, ReadMaxFiles):
                 max_files = limit.max_files
             elif isinstance(limit, ReadMaxBytes):
                 max_bytes = limit.max_bytes
-        whole_files = self.config.spark.batch_boundary == "file"
+        whole_files = self.config.whole_files
         planned: list[_Range] = []
         used = 0
         for status, begin, is_late in candidates:
@@ -361,9 +260,8 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         ranges = self._read_plan(end)
         total = sum(e - s for _, s, e, _ in ranges)
-        spark = self.config.spark
-        target = max(1 << 20, -(-total // spark.min_partitions))
-        target = min(spark.split_size, target)
+        target = max(1 << 20, -(-total // self.config.min_partitions))
+        target = min(self.config.split_size, target)
         # Any cut is fine: a piece owns the lines (blocks) that start inside it.
         parts: list[InputPartition] = []
         current: list[tuple[str, int, int, int]] = []
@@ -384,7 +282,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Drop plans of batches older than ``plan_retain`` committed ones."""
-        oldest = int(end.get("seq", 0)) - self.config.spark.plan_retain
+        oldest = int(end.get("seq", 0)) - self.config.plan_retain
         if oldest <= 0:
             return
         try:
@@ -400,18 +298,18 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ScanPartition)
-        file_info = self.config.spark.include_file_info
-        settings = self.config.file
+        config = self.config
+        file_info = config.include_file_info
         for path, start, end, size in partition.ranges:
-            if self.config.binary:
+            if config.binary:
                 yield from read_blocks(
                     self.fs,
                     path,
                     start,
                     end,
                     size=size,
-                    block_size=settings.block_size,
-                    chunk_size=settings.read_chunk,
+                    block_size=config.block_size,
+                    chunk_size=config.read_chunk,
                     file_info=file_info,
                 )
             else:
@@ -421,9 +319,9 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     start,
                     end,
                     size=size,
-                    encoding=settings.encoding,
-                    on_decode_error=settings.on_decode_error,
-                    chunk_size=settings.read_chunk,
+                    encoding=config.encoding,
+                    on_decode_error=config.on_decode_error,
+                    chunk_size=config.read_chunk,
                     file_info=file_info,
                 )
 
@@ -435,8 +333,19 @@ class HdfsScanDataSource(DataSource):
     def name(cls) -> str:
         return _SOURCE
 
+    def _config(self) -> ScanConfig:
+        # Parsed once, where Spark first asks for the schema; the parsed values travel with
+        # this object to the query's reader process.
+        config: ScanConfig | None = self.__dict__.get("_parsed")
+        if config is None:
+            from operators.spark.options import scan_config
+
+            config = scan_config(self.options)
+            self.__dict__["_parsed"] = config
+        return config
+
     def schema(self) -> str:
-        return ScanConfig.from_options(self.options).schema()
+        return self._config().schema()
 
     def streamReader(self, schema: Any) -> HdfsScanStreamReader:
-        return HdfsScanStreamReader(ScanConfig.from_options(self.options))
+        return HdfsScanStreamReader(self._config())

@@ -1,0 +1,157 @@
+"""Throughput of hdfs_scan -> hdfs_sink against Spark's built-in text source -> text sink.
+
+Same session, same input files, both with ``trigger(availableNow=True)``, after a warm-up query
+of each. Prints a table and writes ``bench/results/spark.json``.
+
+    python bench/bench_spark.py            # 200 MB
+    python bench/bench_spark.py --mb 20    # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import string
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from operators.spark.session import build_session
+
+RESULTS = Path(__file__).resolve().parent / "results" / "spark.json"
+
+
+def make_input(directory: Path, megabytes: float, files: int, seed: int = 7) -> tuple[int, int]:
+    """Text files of random lines (20..180 bytes); returns (bytes, lines)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + "     "
+    pool = ["".join(rng.choices(alphabet, k=rng.randint(20, 180))) for _ in range(4096)]
+    per_file = int(megabytes * 1_000_000 / files)
+    total_bytes = total_lines = 0
+    for i in range(files):
+        lines: list[str] = []
+        size = 0
+        while size < per_file:
+            line = f"{i}:{len(lines)} {pool[rng.randrange(len(pool))]}"
+            lines.append(line)
+            size += len(line) + 1
+        data = ("\n".join(lines) + "\n").encode()
+        (directory / f"part-{i:04d}.txt").write_bytes(data)
+        total_bytes += len(data)
+        total_lines += len(lines)
+    return total_bytes, total_lines
+
+
+def output_bytes(directory: Path) -> int:
+    """Bytes a plain directory reader sees (hidden ``.``/``_`` names skipped, as Spark does)."""
+    return sum(
+        p.stat().st_size
+        for p in directory.rglob("*")
+        if p.is_file()
+        and not any(part.startswith((".", "_")) for part in p.relative_to(directory).parts)
+    )
+
+
+def run_ours(spark: Any, src: Path, work: Path, tag: str) -> float:
+    out, ck = work / f"ours-{tag}", work / f"ours-{tag}-ck"
+    started = time.perf_counter()
+    query = (
+        spark.readStream.format("hdfs_scan")
+        .option("directory", str(src))
+        .option("plan_dir", str(work / f"ours-{tag}-plans"))
+        .load()
+        .writeStream.format("hdfs_sink")
+        .option("file", str(out / "part-%FILENUM.txt"))
+        .option("checkpointLocation", str(ck))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"hdfs_scan -> hdfs_sink failed: {query.exception()}")
+    return elapsed
+
+
+def run_builtin(spark: Any, src: Path, work: Path, tag: str) -> float:
+    out, ck = work / f"spark-{tag}", work / f"spark-{tag}-ck"
+    started = time.perf_counter()
+    query = (
+        spark.readStream.format("text")
+        .load(str(src))
+        .writeStream.format("text")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ck))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"text -> text failed: {query.exception()}")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=200.0, help="input size in MB (default 200)")
+    parser.add_argument("--files", type=int, default=8, help="number of input files (default 8)")
+    parser.add_argument("--repeat", type=int, default=2, help="timed runs of each (default 2)")
+    parser.add_argument("--work", type=Path, default=None, help="scratch directory")
+    parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
+    args = parser.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=args.work))
+    try:
+        src = work / "input"
+        total_bytes, total_lines = make_input(src, args.mb, args.files)
+        warm = work / "warm"
+        make_input(warm, 1, 1, seed=1)
+        spark = build_session("bench-spark")
+        run_ours(spark, warm, work, "warm")
+        run_builtin(spark, warm, work, "warm")
+        ours: list[float] = []
+        builtin: list[float] = []
+        for i in range(args.repeat):
+            # Alternate so that neither side always runs on a warmer page cache.
+            builtin.append(run_builtin(spark, src, work, str(i)))
+            ours.append(run_ours(spark, src, work, str(i)))
+            for tag in ("ours", "spark"):
+                written = output_bytes(work / f"{tag}-{i}")
+                if written != total_bytes:
+                    raise RuntimeError(f"{tag} run {i} wrote {written} bytes, read {total_bytes}")
+        spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    mb = total_bytes / 1e6
+    ours_s, builtin_s = statistics.median(ours), statistics.median(builtin)
+    result = {
+        "input_mb": round(mb, 1),
+        "input_lines": total_lines,
+        "input_files": args.files,
+        "repeat": args.repeat,
+        "hdfs_scan_to_hdfs_sink": {"seconds": ours, "mb_per_s": round(mb / ours_s, 1)},
+        "spark_text_to_text": {"seconds": builtin, "mb_per_s": round(mb / builtin_s, 1)},
+        "ratio": round(builtin_s / ours_s, 2),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
+    print(f"{'pipeline':<28} {'MB/s':>8} {'seconds (median)':>18}")
+    print(f"{'hdfs_scan -> hdfs_sink':<28} {mb / ours_s:>8.1f} {ours_s:>18.2f}")
+    print(f"{'Spark text -> text':<28} {mb / builtin_s:>8.1f} {builtin_s:>18.2f}")
+    print(f"ratio (ours / built-in): {result['ratio']:.2f}   ({mb:.0f} MB, {total_lines} lines)")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""What the Spark source and sink need at run time, as plain values.
+
+Parsed once from the options by :mod:`operators.spark.options` (pydantic) on the driver; these
+small frozen dataclasses are what travels (pickled) to Spark's Python workers, which then need
+neither pydantic nor the settings modules: every worker process starts faster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from operators.fs.local import LocalFileSystem
+from region.fs import FileSystem
+
+if TYPE_CHECKING:
+    from operators.fs.settings import FileSystemSettings
+
+__all__ = ["ScanConfig", "SinkConfig", "open_config_fs"]
+
+
+def open_config_fs(settings: FileSystemSettings | None) -> FileSystem:
+    """The filesystem of a config (``None``: the local disk)."""
+    if settings is None:
+        return LocalFileSystem()
+    from operators.spark.options import open_fs
+
+    return open_fs(settings)
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    """The ``hdfs_scan`` source (see :class:`operators.spark.options.ScanOptions`)."""
+
+    directory: str
+    plan_dir: str
+    pattern: str | None
+    strict_mode: bool
+    min_file_age_ns: int
+    late_window_ns: int
+    binary: bool
+    encoding: str
+    on_decode_error: str
+    block_size: int
+    read_chunk: int
+    max_files_per_trigger: int | None
+    max_bytes_per_trigger: int | None
+    whole_files: bool
+    split_size: int
+    min_partitions: int
+    include_file_info: bool
+    plan_retain: int
+    fs: FileSystemSettings | None = None
+
+    def schema(self) -> str:
+        value = "value binary" if self.binary else "value string"
+        return value + (", file string, offset bigint" if self.include_file_info else "")
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    """The ``hdfs_sink`` sink (see :class:`operators.spark.options.SinkOptions`)."""
+
+    template: str
+    time_format: str
+    output_dir: str
+    log_dir: str
+    tuples_per_file: int | None
+    bytes_per_file: int | None
+    encoding: str
+    binary: bool
+    exactly_once: bool
+    permission: int
+    log_retain: int
+    column: str | None
+    fs: FileSystemSettings | None = None

@@ -1,0 +1,222 @@
+"""Run a Spark streaming query with the region settings: trigger, restarts, progress, stop.
+
+Region settings map to Spark as follows:
+
+- ``periodic``: a processing-time trigger every ``period`` (a micro-batch is Spark's cut);
+- ``operator_driven``: batches run back to back and every batch ends at a file boundary (the
+  ``hdfs_scan`` option ``batch_boundary=file``, from :func:`source_options`);
+- ``available_now``: everything present at start, in as many batches as the limits allow, then
+  the query ends.
+
+A failed query is started again from its checkpoint (Spark replays the unfinished batch; the
+sink publishes it once) up to ``max_consecutive_reset_attempts`` times in a row; the count is
+cleared by every batch that completes. Then :class:`region.errors.RegionFailedError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from region.errors import RegionFailedError
+from region.settings import RegionSettings, Trigger
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+__all__ = [
+    "BatchProgress",
+    "SparkSupervisor",
+    "apply_trigger",
+    "source_options",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchProgress:
+    """One completed micro-batch, from Spark's query progress."""
+
+    batch_id: int
+    num_input_rows: int
+    duration_ms: int
+    timestamp: str
+    #: 1 for the first start of the query, +1 for each restart.
+    attempt: int
+
+
+def source_options(settings: RegionSettings) -> dict[str, str]:
+    """Options for ``hdfs_scan`` that the region's trigger needs."""
+    if settings.trigger == Trigger.OPERATOR_DRIVEN:
+        return {"batch_boundary": "file"}
+    return {}
+
+
+def apply_trigger(
+    writer: DataStreamWriter, settings: RegionSettings, *, available_now: bool = False
+) -> DataStreamWriter:
+    """Set the Spark trigger of ``writer`` for the region settings."""
+    if available_now:
+        return writer.trigger(availableNow=True)
+    if settings.trigger == Trigger.PERIODIC:
+        return writer.trigger(processingTime=f"{round(settings.period * 1000)} milliseconds")
+    return writer  # operator_driven: the next batch starts as soon as one ends
+
+
+#: Builds the query's writer (with its checkpointLocation) from the ``hdfs_scan`` options the
+#: region needs (merge them into the reader's options).
+QueryBuilder = Callable[[dict[str, str]], "DataStreamWriter"]
+
+
+class SparkSupervisor:
+    """Starts, watches and restarts one streaming query.
+
+    ``on_progress`` is called (in the thread running :meth:`run`) once per completed batch;
+    ``on_restart(attempt, error)`` before each restart.
+    """
+
+    def __init__(
+        self,
+        build: QueryBuilder,
+        settings: RegionSettings,
+        *,
+        available_now: bool = False,
+        on_progress: Callable[[BatchProgress], None] | None = None,
+        on_restart: Callable[[int, BaseException], None] | None = None,
+        poll_interval: float = 0.25,
+    ) -> None:
+        self._build = build
+        self.settings = settings
+        self._available_now = available_now
+        self._on_progress = on_progress
+        self._on_restart = on_restart
+        self._poll = poll_interval
+        self._stop = threading.Event()
+        self._query: StreamingQuery | None = None
+        self.attempt = 0
+        self.progress: list[BatchProgress] = []
+
+    @property
+    def query(self) -> StreamingQuery | None:
+        return self._query
+
+    def run(self) -> None:
+        """Run until the query ends (available_now), :meth:`stop` is called, or it failed
+        ``max_consecutive_reset_attempts`` times in a row (RegionFailedError)."""
+        failures = 0
+        while not self._stop.is_set():
+            self.attempt += 1
+            writer = apply_trigger(
+                self._build(source_options(self.settings)),
+                self.settings,
+                available_now=self._available_now,
+            )
+            query = writer.start()
+            self._query = query
+            error, completed = self._watch(query)
+            if error is None:
+                return
+            failures = 1 if completed else failures + 1
+            limit = self.settings.max_consecutive_reset_attempts
+            if failures >= limit:
+                msg = (
+                    f"query {query.name or query.id} failed {failures} time(s) in a row "
+                    f"(max_consecutive_reset_attempts={limit}); last error: {_first_line(error)}"
+                )
+                raise RegionFailedError(msg) from error
+            logger.warning(
+                "query %s failed (%s of %s in a row), restarting from its checkpoint: %s",
+                query.name or query.id,
+                failures,
+                limit,
+                _first_line(error),
+            )
+            if self._on_restart is not None:
+                self._on_restart(failures, error)
+
+    def _watch(self, query: StreamingQuery) -> tuple[BaseException | None, bool]:
+        """Wait for the query to end; report progress. Returns (error, any batch completed)."""
+        seen = {p.batch_id for p in self.progress if p.attempt == self.attempt}
+        completed = False
+        error: BaseException | None = None
+        while True:
+            try:
+                finished = bool(query.awaitTermination(self._poll))  # type: ignore[arg-type]
+            except Exception as exc:  # StreamingQueryException, or the JVM went away
+                error, finished = exc, True
+            completed |= self._report(query, seen)
+            if finished:
+                if error is None:
+                    error = _exception(query)
+                return error, completed
+            if self._stop.is_set():
+                self._stop_gracefully(query)
+                self._report(query, seen)
+                return None, completed
+
+    def _report(self, query: StreamingQuery, seen: set[int]) -> bool:
+        new = False
+        for raw in query.recentProgress:
+            progress = _progress(raw, self.attempt)
+            if progress is None or progress.batch_id in seen:
+                continue
+            seen.add(progress.batch_id)
+            self.progress.append(progress)
+            new = True
+            logger.info(
+                "batch %s: %s rows in %s ms",
+                progress.batch_id,
+                progress.num_input_rows,
+                progress.duration_ms,
+            )
+            if self._on_progress is not None:
+                self._on_progress(progress)
+        return new
+
+    @staticmethod
+    def _stop_gracefully(query: StreamingQuery, timeout: float = 600.0) -> None:
+        """Let the running batch finish, then stop (an interrupted batch would be replayed on
+        the next start anyway; this only avoids the wasted work)."""
+        deadline = time.monotonic() + timeout
+        while (
+            query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        query.stop()
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to stop the query after its current batch (callable from any
+        thread)."""
+        self._stop.set()
+
+
+def _progress(raw: Any, attempt: int) -> BatchProgress | None:
+    """A completed batch from one progress event (idle triggers have no ``addBatch``)."""
+    durations = dict(raw.durationMs or {})
+    if "addBatch" not in durations:
+        return None
+    return BatchProgress(
+        batch_id=int(raw.batchId),
+        num_input_rows=int(raw.numInputRows),
+        duration_ms=int(durations.get("triggerExecution", 0)),
+        timestamp=str(raw.timestamp),
+        attempt=attempt,
+    )
+
+
+def _exception(query: StreamingQuery) -> BaseException | None:
+    try:
+        return query.exception()
+    except Exception as exc:  # the session is gone
+        return exc
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

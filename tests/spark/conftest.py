@@ -1,0 +1,17 @@
+"""One SparkSession (local[2]) for the whole test run: starting one costs seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from operators.spark.session import build_session
+
+    session = build_session("hdfs-region-tests", conf={"spark.default.parallelism": "2"})
+    yield session
+    session.stop()
