@@ -15,12 +15,16 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from operators.config import ENGINES, PipelineConfigError, load_pipeline
 from operators.fs.errors import scrub
 from operators.progress import LiveLineHandler, Progress, ProgressDisplay, format_count
 from region.errors import ConfigError, RegionError
+
+if TYPE_CHECKING:
+    from operators.fs.settings import FileSystemSettings
+    from region.fs import FileStatus, FileSystem
 
 __all__ = ["EXIT_CONFIG", "EXIT_FAILURE", "EXIT_OK", "main"]
 
@@ -57,7 +61,8 @@ def setup_logging(level: str | None, display: ProgressDisplay | None) -> None:
     warnings (printed above the line) unless ``level`` asks for more."""
     root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        if getattr(old, "_hdfs_region", False):  # ours, from an earlier call
+            root.removeHandler(old)
     live = display is not None and display.live and display.enabled
     handler: logging.Handler
     if display is not None and live:
@@ -66,6 +71,7 @@ def setup_logging(level: str | None, display: ProgressDisplay | None) -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    setattr(handler, "_hdfs_region", True)  # noqa: B010 - marks the handlers we own
     root.addHandler(handler)
     root.setLevel((level or ("WARNING" if live else "INFO")).upper())
     for noisy in ("py4j", "urllib3", "pyspark"):
@@ -73,12 +79,13 @@ def setup_logging(level: str | None, display: ProgressDisplay | None) -> None:
 
 
 def _summary(final: Progress) -> str:
-    return (
-        f"{final.status}: {format_count(final.records_in)} records in, "
-        f"{format_count(final.records_out)} out, {final.files_in} files read, "
-        f"{final.files_out} published, {final.cuts} cuts, {final.resets} resets "
-        f"in {final.elapsed:.1f}s"
-    )
+    parts = [f"{format_count(final.records_in)} records in"]
+    if final.records_out is not None:
+        parts[0] += f", {format_count(final.records_out)} out"
+    if final.files_in is not None and final.files_out is not None:
+        parts.append(f"{final.files_in} files read, {final.files_out} published")
+    parts.append(f"{final.cuts} cuts, {final.resets} resets in {final.elapsed:.1f}s")
+    return f"{final.status}: " + ", ".join(parts)
 
 
 # -- run ----------------------------------------------------------------------------------------
@@ -137,38 +144,63 @@ def _iso(seconds: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
 
 
+def _print_state(name: str, state: Any, out: TextIO) -> None:
+    print(f"  operator {name!r}:", file=out)
+    text = json.dumps(_redact(state), indent=2, sort_keys=True, ensure_ascii=False)
+    for line in text.splitlines():
+        print(f"    {line}", file=out)
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from operators.engines import read_identity
     from operators.fs import open_path
-    from region.checkpoint import CheckpointStore
     from region.lock import CheckpointLock
 
     target = args.target
     fs_settings = None
-    pipeline_id = None
     if target.endswith(".toml") and os.path.isfile(target):
         try:
             config = load_pipeline(target)
         except ConfigError as exc:
             return _config_error(exc)
         fs_settings = config.filesystem
-        pipeline_id = config.pipeline_id()
         target = config.region.checkpoint_dir
     fs, directory = open_path(target, fs_settings)
     out = sys.stdout
-    store = CheckpointStore(fs, directory, pipeline_id=pipeline_id)
-    print(f"checkpoint directory {store.display}", file=out)
+    print(f"checkpoint directory {fs.display(directory)}", file=out)
     try:
-        infos = store.list()
+        identity = read_identity(fs, directory)
         holder = CheckpointLock(fs, directory).holder()
-    except OSError as exc:
-        _error(f"cannot read checkpoint directory {store.display}: {exc}")
+    except RegionError as exc:
+        _error(str(exc))
         return EXIT_FAILURE
+    except OSError as exc:
+        _error(f"cannot read checkpoint directory {fs.display(directory)}: {exc}")
+        return EXIT_FAILURE
+    if identity is not None:
+        print(
+            f"pipeline: {identity.get('pipeline_id')} ({identity.get('engine')} engine)", file=out
+        )
     if holder is None:
         print("lock: none", file=out)
     elif holder.released:
         print(f"lock: free (last held by {holder.owner})", file=out)
     else:
         print(f"lock: {holder.describe(time.time())}", file=out)
+    try:
+        if fs.exists(directory.rstrip("/") + "/spark"):
+            return _inspect_spark(fs, directory, identity, fs_settings, out)
+        return _inspect_cuts(fs, directory, out)
+    except OSError as exc:
+        _error(f"cannot read checkpoint directory {fs.display(directory)}: {exc}")
+        return EXIT_FAILURE
+
+
+def _inspect_cuts(fs: FileSystem, directory: str, out: TextIO) -> int:
+    """The local engine's region checkpoints."""
+    from region.checkpoint import CheckpointStore
+
+    infos = CheckpointStore(fs, directory).list()
     if not infos:
         print("no checkpoints (a run here starts from the beginning)", file=out)
         return EXIT_OK if fs.exists(directory) else EXIT_FAILURE
@@ -184,9 +216,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if not valid:
         print("no valid cut: a run here fails unless start_fresh = true", file=out)
         return EXIT_FAILURE
-    newest = valid[-1]
     try:
-        checkpoint = CheckpointStore(fs, directory, pipeline_id=newest.pipeline_id).latest()
+        checkpoint = CheckpointStore(fs, directory, pipeline_id=valid[-1].pipeline_id).latest()
     except RegionError as exc:
         _error(str(exc))
         return EXIT_FAILURE
@@ -197,10 +228,78 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for key, value in sorted(checkpoint.meta.items()):
         print(f"  {key}: {_clean(str(value))}", file=out)
     for name, state in checkpoint.operators.items():
-        print(f"  operator {name!r}:", file=out)
-        text = json.dumps(_redact(state), indent=2, sort_keys=True, ensure_ascii=False)
-        for line in text.splitlines():
-            print(f"    {line}", file=out)
+        _print_state(name, state, out)
+    return EXIT_OK
+
+
+def _spark_batch(fs: FileSystem, path: str) -> dict[str, Any]:
+    """The source offset of a Spark offset-log file (``v1``, batch metadata, one line per
+    source); ValueError saying what is wrong."""
+    lines = fs.read(path).decode("utf-8", "replace").splitlines()
+    if not lines or lines[0] != "v1":
+        raise ValueError(f"not a Spark offset log file (first line {lines[:1]!r})")
+    if len(lines) < 3:
+        raise ValueError(f"truncated: {len(lines)} line(s), expected 3")
+    offset = json.loads(lines[2])
+    if not isinstance(offset, dict):
+        raise ValueError("the source offset is not a JSON object")
+    return offset
+
+
+def _inspect_spark(
+    fs: FileSystem,
+    directory: str,
+    identity: dict[str, Any] | None,
+    fs_settings: FileSystemSettings | None,
+    out: TextIO,
+) -> int:
+    """The Spark engine's checkpoint: one cut per micro-batch (offset log + commit log)."""
+    from operators.fs import open_path
+
+    base = directory.rstrip("/") + "/spark/"
+
+    def numbered(sub: str) -> dict[int, FileStatus]:
+        try:
+            entries = fs.list_dir(base + sub)
+        except FileNotFoundError:
+            return {}
+        return {int(s.name): s for s in entries if s.name.isdigit()}
+
+    offsets, commits = numbered("offsets"), numbered("commits")
+    if not offsets:
+        print("no batches yet (a run here starts from the beginning)", file=out)
+        return EXIT_OK
+    print(f"{len(offsets)} batch(es) (Spark's cuts), oldest first:", file=out)
+    print(f"  {'batch':>6}  {'written':19}  {'bytes':>8}  status", file=out)
+    newest: tuple[int, dict[str, Any]] | None = None
+    for batch, status in sorted(offsets.items()):
+        try:
+            offset = _spark_batch(fs, status.path)
+        except (ValueError, UnicodeDecodeError) as exc:
+            verdict = f"NOT VALID: {exc}"
+        else:
+            if batch in commits:
+                verdict = "committed"
+                newest = (batch, offset)
+            else:
+                verdict = "planned, not committed (replayed at the next start)"
+        written = _iso(status.mtime_ns / 1e9)
+        print(f"  {batch:>6}  {written:19}  {status.size:>8}  {verdict}", file=out)
+    if newest is None:
+        print("no committed batch yet", file=out)
+        return EXIT_OK
+    batch, offset = newest
+    print(f"newest committed batch {batch}", file=out)
+    _print_state("hdfs_scan", offset, out)
+    sink_log = (identity or {}).get("sink_log")
+    if isinstance(sink_log, str):
+        try:
+            log_fs, log_dir = open_path(sink_log, fs_settings)
+            entry = json.loads(log_fs.read(f"{log_dir.rstrip('/')}/{batch:020d}.json"))
+            state = {"state": entry.get("state"), "renames": len(entry.get("renames", []))}
+        except (OSError, ValueError) as exc:
+            state = {"unavailable": f"{type(exc).__name__}: {exc}"}
+        _print_state("hdfs_sink", state, out)
     return EXIT_OK
 
 

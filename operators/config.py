@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -198,11 +199,36 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def format_validation_error(exc: ValidationError) -> list[str]:
+def _secrets_of(data: Any) -> list[str]:
+    """Credential values written in the ``[filesystem]`` table (to mask in messages)."""
+    table = data.get("filesystem") if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        return []
+    found = [
+        str(v)
+        for k, v in table.items()
+        if k in ("password", "token", "keytab", "authKeytab") and v not in (None, "")
+    ]
+    for key in ("uri", "hdfsUri"):
+        uri = table.get(key)
+        if isinstance(uri, str) and "@" in uri and "://" in uri:
+            userinfo = uri.split("://", 1)[1].split("@", 1)[0]
+            found.extend(part for part in userinfo.split(":", 1)[1:] if part)
+    return [s for s in found if len(s) >= 3]
+
+
+def _mask(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def format_validation_error(exc: ValidationError, secrets: Sequence[str] = ()) -> list[str]:
     """One line per error: ``[sink] tuples_per_file: <what is wrong> (got 'abc')``.
 
     The key is spelled as the user wrote it (an IBM alias stays an alias). Values of the
-    ``[filesystem]`` table are never shown: they may hold credentials.
+    ``[filesystem]`` table are never shown: they may hold credentials, and ``secrets`` (values
+    of credentials) are masked wherever a message would quote them.
     """
     lines: list[str] = []
     for err in exc.errors():
@@ -227,15 +253,20 @@ def format_validation_error(exc: ValidationError) -> list[str]:
             message = "must be a table ([" + (table or "?") + "] with key = value lines)"
         if not loc and message.startswith("["):
             # A whole-pipeline check: its message already names the table and the key.
-            lines.append(message)
+            lines.append(_mask(message, list(secrets)))
             continue
-        head = f"{where} {key}".strip() if key else where or "settings"
-        line = f"{head}: {message}"
+        if key:
+            line = f"{where} {key}: {message}".lstrip()
+        elif kind in ("missing", "model_type"):
+            line = f"{where or 'settings'}: {message}"
+        else:
+            # A check of the whole table: its message names the keys.
+            line = f"{where or 'settings:'} {message}"
         if show_value and "input" in err:
             shown = _describe(err["input"])
             if shown not in message:
                 line += f" (got {shown})"
-        lines.append(line)
+        lines.append(_mask(line, list(secrets)))
     return lines
 
 
@@ -319,7 +350,8 @@ def load_pipeline(path: str | os.PathLike[str], *, engine: Engine | None = None)
     try:
         config = PipelineConfig.model_validate(data)
     except ValidationError as exc:
-        raise PipelineConfigError(shown, format_validation_error(exc)) from None
+        problems = format_validation_error(exc, _secrets_of(data))
+        raise PipelineConfigError(shown, problems) from None
     resolved = _resolve_paths(
         config, config_path.parent, default_checkpoints=default_checkpoint_dir(config_path)
     )

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -86,7 +87,7 @@ def read_output(out: Path) -> tuple[Counter[str], int, int]:
     return got, published, hidden
 
 
-def _pipeline_toml(engine: Engine) -> str:
+def _pipeline_toml(engine: Engine, records: int) -> str:
     transform = (
         'sql = "SELECT upper(value) AS value FROM input"'
         if engine == "spark"
@@ -112,7 +113,7 @@ pattern = '.*\\.csv'
 
 [sink]
 file = "out/part-%FILENUM.csv"
-tuples_per_file = 600
+tuples_per_file = {max(10, records // 8)}
 
 [spark]
 # One landing file per micro-batch, so that the crash lands between batches of one run.
@@ -165,7 +166,7 @@ def run_demo(
     (work / _MARKER).write_text("created by hdfs-region demo\n")
     records = write_landing(work / "landing", files, lines)
     config = work / "pipeline.toml"
-    config.write_text(_pipeline_toml(engine), encoding="utf-8")
+    config.write_text(_pipeline_toml(engine, len(records)), encoding="utf-8")
     expected = expected_output(records)
     output = work / "out"
     command = [
@@ -228,7 +229,9 @@ def run_demo(
         say(f"   it failed (exit {second.returncode}): {_first_line(log2)}")
         say(f"   see {log2}")
         return False
-    say(f"   it resumed from the last cut and finished (exit 0); logs: {log1.name}, {log2.name}")
+    resumed = re.search(r"Recovering from cut (\d+)", log2.read_text(errors="replace"))
+    where = f"cut {resumed.group(1)}" if resumed else "its checkpoint"
+    say(f"   it resumed from {where} and finished (exit 0); logs: {log1.name}, {log2.name}")
 
     # Compare record by record.
     got, published, hidden = read_output(output)

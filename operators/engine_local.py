@@ -5,7 +5,8 @@ Wiring (see :func:`run_local`):
 1. open the filesystems of the scanned directory, the sink and the checkpoint directory;
 2. build the operators. The source owns the scan (file-name-input mode: the scan's state is
    nested in the source's), so only the source and the sink are region operators;
-3. lock the checkpoint directory for the whole run (a second process fails, naming the holder);
+3. lock the checkpoint directory for the whole run (a second process fails, naming the holder)
+   and claim it for this pipeline and engine (see :mod:`operators.engines`);
 4. run the region on this thread, recovering from the newest cut of *this* pipeline (a
    checkpoint stamped with another pipeline identity is refused);
 5. on a graceful stop (SIGINT, SIGTERM, or the end of an ``available_now`` run) the sink closes
@@ -14,14 +15,13 @@ Wiring (see :func:`run_local`):
 
 from __future__ import annotations
 
-import importlib
 import logging
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from operators.config import PipelineConfig
+from operators.engines import claim_checkpoint_dir, load_function
 from operators.fs import open_path
 from operators.progress import Progress, ProgressDisplay
 from operators.scan import HDFS2DirectoryScan
@@ -29,30 +29,13 @@ from operators.sink import HDFS2FileSink
 from operators.source import HDFS2FileSource
 from region.checkpoint import CheckpointStore
 from region.errors import ConfigError, LockLostError
+from region.fs import FileSystem
 from region.lock import CheckpointLock
 from region.runtime import Pipeline, PipelineRunner, PipelineStats
 
-__all__ = ["LocalRun", "build_local", "load_function", "run_local"]
+__all__ = ["LocalRun", "build_local", "run_local"]
 
 logger = logging.getLogger(__name__)
-
-
-def load_function(spec: str, folder: str) -> Callable[[Any], Any]:
-    """The per-record function named ``"module:function"``; ``folder`` (the settings file's)
-    is importable. Raises ConfigError naming the key and the value."""
-    module_name, _, attr = spec.partition(":")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        msg = f"[transform] function: cannot import module {module_name!r} of {spec!r} ({exc})"
-        raise ConfigError(msg) from None
-    func = getattr(module, attr, None)
-    if not callable(func):
-        msg = f"[transform] function: {spec!r}: module {module_name!r} has no function {attr!r}"
-        raise ConfigError(msg)
-    return func  # type: ignore[no-any-return]
 
 
 class _FinishingSink(HDFS2FileSink):
@@ -101,6 +84,8 @@ class LocalRun:
     store: CheckpointStore
     lock: CheckpointLock
     runner: _Runner
+    checkpoint_fs: FileSystem
+    checkpoint_dir: str
 
     def progress(self) -> Progress:
         return progress_of(self.runner.stats(), self.scan, self.sink)
@@ -188,7 +173,7 @@ def build_local(config: PipelineConfig, *, available_now: bool = False) -> Local
         cp_fs.display(cp_dir),
         region.trigger.value,
     )
-    return LocalRun(config, scan, source, sink, store, lock, runner)
+    return LocalRun(config, scan, source, sink, store, lock, runner, cp_fs, cp_dir)
 
 
 def run_local(
@@ -208,6 +193,16 @@ def run_local(
     run = build_local(config, available_now=available_now)
     run.lock.acquire()
     try:
+        claim_checkpoint_dir(
+            run.checkpoint_fs,
+            run.checkpoint_dir,
+            pipeline_id=config.pipeline_id(),
+            engine="local",
+            permission=config.region.checkpoint_permission,
+            foreign_engine_files=lambda: run.checkpoint_fs.exists(
+                run.checkpoint_dir.rstrip("/") + "/spark"
+            ),
+        )
         if display is not None:
             display.start(run.progress)
         try:

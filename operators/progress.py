@@ -30,13 +30,14 @@ class Progress:
     """Counters of a run so far (they include work replayed after a reset)."""
 
     status: str = "starting"
-    #: Input files opened / output files published.
-    files_in: int = 0
-    files_out: int = 0
+    #: Input files read / output files published (``None``: the engine does not count them).
+    files_in: int | None = 0
+    files_out: int | None = 0
     records_in: int = 0
-    records_out: int = 0
-    #: Bytes read (characters for text, as counted by the engine).
-    bytes_in: int = 0
+    #: Records handed to the sink (``None``: unknown, e.g. after a Spark SQL transform).
+    records_out: int | None = 0
+    #: Bytes read (characters for text, as counted by the engine); ``None``: not counted.
+    bytes_in: int | None = 0
     #: Cuts completed (Spark: micro-batches committed) and resets (Spark: restarts).
     cuts: int = 0
     resets: int = 0
@@ -73,13 +74,15 @@ def _rate(window: deque[tuple[float, int, int]]) -> tuple[float, float]:
 
 def render(p: Progress, records_per_s: float, bytes_per_s: float) -> str:
     """The progress line (counters only)."""
+    parts = [f"{p.status} {p.elapsed:5.1f}s"]
+    if p.files_in is not None and p.files_out is not None:
+        parts.append(f"files {p.files_in} in, {p.files_out} out")
+    parts.append(f"records {format_count(p.records_in)} ({format_count(records_per_s)}/s)")
+    if p.bytes_in is not None:
+        parts.append(f"{format_bytes(p.bytes_in)} ({format_bytes(bytes_per_s)}/s)")
     cut = f"cuts {p.cuts}" + (f" (last #{p.last_cut_id})" if p.last_cut_id is not None else "")
-    return (
-        f"{p.status} {p.elapsed:5.1f}s | files {p.files_in} in, {p.files_out} out | "
-        f"records {format_count(p.records_in)} ({format_count(records_per_s)}/s) | "
-        f"{format_bytes(p.bytes_in)} ({format_bytes(bytes_per_s)}/s) | {cut} | "
-        f"resets {p.resets}"
-    )
+    parts += [cut, f"resets {p.resets}"]
+    return " | ".join(parts)
 
 
 class ProgressDisplay:
@@ -134,7 +137,7 @@ class ProgressDisplay:
         now = time.monotonic()
         with self._lock:
             self._latest = progress
-            self._window.append((now, progress.records_in, progress.bytes_in))
+            self._window.append((now, progress.records_in, progress.bytes_in or 0))
             while len(self._window) > 2 and now - self._window[0][0] > 5.0:
                 self._window.popleft()
             if not self.enabled or now - self._last_shown < self.interval * 0.9:
@@ -158,7 +161,9 @@ class ProgressDisplay:
             self._latest = final
             elapsed = final.elapsed
             rates = (
-                (final.records_in / elapsed, final.bytes_in / elapsed) if elapsed > 0 else (0, 0)
+                (final.records_in / elapsed, (final.bytes_in or 0) / elapsed)
+                if elapsed > 0
+                else (0.0, 0.0)
             )
             line = render(final, *rates)
             if self.enabled and self.live:

@@ -1,0 +1,376 @@
+"""The Spark engine: the same pipeline as a Structured Streaming query (local mode by default).
+
+``hdfs_scan`` (scan + file source) -> optional transform (SQL over the view ``input``, or a
+per-record Python function as a UDF) -> ``hdfs_sink``. Spark's own checkpoint (offsets and
+commits) lives in ``<checkpoint_dir>/spark``; the scan's batch plans in ``<checkpoint_dir>/plans``
+when the checkpoint directory is on the scanned filesystem. The region settings map to Spark:
+``periodic`` -> a processing-time trigger of ``period``; ``operator_driven`` -> batches end at
+file boundaries; ``--available-now`` -> ``Trigger.AvailableNow``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import posixpath
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from operators.config import PipelineConfig
+from operators.engines import claim_checkpoint_dir, load_function
+from operators.fs import open_path
+from operators.progress import Progress, ProgressDisplay
+from region.errors import ConfigError, LockLostError
+from region.lock import CheckpointLock
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    from operators.spark.supervisor import BatchProgress, SparkSupervisor
+
+__all__ = ["SparkPlan", "plan_spark", "run_spark"]
+
+logger = logging.getLogger(__name__)
+
+#: Region checkpoint layout under ``checkpoint_dir``.
+SPARK_DIR = "spark"
+PLANS_DIR = "plans"
+
+
+class SparkPlan:
+    """The options of the query, checked before any JVM starts (so configuration errors are
+    fast and never need Java)."""
+
+    def __init__(self, config: PipelineConfig) -> None:
+        self.config = config
+        cp_settings, cp_path = config.locate(config.region.checkpoint_dir)
+        if cp_settings.kind == "webhdfs":
+            msg = (
+                f"[region] checkpoint_dir: {config.display(config.region.checkpoint_dir)!r}: "
+                "Spark cannot keep its checkpoint on webhdfs:// (its bundled client is broken); "
+                "use a local path or hdfs://"
+            )
+            raise ConfigError(msg)
+        self.checkpoint_dir = cp_path
+        self.checkpoint_settings = cp_settings
+        self.spark_checkpoint = _hadoop_uri(cp_settings.display(posixpath.join(cp_path, SPARK_DIR)))
+        self.query_name = (
+            "hdfs_region_" + hashlib.sha256(config.pipeline_id().encode()).hexdigest()[:12]
+        )
+        self.source_options = self._source_options()
+        self.sink_options = self._sink_options()
+        #: Where the sink's write-ahead log is (the sink's default), for ``inspect``.
+        template = config.sink.template or ""
+        self.sink_log = config.display(_join(posixpath.dirname(template) or ".", "_hdfs_sink"))
+        if config.transform is not None and config.transform.function is not None:
+            load_function(config.transform.function, config.folder)  # fails here, not in Spark
+
+    def _fs_options(self) -> dict[str, str]:
+        fs = self.config.filesystem
+        out: dict[str, str] = {}
+        for field in fs.model_fields_set:
+            value = getattr(fs, field)
+            if value is None:
+                continue
+            if hasattr(value, "get_secret_value"):
+                value = value.get_secret_value()
+            out[field] = str(value)
+        return out
+
+    def _source_options(self) -> dict[str, str]:
+        config = self.config
+        scan, source = config.scan, config.source
+        options = self._fs_options()
+        options["directory"] = config.scan_directory
+        for field in ("pattern", "strict_mode", "min_file_age", "late_window"):
+            if field in scan.model_fields_set and getattr(scan, field) is not None:
+                options[field] = _text(getattr(scan, field))
+        for field in ("init_delay", "roots"):
+            if field in scan.model_fields_set:
+                logger.warning("[scan] %s is not used by the spark engine", field)
+        for field in ("format", "encoding", "on_decode_error", "block_size", "read_chunk"):
+            options[field] = _text(getattr(source, field))
+        if "init_delay" in source.model_fields_set:
+            logger.warning("[source] init_delay is not used by the spark engine")
+        spark = config.spark
+        if spark.max_files_per_trigger is not None:
+            options["max_files_per_trigger"] = str(spark.max_files_per_trigger)
+        if spark.max_bytes_per_trigger is not None:
+            options["max_bytes_per_trigger"] = str(spark.max_bytes_per_trigger)
+        # One query per plan directory: keep the plans with this pipeline's checkpoint when
+        # both are on the same filesystem, else beside the scanned directory, per pipeline.
+        scan_settings, _ = config.locate(config.scan_directory)
+        if scan_settings.display() == self.checkpoint_settings.display():
+            options["plan_dir"] = _join(config.region.checkpoint_dir, PLANS_DIR)
+        else:
+            options["plan_dir"] = _join(config.scan_directory, f"_hdfs_scan/{config.pipeline_id()}")
+        return options
+
+    def _sink_options(self) -> dict[str, str]:
+        sink = self.config.sink
+        unsupported = {
+            "time_per_file": "files never span micro-batches; use tuples_per_file or "
+            "bytes_per_file",
+            "file_attribute_name": "file names from records need the local engine",
+            "close_on_punct": "files end with each micro-batch anyway",
+        }
+        for field, why in unsupported.items():
+            if getattr(sink, field) not in (None, False):
+                value = getattr(sink, field)
+                msg = f"[sink] {field}: not supported by the spark engine, {why} (got {value!r})"
+                raise ConfigError(msg)
+        if sink.publish != "atomic":
+            msg = (
+                f"[sink] publish: the spark engine publishes by rename only (got {sink.publish!r})"
+            )
+            raise ConfigError(msg)
+        options = self._fs_options()
+        assert sink.file is not None
+        options["file"] = sink.file
+        if sink.directory is not None:
+            options["directory"] = sink.directory
+        for field in ("time_format", "encoding", "format", "delivery"):
+            options[field] = _text(getattr(sink, field))
+        options["permission"] = oct(sink.permission)
+        for field in ("tuples_per_file", "bytes_per_file"):
+            if getattr(sink, field) is not None:
+                options[field] = str(getattr(sink, field))
+        return options
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _join(path: str, name: str) -> str:
+    return path.rstrip("/") + "/" + name
+
+
+def _hadoop_uri(display: str) -> str:
+    # file:///a/b is what Hadoop wants for local paths; hdfs:// URIs pass through.
+    return display
+
+
+def plan_spark(config: PipelineConfig) -> SparkPlan:
+    """Check the settings for the Spark engine (no JVM); raises ConfigError naming the key."""
+    return SparkPlan(config)
+
+
+def _transformed(spark: SparkSession, frame: DataFrame, config: PipelineConfig) -> DataFrame:
+    transform = config.transform
+    if transform is None:
+        return frame
+    if transform.sql is not None:
+        frame.createOrReplaceTempView("input")
+        try:
+            return spark.sql(transform.sql)
+        except Exception as exc:  # AnalysisException / ParseException: the SQL is wrong
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"[transform] sql: {first} (got {transform.sql!r})") from None
+    assert transform.function is not None
+    from pyspark.sql.functions import col, udf
+
+    func = load_function(transform.function, config.folder)
+    binary = config.source.format == "binary"
+    apply = udf(func, "binary" if binary else "string")
+    return frame.select(apply(col("value")).alias("value")).where(col("value").isNotNull())
+
+
+def _session(config: PipelineConfig) -> SparkSession:
+    from operators.spark.session import build_session
+
+    # Spark's Python workers import user transforms from the settings file's folder.
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if config.transform is not None and config.transform.function and config.folder not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, config.folder])
+    return build_session(
+        f"hdfs-region {config.pipeline_id()}", master=config.spark.master, conf=config.spark.conf
+    )
+
+
+class _Stopper:
+    """SIGINT / SIGTERM: stop after the running batch; a second signal: the default action.
+
+    (PySpark starts the JVM ignoring SIGINT, so Ctrl-C reaches only this process.)
+    """
+
+    def __init__(self) -> None:
+        self.target: SparkSupervisor | None = None
+        self.requested = False
+        self.signals = 0
+        self._previous: dict[int, Any] = {}
+
+    def request(self) -> None:
+        self.requested = True
+        if self.target is not None:
+            self.target.stop()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signals += 1
+        self.request()
+        if self.signals > 1:
+            self.restore()
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+        try:
+            yield
+        finally:
+            self.restore()
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+
+class _Totals:
+    """Progress of the query, fed by the supervisor's per-batch callback."""
+
+    def __init__(self, has_transform: bool) -> None:
+        self.started = time.monotonic()
+        self.records = 0
+        self.batches = 0
+        self.restarts = 0
+        self.last_batch: int | None = None
+        self.status = "starting"
+        self.has_transform = has_transform
+
+    def on_batch(self, batch: BatchProgress) -> None:
+        self.records += batch.num_input_rows
+        self.batches += 1
+        self.last_batch = batch.batch_id
+        self.status = "processing"
+
+    def on_restart(self, attempt: int, error: BaseException) -> None:
+        self.restarts += 1
+        self.status = "restarting"
+
+    def progress(self) -> Progress:
+        return Progress(
+            status=self.status,
+            files_in=None,
+            files_out=None,
+            records_in=self.records,
+            records_out=None if self.has_transform else self.records,
+            bytes_in=None,
+            cuts=self.batches,
+            resets=self.restarts,
+            last_cut_id=self.last_batch,
+            elapsed=time.monotonic() - self.started,
+        )
+
+
+def run_spark(
+    config: PipelineConfig,
+    *,
+    available_now: bool = False,
+    display: ProgressDisplay | None = None,
+) -> Progress:
+    """Run the pipeline as a Spark streaming query until stopped (or, with ``available_now``,
+    until everything present is processed); return the final progress.
+
+    1. Check the settings for Spark and find Java (ConfigError, before anything is written).
+    2. Lock the checkpoint directory and check (or stamp) its pipeline identity.
+    3. Start the session and run the query under the supervisor, which restarts it from its
+       checkpoint after a failure, up to ``max_consecutive_reset_attempts`` in a row.
+    """
+    plan = plan_spark(config)
+    from operators.spark.session import find_java
+
+    try:
+        find_java()
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; or run without Spark: --engine local") from None
+    cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
+    region = config.region
+    stopper = _Stopper()
+    lock = CheckpointLock(
+        cp_fs,
+        cp_dir,
+        ttl=region.lock_ttl,
+        permission=region.checkpoint_permission,
+        on_lost=lambda reason: stopper.request(),
+    )
+    lock.acquire()
+    try:
+        claim_checkpoint_dir(
+            cp_fs,
+            cp_dir,
+            pipeline_id=config.pipeline_id(),
+            engine="spark",
+            permission=region.checkpoint_permission,
+            foreign_engine_files=lambda: any(
+                s.name.startswith("cut-") for s in cp_fs.list_dir(cp_dir)
+            ),
+            details={"sink_log": plan.sink_log},
+        )
+        logger.info(
+            "Pipeline %s: %s -> %s, checkpoints in %s (spark engine, %s trigger)",
+            config.pipeline_id(),
+            config.display(config.scan_directory),
+            config.display(config.sink.template or ""),
+            config.display(config.region.checkpoint_dir),
+            region.trigger.value,
+        )
+        totals = _Totals(config.transform is not None)
+        with stopper.installed():
+            spark = _session(config)
+            supervisor = _supervisor(spark, plan, available_now, totals)
+            stopper.target = supervisor
+            if stopper.requested:  # a signal while the session started
+                supervisor.stop()
+            if display is not None:
+                display.start(totals.progress)
+            try:
+                supervisor.run()
+            finally:
+                totals.status = "stopped"
+                final = totals.progress()
+                if display is not None:
+                    display.finish(final)
+        if lock.lost is not None:
+            raise LockLostError(lock.lost)
+        return final
+    finally:
+        lock.release()
+
+
+def _supervisor(
+    spark: SparkSession, plan: SparkPlan, available_now: bool, totals: _Totals
+) -> SparkSupervisor:
+    from operators.spark.supervisor import SparkSupervisor
+
+    config = plan.config
+
+    def build(region_options: dict[str, str]) -> DataStreamWriter:
+        reader = spark.readStream.format("hdfs_scan").options(
+            **{**plan.source_options, **region_options}
+        )
+        frame = _transformed(spark, reader.load(), config)
+        return (
+            frame.writeStream.format("hdfs_sink")
+            .options(**plan.sink_options)
+            .option("checkpointLocation", plan.spark_checkpoint)
+            .queryName(plan.query_name)
+        )
+
+    return SparkSupervisor(
+        build,
+        config.region,
+        available_now=available_now,
+        on_progress=totals.on_batch,
+        on_restart=totals.on_restart,
+    )

@@ -1,0 +1,122 @@
+"""What both engines do the same way: import a user transform, and claim a checkpoint directory.
+
+A checkpoint directory holds ``pipeline.json`` (the pipeline identity and the engine that
+wrote it) next to the engine's own checkpoints: the local engine's ``cut-*.json`` files or the
+Spark engine's ``spark/`` checkpoint. A directory of another pipeline, or of the other engine
+(whose checkpoints this engine cannot resume: it would start over and duplicate the output),
+is refused with an error saying what to do.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from region.errors import CheckpointError, ConfigError
+from region.fs import FileSystem
+
+__all__ = ["IDENTITY_FILE", "claim_checkpoint_dir", "load_function", "read_identity"]
+
+logger = logging.getLogger(__name__)
+
+IDENTITY_FILE = "pipeline.json"
+
+
+def load_function(spec: str, folder: str) -> Callable[[Any], Any]:
+    """The per-record function named ``"module:function"``; ``folder`` (the settings file's)
+    is importable. Raises ConfigError naming the key and the value."""
+    module_name, _, attr = spec.partition(":")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        msg = f"[transform] function: cannot import module {module_name!r} of {spec!r} ({exc})"
+        raise ConfigError(msg) from None
+    func = getattr(module, attr, None)
+    if not callable(func):
+        msg = f"[transform] function: {spec!r}: module {module_name!r} has no function {attr!r}"
+        raise ConfigError(msg)
+    return func  # type: ignore[no-any-return]
+
+
+def _join(directory: str, name: str) -> str:
+    return directory.rstrip("/") + "/" + name
+
+
+def read_identity(fs: FileSystem, directory: str) -> dict[str, Any] | None:
+    """The identity record of a checkpoint directory, or ``None`` when it has none."""
+    path = _join(directory, IDENTITY_FILE)
+    try:
+        data = fs.read(path)
+    except FileNotFoundError:
+        return None
+    try:
+        record = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        msg = f"{fs.display(path)} is damaged ({exc}): restore it or remove it"
+        raise CheckpointError(msg) from None
+    if not isinstance(record, dict):
+        raise CheckpointError(f"{fs.display(path)} is not a JSON object: restore or remove it")
+    return record
+
+
+def claim_checkpoint_dir(
+    fs: FileSystem,
+    directory: str,
+    *,
+    pipeline_id: str,
+    engine: str,
+    permission: int | None = 0o640,
+    foreign_engine_files: Callable[[], bool] | None = None,
+    details: Mapping[str, str] | None = None,
+) -> None:
+    """Stamp ``directory`` with this pipeline and engine, or refuse one stamped otherwise.
+
+    Call it while holding the directory's :class:`~region.lock.CheckpointLock`.
+    ``foreign_engine_files()`` says whether checkpoints of the other engine are present in an
+    unstamped directory. ``details`` are stored too (for ``inspect``; never credentials).
+    Raises :class:`CheckpointError` naming the directory and the owner.
+    """
+    shown = fs.display(directory)
+    record = read_identity(fs, directory)
+    if record is not None:
+        owner, used = record.get("pipeline_id"), record.get("engine")
+        if owner != pipeline_id:
+            msg = (
+                f"checkpoint directory {shown} belongs to pipeline {owner!r}, but this is "
+                f"pipeline {pipeline_id!r}: two jobs must not share checkpoint directory "
+                f"{shown}; give this job its own [region] checkpoint_dir"
+            )
+            raise CheckpointError(msg)
+        if used != engine:
+            msg = (
+                f"checkpoint directory {shown} holds checkpoints of the {used} engine, which "
+                f"the {engine} engine cannot resume (it would start over and repeat the "
+                f"output): run with --engine {used}, or give a new [region] checkpoint_dir"
+            )
+            raise CheckpointError(msg)
+        return
+    if foreign_engine_files is not None and foreign_engine_files():
+        other = "spark" if engine == "local" else "local"
+        msg = (
+            f"checkpoint directory {shown} holds checkpoints of the {other} engine: run with "
+            f"--engine {other}, or give a new [region] checkpoint_dir"
+        )
+        raise CheckpointError(msg)
+    fs.mkdirs(directory)
+    record = {**(details or {}), "pipeline_id": pipeline_id, "engine": engine}
+    body = json.dumps(record, indent=1) + "\n"
+    writer = fs.create(_join(directory, IDENTITY_FILE), overwrite=True, permission=permission)
+    try:
+        writer.write(body.encode("utf-8"))
+        writer.sync()
+    finally:
+        writer.close()
+    logger.info(
+        "Checkpoint directory %s now belongs to pipeline %s (%s)", shown, pipeline_id, engine
+    )

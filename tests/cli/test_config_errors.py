@@ -1,0 +1,203 @@
+"""Configuration errors: exit code 2 and one line per bad key naming the key and the value,
+for both engines, before any JVM starts and before anything is written."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from operators.cli import main
+from tests.cli.conftest import PipelineDir, cli
+
+GOOD = {
+    "head": 'engine = "{engine}"',
+    "region": "",
+    "scan": 'directory = "landing"',
+    "sink": 'file = "out/part-%FILENUM.txt"',
+}
+
+
+def settings(engine: str, **tables: str) -> str:
+    parts = {**GOOD, **tables}
+    text = parts.pop("head").format(engine=engine) + "\n"
+    for table, body in parts.items():
+        if body is not None:
+            text += f"[{table}]\n{body}\n"
+    return text
+
+
+# (tables to change, what the message must say). Each message names table, key and value.
+CASES = [
+    pytest.param(
+        {"sink": 'file = "out/p-%FILENUM"\ntuples_per_file = "abc"'},
+        "[sink] tuples_per_file: Input should be a valid integer, unable to parse string as an "
+        "integer (got 'abc')",
+        id="sink-int",
+    ),
+    pytest.param(
+        {"sink": 'file = "o/%FILENUM"\ntuplesPerFile = 0'},
+        "[sink] tuplesPerFile: Input should be greater than or equal to 1 (got 0)",
+        id="ibm-alias-kept",
+    ),
+    pytest.param(
+        {"region": 'period = "5 parsecs"'},
+        "[region] period: duration '5 parsecs' is not understood",
+        id="duration",
+    ),
+    pytest.param(
+        {"region": 'trigger = "sometimes"'},
+        "[region] trigger: Input should be 'periodic' or 'operator_driven' (got 'sometimes')",
+        id="trigger",
+    ),
+    pytest.param(
+        {"scan": 'directory = "landing"\nsleep_tme = "1s"'},
+        "[scan] sleep_tme: unknown key (known: directory, pattern, sleep_time,",
+        id="unknown-key",
+    ),
+    pytest.param({"scan": 'pattern = "x"'}, "[scan] directory: required", id="no-directory"),
+    pytest.param(
+        {"scan": 'directory = "landing"\npattern = "(["'},
+        "[scan] pattern: pattern '([' is not a valid regular expression",
+        id="pattern",
+    ),
+    pytest.param(
+        {"source": 'encoding = "klingon"'},
+        "[source] encoding: encoding 'klingon' is not a known codec",
+        id="encoding",
+    ),
+    pytest.param(
+        {"sink": 'file = "o/%FILENUM"\ntuples_per_file = 5\nbytes_per_file = 9'},
+        "[sink] tuples_per_file=5 and bytes_per_file=9 exclude each other",
+        id="exclusive",
+    ),
+    pytest.param({"sink": None}, "[sink]: the table is required", id="no-sink"),
+    pytest.param(
+        {"transform": 'function = "no_such_module:f"'},
+        "[transform] function: cannot import module 'no_such_module'",
+        id="function-import",
+    ),
+    pytest.param(
+        {"transform": 'function = "not a function"'},
+        "[transform] function: 'not a function' is not 'module:function'",
+        id="function-syntax",
+    ),
+]
+
+
+def run_main(config: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    code = main(["run", str(config), "--available-now", *extra])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.parametrize(("tables", "expected"), CASES)
+def test_bad_values_exit_2_naming_key_and_value(
+    pdir: PipelineDir,
+    capsys: pytest.CaptureFixture[str],
+    engine: str,
+    tables: dict[str, str | None],
+    expected: str,
+) -> None:
+    pdir.add_files(1, 3)
+    config = pdir.write_config(settings(engine, **tables))
+    code, err = run_main(config, capsys)
+    assert code == 2
+    assert expected in err
+    assert err.startswith("hdfs-region: configuration error")
+    assert not pdir.out.exists() and not (pdir.root / "checkpoints").exists()
+
+
+@pytest.mark.parametrize(
+    ("engine", "tables", "expected"),
+    [
+        (
+            "local",
+            {"transform": 'sql = "SELECT value FROM input"'},
+            "[transform] sql: SQL transforms need the spark engine",
+        ),
+        (
+            "spark",
+            {"sink": 'file = "o/%FILENUM"\ntime_per_file = "5s"'},
+            "[sink] time_per_file: not supported by the spark engine",
+        ),
+        (
+            "spark",
+            {"sink": 'file = "o/%FILENUM"\npublish = "visible"'},
+            "[sink] publish: the spark engine publishes by rename only (got 'visible')",
+        ),
+    ],
+)
+def test_settings_one_engine_cannot_run(
+    pdir: PipelineDir,
+    capsys: pytest.CaptureFixture[str],
+    engine: str,
+    tables: dict[str, str],
+    expected: str,
+) -> None:
+    config = pdir.write_config(settings(engine, **tables))
+    code, err = run_main(config, capsys)
+    assert code == 2
+    assert expected in err
+
+
+def test_the_command_line_engine_overrides_the_file(
+    pdir: PipelineDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = pdir.write_config(settings("spark", transform='sql = "SELECT value FROM input"'))
+    code, err = run_main(config, capsys, "--engine", "local")
+    assert code == 2 and "need the spark engine" in err
+
+
+def test_a_bad_engine_and_a_bad_top_level_key(
+    pdir: PipelineDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = pdir.write_config('engine = "flink"\nmode = 3\n' + settings("local").split("\n", 1)[1])
+    code, err = run_main(config, capsys)
+    assert code == 2
+    assert "engine: Input should be 'spark' or 'local' (got 'flink')" in err
+    assert "mode: unknown key" in err
+
+
+def test_toml_syntax_and_missing_file(
+    pdir: PipelineDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pdir.root.mkdir(parents=True, exist_ok=True)
+    bad = pdir.root / "bad.toml"
+    bad.write_text("[scan]\ndirectory = landing\n")
+    code, err = run_main(bad, capsys)
+    assert code == 2 and "bad.toml is not valid TOML" in err and "line 2" in err
+    code, err = run_main(pdir.root / "missing.toml", capsys)
+    assert code == 2 and "cannot read settings file" in err and "missing.toml" in err
+
+
+def test_credentials_are_never_echoed(
+    pdir: PipelineDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "hunter2-Sup3rS3cret"
+    uri = f'uri = "webhdfs://alice:{secret}@nn:9870"'
+    for body, key in [
+        (f"{uri}\ntoken = 7", "[filesystem] token"),
+        (f'{uri}\nuser = "bob"', "[filesystem] user"),
+        ("password = 5", "[filesystem] password"),
+        (f'keytab = "/etc/{secret}.keytab"', "[filesystem] keytab: '***' is set"),
+    ]:
+        config = pdir.write_config(settings("local", filesystem=body))
+        code, err = run_main(config, capsys)
+        assert code == 2
+        assert key in err
+        assert secret not in err
+
+
+def test_missing_java_is_one_line_suggesting_the_local_engine(pdir: PipelineDir) -> None:
+    pdir.add_files(1, 3)
+    config = pdir.write_config(settings("spark"))
+    done = cli(
+        "run", str(config), "--available-now", PATH=os.path.dirname(sys.executable), JAVA_HOME=""
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "java was not found" in lines[0] and "--engine local" in lines[0]

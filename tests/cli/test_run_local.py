@@ -1,0 +1,239 @@
+"""``hdfs-region run`` with the local engine: output, resume, transforms, stop, failures."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import PipelineDir, cli, cut_files, start_cli, wait_for
+
+BASIC = """\
+    engine = "local"
+    [region]
+    trigger = "{trigger}"
+    period = "100ms"
+    [scan]
+    directory = "landing"
+    [sink]
+    file = "out/part-%FILENUM.txt"
+    tuples_per_file = 70
+"""
+
+
+def scan_order(pdir: PipelineDir) -> list[str]:
+    """Every landing record in the scan's order: files by (mtime, name), lines in file order."""
+    files = sorted(pdir.landing.iterdir(), key=lambda p: (p.stat().st_mtime_ns, p.name))
+    return [line for f in files for line in f.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("trigger", ["periodic", "operator_driven"])
+def test_available_now_moves_every_record_once_in_scan_order(
+    pdir: PipelineDir, tmp_path: Path, trigger: str
+) -> None:
+    pdir.add_files(5, 40)
+    config = pdir.write_config(BASIC.format(trigger=trigger))
+    # Started from another folder: relative paths resolve against the settings file's folder.
+    done = cli("run", str(config), "--available-now", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert pdir.output_lines() == scan_order(pdir)
+    assert len(pdir.output_lines()) == 200
+    assert "200 records in" in done.stdout
+    # Files of 70 records; the last one closed by the final cut, nothing left in progress.
+    published = sorted(p.name for p in pdir.out.iterdir())
+    assert published == [f"part-{i}.txt" for i in range(3)]
+    assert cut_files(pdir.root / "checkpoints" / "pipeline")
+    if trigger == "operator_driven":
+        # A cut after each file, plus the final one.
+        assert "trigger: operator_driven" in done.stderr
+
+
+def test_a_second_run_reads_only_new_files(pdir: PipelineDir) -> None:
+    pdir.add_files(2, 30)
+    config = pdir.write_config(BASIC.format(trigger="periodic"))
+    assert cli("run", str(config), "--available-now").returncode == 0
+    first = pdir.output_lines()
+    again = cli("run", str(config), "--available-now")
+    assert again.returncode == 0, again.stderr
+    assert "0 records in" in again.stdout
+    pdir.add_files(2, 30, prefix="g")
+    third = cli("run", str(config), "--available-now")
+    assert third.returncode == 0, third.stderr
+    assert "60 records in" in third.stdout
+    assert pdir.output_lines()[: len(first)] == first
+    assert sorted(pdir.output_lines()) == sorted(pdir.records)
+
+
+def test_transform_function_from_the_settings_folder(pdir: PipelineDir) -> None:
+    pdir.add_file("a.txt", ["keep 1", "drop me", "keep 2"])
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [scan]
+        directory = "landing"
+        [transform]
+        function = "pace:shout"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    done = cli("run", str(config), "--available-now")
+    assert done.returncode == 0, done.stderr
+    assert pdir.output_lines() == ["KEEP 1", "KEEP 2"]
+    assert "3 records in, 2 out" in done.stdout
+
+
+def test_ibm_camel_case_names_are_accepted(pdir: PipelineDir) -> None:
+    pdir.add_files(2, 10)
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [region]
+        checkpointDir = "state"
+        maxConsecutiveResetAttempts = 2
+        [scan]
+        directory = "landing"
+        sleepTime = "1s"
+        [source]
+        onDecodeError = "replace"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        tuplesPerFile = 5
+        """
+    )
+    done = cli("run", str(config), "--available-now")
+    assert done.returncode == 0, done.stderr
+    assert len(pdir.output_lines()) == 20 and len(list(pdir.out.iterdir())) == 4
+    assert cut_files(pdir.root / "state")
+
+
+def test_region_failure_exits_1_naming_the_cause(pdir: PipelineDir) -> None:
+    pdir.add_file("a.txt", ["fine", "boom here", "never"])
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [region]
+        max_consecutive_reset_attempts = 2
+        [scan]
+        directory = "landing"
+        [transform]
+        function = "pace:explode"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    done = cli("run", str(config), "--available-now")
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("hdfs-region: error: consistent region failed after 2")
+    assert "ValueError: cannot transform 'boom here'" in last
+    assert "explode" in last
+    assert pdir.output_lines() == []
+
+
+def test_sigterm_stops_gracefully_and_a_second_process_is_refused(pdir: PipelineDir) -> None:
+    pdir.add_files(3, 50)
+    config = pdir.write_config(BASIC.format(trigger="periodic"))
+    running = start_cli("run", str(config))  # runs until stopped
+    checkpoints = pdir.root / "checkpoints" / "pipeline"
+    try:
+        wait_for(lambda: len(pdir.output_lines()) >= 140, what="output of the first run")
+        # The same checkpoint directory is in use: the second process fails at start and names
+        # the holder (its pid).
+        second = cli("run", str(config), "--available-now")
+        assert second.returncode == 1
+        assert f"pid {running.pid}" in second.stderr
+        assert "is locked by" in second.stderr
+        running.send_signal(signal.SIGTERM)
+        _, stderr = running.communicate(timeout=60)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    assert running.returncode == 0, stderr
+    # The final cut published the last, partly filled file.
+    assert pdir.output_lines() == scan_order(pdir)
+    last_cut = json.loads(cut_files(checkpoints)[-1].read_text())
+    assert last_cut["meta"]["trigger"] == "stop"
+    assert "Stopping gracefully" in stderr
+
+
+def test_a_checkpoint_of_another_pipeline_is_refused(pdir: PipelineDir) -> None:
+    pdir.add_files(1, 5)
+    shared = """\
+        engine = "local"
+        {name}
+        [region]
+        checkpoint_dir = "shared"
+        [scan]
+        directory = "landing"
+        [sink]
+        file = "{out}/part-%FILENUM.txt"
+    """
+    first = pdir.write_config(shared.format(name="", out="out"), "a.toml")
+    other = pdir.write_config(shared.format(name="", out="elsewhere"), "b.toml")
+    assert cli("run", str(first), "--available-now").returncode == 0
+    refused = cli("run", str(other), "--available-now")
+    assert refused.returncode == 1
+    assert "two jobs must not share checkpoint directory" in refused.stderr
+    assert not (pdir.root / "elsewhere").exists()
+    # A name is the identity when given: the same paths under a name are another pipeline.
+    named = pdir.write_config(shared.format(name='name = "orders"', out="out"), "c.toml")
+    again = cli("run", str(named), "--available-now")
+    assert again.returncode == 1
+    assert "'orders'" in again.stderr
+
+
+def test_progress_is_logged_as_lines_when_not_a_terminal(pdir: PipelineDir) -> None:
+    pdir.add_files(2, 20)
+    config = pdir.write_config(BASIC.format(trigger="periodic"))
+    done = cli("run", str(config), "--available-now")
+    assert done.returncode == 0
+    progress = [line for line in done.stderr.splitlines() if "operators.progress" in line]
+    assert progress, done.stderr
+    final = progress[-1]
+    for part in ("files 2 in, 1 out", "records 40", "cuts 1", "resets 0", "/s"):
+        assert part in final
+    assert "\r" not in done.stderr
+
+
+def test_progress_is_one_live_line_on_a_terminal(pdir: PipelineDir) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.cli.conftest import cli_env
+
+    pdir.add_files(2, 20)
+    config = pdir.write_config(BASIC.format(trigger="periodic"))
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "operators.cli", "run", str(config), "--available-now"],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            env=cli_env(PACE="0"),
+            text=True,
+        )
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                data = os.read(leader, 4096)
+            except OSError:  # the process closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        proc.wait(timeout=60)
+    finally:
+        os.close(leader)
+    text = b"".join(chunks).decode()
+    assert proc.returncode == 0
+    # Redrawn in place: carriage return + erase line, one final line, and no INFO log lines.
+    assert "\r\x1b[2K" in text
+    assert "records 40" in text and "cuts 1" in text
+    assert "INFO" not in text
