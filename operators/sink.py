@@ -582,8 +582,13 @@ class HDFS2FileSink(SinkOperator):
         self.metrics.files_written += 1
         logger.debug("sink %s: closed %s (%s bytes)", self.name, cur.work, cur.size)
 
-    def _publish(self, done: _Closed, *, notify: bool = True) -> None:
-        """Rename a covered file to its final name; safe to repeat (Beam's finalize rule)."""
+    def _publish(self, done: _Closed, *, notify: bool = True, recovering: bool = False) -> None:
+        """Rename a covered file to its final name; safe to repeat (Beam's finalize rule).
+
+        When neither name exists, a live publish raises (someone deleted our in-progress file).
+        A recovering one only warns: the crashed process most likely renamed the file and a
+        reader has since moved it away, and failing the region forever would not bring it back.
+        """
         if self._atomic:
             try:
                 self._fs.rename(done.work, done.final)
@@ -593,7 +598,10 @@ class HDFS2FileSink(SinkOperator):
                         f"sink {self.name!r}: cannot publish {self._fs.display(done.final)}: "
                         f"neither it nor {self._fs.display(done.work)} exists"
                     )
-                    raise FileNotFoundError(msg) from None
+                    if not recovering:
+                        raise FileNotFoundError(msg) from None
+                    logger.warning("%s (published before the crash and moved away since?)", msg)
+                    return
                 # renamed before a crash
             except FileExistsError:
                 if self._fs.exists(done.work):
@@ -662,7 +670,7 @@ class HDFS2FileSink(SinkOperator):
         self._drop_writer()
         # 1. Finish what the cut promised: publish the files it covers.
         for done in restored.pending:
-            self._publish(done, notify=done.final not in self._just_published)
+            self._publish(done, notify=done.final not in self._just_published, recovering=True)
         self._just_published = {done.final for done in restored.pending}
         # 2. Delete this sink's files the cut does not know (opened after it).
         keep = {c.final for c in restored.pending}

@@ -141,8 +141,14 @@ class SinkEnv:
 
 
 @pytest.fixture
-def sink_env(tmp_path: Path) -> SinkEnv:
-    """A sink output directory on the local disk."""
+def sink_env(any_fs: Any) -> SinkEnv:
+    """A sink output directory on each filesystem backend (``any_fs``)."""
+    return SinkEnv(any_fs.fs, any_fs.root)
+
+
+@pytest.fixture
+def sink_local(tmp_path: Path) -> SinkEnv:
+    """A sink output directory on the local disk (for many-example property tests)."""
     return SinkEnv(LocalFileSystem(), str(tmp_path))
 
 

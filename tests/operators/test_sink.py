@@ -338,6 +338,18 @@ def test_filenum_continues_from_the_checkpoint_in_a_new_sink(sink_env: SinkEnv) 
     assert published_bytes(sink_env) == text(lines(8))
 
 
+def test_filenum_is_never_reused_after_consumers_moved_files_away(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
+    run.write(["a", "b"])
+    run.cut()
+    for name in ("part-0.txt", "part-1.txt"):  # a downstream job takes the files
+        sink_env.fs.delete(sink_env.path(name))
+    run.crash()
+    run.write(["c"])
+    run.stop()
+    assert sink_env.published() == {"part-2.txt": b"c\n"}
+
+
 def test_filenum_skips_names_that_exist_and_never_overwrites(sink_env: SinkEnv) -> None:
     first = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
     first.write(["a", "b"])
@@ -584,6 +596,15 @@ def test_weakness10_drain_syncs_not_only_flushes(sink_env: SinkEnv) -> None:
     fs.calls.clear()
     run.sink.drain()  # nothing new: no second sync
     assert fs.calls == []
+
+
+def test_weakness10_a_rolled_file_is_synced_before_it_waits_for_publication(
+    sink_env: SinkEnv,
+) -> None:
+    fs = RecordingFS(sink_env.fs)
+    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2), fs=fs)
+    run.write(["a", "b", "c"])
+    assert ("sync", sink_env.path(".part-0.txt~sink.inprogress")) in fs.calls
 
 
 def test_weakness10_lease_held_by_a_dead_writer_surfaces_and_recovers(sink_env: SinkEnv) -> None:
