@@ -298,7 +298,15 @@ class HDFS2FileSink(SinkOperator):
             if "%" in head:  # variables in directories: walk from the static part
                 assert self._template is not None
                 prefix = self._template.static_prefix
-                self._roots.append((_norm(prefix.rsplit("/", 1)[0] or "/"), True))
+                static = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+                if static in ("", "."):
+                    msg = (
+                        f"sink {name!r}: file template {template!r} has variables in its first "
+                        "directory; recovery would have to walk the whole filesystem: start it "
+                        "with a fixed directory (or set directory=)"
+                    )
+                    raise ConfigError(msg)
+                self._roots.append((_norm(static), True))
             else:
                 self._roots.append((_norm(head or "/"), False))
 

@@ -706,3 +706,27 @@ def test_metrics_count_files_and_records(sink_env: SinkEnv) -> None:
     assert (m.files_opened, m.files_written, m.files_published) == (3, 3, 3)
     assert m.tuples_written == 5 and m.bytes_written == len(text(lines(5)))
     assert m.published[-1] == (sink_env.path("part-2.txt"), len(text(lines(1, 4))))
+
+
+def test_variables_in_directories_are_recovered(sink_env: SinkEnv) -> None:
+    run = SinkRun(
+        sink_env, {"file": sink_env.out + "/p%PARTITION/f%FILENUM/x", "tuples_per_file": 1}
+    )
+    run.write(["a"])
+    run.cut()
+    run.write(["b", "c"])
+    run.crash()
+    assert sink_env.hidden(sink_env.path("p0/f1")) == []
+    run.write(["b", "c"])
+    run.stop()
+    assert [sink_env.published(sink_env.path(f"p0/f{i}")) for i in range(3)] == [
+        {"x": b"a\n"},
+        {"x": b"b\n"},
+        {"x": b"c\n"},
+    ]
+
+
+@pytest.mark.parametrize("template", ["/%HOST/part-%FILENUM", "%HOST/part-%FILENUM"])
+def test_variables_in_the_first_directory_are_refused(template: str) -> None:
+    with pytest.raises(ConfigError, match="first directory"):
+        HDFS2FileSink(SinkSettings(file=template), LocalFileSystem())
