@@ -97,9 +97,9 @@ def test_binary_mode_writes_bytes_as_they_are(sink_env: SinkEnv) -> None:
     assert sink_env.published() == {"part-0.txt": b"\x00\x01\n\xff"}
 
 
-def test_one_write_call_per_batch(sink_env: SinkEnv) -> None:
-    fs = RecordingFS(sink_env.fs)
-    run = SinkRun(sink_env, settings(sink_env), fs=fs)
+def test_one_write_call_per_batch(sink_local: SinkEnv) -> None:
+    fs = RecordingFS(sink_local.fs)
+    run = SinkRun(sink_local, settings(sink_local), fs=fs)
     run.write(lines(1000))
     assert [c for c in fs.calls if c[0] == "write"] == [("write", run.sink._cur.work)]  # type: ignore[union-attr]
 
@@ -122,25 +122,25 @@ def test_utf16_has_one_byte_order_mark_per_file_also_after_reset(sink_env: SinkE
     [("bad \udcff", "cannot be encoded as ascii"), (42, "line mode needs str")],
 )
 def test_bad_record_names_index_value_and_file(
-    sink_env: SinkEnv, record: Any, fragment: str
+    sink_local: SinkEnv, record: Any, fragment: str
 ) -> None:
-    run = SinkRun(sink_env, settings(sink_env, encoding="ascii"))
+    run = SinkRun(sink_local, settings(sink_local, encoding="ascii"))
     with pytest.raises(BadRecordError) as info:
         run.write(["fine", "also fine", record])
     message = str(info.value)
     assert fragment in message and "record 2" in message and repr(record) in message
     assert "part-0.txt" in message
-    assert info.value.offset == 2 and info.value.file == sink_env.path("part-0.txt")
+    assert info.value.offset == 2 and info.value.file == sink_local.path("part-0.txt")
 
 
-def test_binary_mode_rejects_str(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, settings(sink_env, format="binary"))
+def test_binary_mode_rejects_str(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, settings(sink_local, format="binary"))
     with pytest.raises(BadRecordError, match=r"record 1 .* binary mode needs bytes, got str 'x'"):
         run.write([b"ok", "x"])
 
 
-def test_write_before_reset_is_refused(sink_env: SinkEnv) -> None:
-    sink = HDFS2FileSink(SinkSettings(**settings(sink_env)), sink_env.fs)
+def test_write_before_reset_is_refused(sink_local: SinkEnv) -> None:
+    sink = HDFS2FileSink(SinkSettings(**settings(sink_local)), sink_local.fs)
     with pytest.raises(OperatorError, match="before reset"):
         sink.write(Batch(["x"]))
 
@@ -157,12 +157,12 @@ def test_files_are_opened_lazily(sink_env: SinkEnv) -> None:
 # -- rolling --------------------------------------------------------------------------------
 
 
-def test_tuples_per_file_splits_batches_at_the_exact_record(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=4))
+def test_tuples_per_file_splits_batches_at_the_exact_record(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, settings(sink_local, tuples_per_file=4))
     run.write(lines(3))
     run.write(lines(7, 3))  # fills file 0 with one record, then 4, then 2
     run.stop()
-    files = sink_env.published()
+    files = sink_local.published()
     assert files == {
         "part-0.txt": text(lines(4)),
         "part-1.txt": text(lines(4, 4)),
@@ -171,31 +171,31 @@ def test_tuples_per_file_splits_batches_at_the_exact_record(sink_env: SinkEnv) -
     assert run.sink.files_written == 3
 
 
-def test_bytes_per_file_closes_at_the_record_that_reaches_the_limit(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, settings(sink_env, bytes_per_file=7))
+def test_bytes_per_file_closes_at_the_record_that_reaches_the_limit(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, settings(sink_local, bytes_per_file=7))
     run.write(["ab", "cd", "ef", "gh", "ij"])  # 3 bytes each: 9 >= 7 after the third record
     run.write(["k" * 20, "l"])  # one record over the limit is a file on its own
     run.stop()
-    assert sink_env.published() == {
+    assert sink_local.published() == {
         "part-0.txt": b"ab\ncd\nef\n",
         "part-1.txt": b"gh\nij\n" + b"k" * 20 + b"\n",
         "part-2.txt": b"l\n",
     }
 
 
-def test_bytes_per_file_in_binary_mode(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, settings(sink_env, format="binary", bytes_per_file=4))
+def test_bytes_per_file_in_binary_mode(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, settings(sink_local, format="binary", bytes_per_file=4))
     run.write([b"12", b"34", b"5", b"678", b"9"])
     run.stop()
-    assert sink_env.published() == {
+    assert sink_local.published() == {
         "part-0.txt": b"1234",
         "part-1.txt": b"5678",
         "part-2.txt": b"9",
     }
 
 
-def test_time_per_file_closes_an_idle_file_on_tick(sink_env: SinkEnv, clock: FakeClock) -> None:
-    run = SinkRun(sink_env, settings(sink_env, time_per_file="10s"), clock=clock)
+def test_time_per_file_closes_an_idle_file_on_tick(sink_local: SinkEnv, clock: FakeClock) -> None:
+    run = SinkRun(sink_local, settings(sink_local, time_per_file="10s"), clock=clock)
     run.write(["a"])
     clock.advance(9)
     run.sink.on_tick(clock.now)
@@ -204,39 +204,39 @@ def test_time_per_file_closes_an_idle_file_on_tick(sink_env: SinkEnv, clock: Fak
     run.sink.on_tick(clock.now)  # no new data: the timer alone rolls the file
     assert run.sink.current_file is None
     run.cut()
-    assert sink_env.published() == {"part-0.txt": b"a\n"}
+    assert sink_local.published() == {"part-0.txt": b"a\n"}
 
 
-def test_time_per_file_is_checked_before_each_batch(sink_env: SinkEnv, clock: FakeClock) -> None:
-    run = SinkRun(sink_env, settings(sink_env, time_per_file=5), clock=clock)
+def test_time_per_file_is_checked_before_each_batch(sink_local: SinkEnv, clock: FakeClock) -> None:
+    run = SinkRun(sink_local, settings(sink_local, time_per_file=5), clock=clock)
     run.write(["a"])
     clock.advance(6)
     run.write(["b"])
     run.stop()
-    assert sink_env.published() == {"part-0.txt": b"a\n", "part-1.txt": b"b\n"}
+    assert sink_local.published() == {"part-0.txt": b"a\n", "part-1.txt": b"b\n"}
 
 
-def test_close_on_punct(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, settings(sink_env, closeOnPunct=True))
+def test_close_on_punct(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, settings(sink_local, closeOnPunct=True))
     run.write(["a"], punctuation=True)
     run.write(["b"])
     run.write(["c"], punctuation=True)
     run.stop()
-    assert sink_env.published() == {"part-0.txt": b"a\n", "part-1.txt": b"b\nc\n"}
+    assert sink_local.published() == {"part-0.txt": b"a\n", "part-1.txt": b"b\nc\n"}
 
 
-def test_punctuation_without_close_on_punct_keeps_the_file(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, settings(sink_env))
+def test_punctuation_without_close_on_punct_keeps_the_file(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, settings(sink_local))
     run.write(["a"], punctuation=True)
     run.write(["b"], punctuation=True)
     run.stop()
-    assert sink_env.published() == {"part-0.txt": b"a\nb\n"}
+    assert sink_local.published() == {"part-0.txt": b"a\nb\n"}
 
 
-def test_time_variable_uses_the_file_creation_time(sink_env: SinkEnv, clock: FakeClock) -> None:
+def test_time_variable_uses_the_file_creation_time(sink_local: SinkEnv, clock: FakeClock) -> None:
     run = SinkRun(
-        sink_env,
-        {"file": sink_env.out + "/t-%TIME-%FILENUM", "time_format": "SSS", "tuples_per_file": 1},
+        sink_local,
+        {"file": sink_local.out + "/t-%TIME-%FILENUM", "time_format": "SSS", "tuples_per_file": 1},
         clock=clock,
     )
     clock.now = 1_000_000.123
@@ -244,7 +244,7 @@ def test_time_variable_uses_the_file_creation_time(sink_env: SinkEnv, clock: Fak
     clock.now = 1_000_000.456
     run.write(["b"])
     run.stop()
-    assert sorted(sink_env.published()) == ["t-123-0", "t-456-1"]
+    assert sorted(sink_local.published()) == ["t-123-0", "t-456-1"]
 
 
 # -- publishing -----------------------------------------------------------------------------
@@ -307,20 +307,18 @@ def test_publish_fails_when_neither_name_exists(sink_env: SinkEnv) -> None:
         run.sink.on_cut_completed(run.cut_id)
 
 
-def test_close_publishes_nothing(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
+def test_close_publishes_nothing(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, settings(sink_local, tuples_per_file=1))
     run.write(["a", "b"])
     run.sink.close()
-    assert sink_env.published() == {}
+    assert sink_local.published() == {}
 
 
-def test_default_permission_is_not_world_writable(sink_env: SinkEnv) -> None:
-    if not isinstance(sink_env.fs, LocalFileSystem):
-        pytest.skip("permission bits are checked on the local disk")
-    run = SinkRun(sink_env, settings(sink_env))
+def test_default_permission_is_not_world_writable(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, settings(sink_local))
     run.write(["a"])
     run.stop()
-    assert os.stat(sink_env.path("part-0.txt")).st_mode & 0o777 == 0o640
+    assert os.stat(sink_local.path("part-0.txt")).st_mode & 0o777 == 0o640
 
 
 # -- file numbers ---------------------------------------------------------------------------
@@ -545,20 +543,20 @@ def test_missing_open_file_at_reset_is_an_error_naming_it(sink_env: SinkEnv) -> 
         run.new_sink().reset(run.state)
 
 
-def test_state_is_a_plain_json_dict_with_the_documented_layout(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2))
+def test_state_is_a_plain_json_dict_with_the_documented_layout(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, settings(sink_local, tuples_per_file=2))
     run.write(lines(3))
     state = run.sink.checkpoint(1)
     assert json.loads(json.dumps(state)) == state
     assert set(state) == {"version", "next_filenum", "current", "pending"}
-    assert state["current"]["final"] == sink_env.path("part-1.txt")
-    assert state["current"]["work"] == sink_env.path(".part-1.txt~sink.inprogress")
+    assert state["current"]["final"] == sink_local.path("part-1.txt")
+    assert state["current"]["work"] == sink_local.path(".part-1.txt~sink.inprogress")
     assert (state["current"]["size"], state["current"]["tuples"]) == (9, 1)
     assert state["current"]["filenum"] == 1 and state["next_filenum"] == 2
     assert state["pending"] == [
         {
-            "final": sink_env.path("part-0.txt"),
-            "work": sink_env.path(".part-0.txt~sink.inprogress"),
+            "final": sink_local.path("part-0.txt"),
+            "work": sink_local.path(".part-0.txt~sink.inprogress"),
             "size": 18,
         }
     ]
@@ -599,12 +597,12 @@ def test_weakness10_drain_syncs_not_only_flushes(sink_env: SinkEnv) -> None:
 
 
 def test_weakness10_a_rolled_file_is_synced_before_it_waits_for_publication(
-    sink_env: SinkEnv,
+    sink_local: SinkEnv,
 ) -> None:
-    fs = RecordingFS(sink_env.fs)
-    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2), fs=fs)
+    fs = RecordingFS(sink_local.fs)
+    run = SinkRun(sink_local, settings(sink_local, tuples_per_file=2), fs=fs)
     run.write(["a", "b", "c"])
-    assert ("sync", sink_env.path(".part-0.txt~sink.inprogress")) in fs.calls
+    assert ("sync", sink_local.path(".part-0.txt~sink.inprogress")) in fs.calls
 
 
 def test_weakness10_lease_held_by_a_dead_writer_surfaces_and_recovers(sink_env: SinkEnv) -> None:
@@ -656,8 +654,8 @@ def test_file_attribute_name_recovers_like_the_template_mode(sink_env: SinkEnv) 
     assert sink_env.published(sink_env.path("d3")) == {"c": b"4\n"}
 
 
-def test_file_attribute_name_never_overwrites_a_name_seen_before(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, attr_settings(sink_env))
+def test_file_attribute_name_never_overwrites_a_name_seen_before(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, attr_settings(sink_local))
     run.write([("a", "1"), ("b", "2")])
     with pytest.raises(FileExistsError, match="never overwritten"):
         run.write([("a", "3")])
@@ -679,18 +677,18 @@ def test_file_attribute_name_never_overwrites_a_name_seen_before(sink_env: SinkE
     ],
 )
 def test_file_names_are_confined_to_the_base_directory(
-    sink_env: SinkEnv, name: Any, problem: str
+    sink_local: SinkEnv, name: Any, problem: str
 ) -> None:
-    run = SinkRun(sink_env, attr_settings(sink_env))
+    run = SinkRun(sink_local, attr_settings(sink_local))
     with pytest.raises(BadRecordError, match=problem) as info:
         run.write([("ok", "1"), (name, "2")])
     assert info.value.offset == 1 and info.value.field == "name"
-    assert sink_env.names(sink_env.root) == []  # nothing written outside the base
-    assert sink_env.names() == [".ok~sink.inprogress"]
+    assert sink_local.names(sink_local.root) == []  # nothing written outside the base
+    assert sink_local.names() == [".ok~sink.inprogress"]
 
 
-def test_file_attribute_records_must_be_pairs(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, attr_settings(sink_env))
+def test_file_attribute_records_must_be_pairs(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, attr_settings(sink_local))
     with pytest.raises(BadRecordError, match=r"record 0: expected a \(file name, value\) pair"):
         run.write(["just a line"])
 
@@ -698,14 +696,14 @@ def test_file_attribute_records_must_be_pairs(sink_env: SinkEnv) -> None:
 # -- metrics --------------------------------------------------------------------------------
 
 
-def test_metrics_count_files_and_records(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, settings(sink_env, tuples_per_file=2))
+def test_metrics_count_files_and_records(sink_local: SinkEnv) -> None:
+    run = SinkRun(sink_local, settings(sink_local, tuples_per_file=2))
     run.write(lines(5))
     run.stop()
     m = run.sink.metrics
     assert (m.files_opened, m.files_written, m.files_published) == (3, 3, 3)
     assert m.tuples_written == 5 and m.bytes_written == len(text(lines(5)))
-    assert m.published[-1] == (sink_env.path("part-2.txt"), len(text(lines(1, 4))))
+    assert m.published[-1] == (sink_local.path("part-2.txt"), len(text(lines(1, 4))))
 
 
 def test_variables_in_directories_are_recovered(sink_env: SinkEnv) -> None:
