@@ -1,0 +1,158 @@
+"""Benchmark 5: time from a restart after SIGKILL to the first new output (in-process engine).
+
+The real command (``python -m operators.cli run pipeline.toml --engine local``) moves a backlog
+of files (paced to ``--records-per-s`` so it is still busy when killed); it is SIGKILLed at a
+random point after a cut, then started again on the same checkpoint. Measured from the restart
+(process start) to:
+
+* recovered: the region is reset to the last cut (log line ``Region recovered``);
+* first new cut: a new cut is durable (new records read, written and synced);
+* first new file: a new output file is published (readers see new records).
+
+Baseline, in the same run: a fresh start of the same command on a fresh copy of the input (no
+checkpoint) to the same milestones. The published output is checked record by record at the end.
+
+    python bench/bench_recovery.py                # 5 kills, 1 s period
+    python bench/bench_recovery.py --trials 2     # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import add_common_args, median, print_table, scratch, write_json
+from bench.fault_campaign import Arrivals, Workspace, kill, tally, wait_for
+from region.settings import parse_duration
+
+MILESTONES = ("recovered", "first_cut", "first_file")
+
+
+def watch_milestones(ws: Workspace, proc: Any, started: float, timeout: float) -> dict[str, float]:
+    """Seconds from ``started`` until each milestone (polled every 5 ms)."""
+    log_from = ws.log.stat().st_size
+    cut_before = ws.progress()
+    files_before = {p.name for p in ws.out.glob("part-*")} if ws.out.exists() else set()
+    seen: dict[str, float] = {}
+    deadline = started + timeout
+    while len(seen) < len(MILESTONES):
+        now = time.perf_counter()
+        if now > deadline or proc.poll() is not None:
+            raise RuntimeError(f"milestones {sorted(set(MILESTONES) - set(seen))} not reached")
+        if "recovered" not in seen:
+            with open(ws.log, "rb") as f:
+                f.seek(log_from)
+                if b"Region recovered" in f.read():
+                    seen["recovered"] = now - started
+        if "first_cut" not in seen and ws.progress() > cut_before:
+            seen["first_cut"] = now - started
+        if (
+            "first_file" not in seen
+            and ws.out.exists()
+            and any(p.name not in files_before for p in ws.out.glob("part-*"))
+        ):
+            seen["first_file"] = now - started
+        time.sleep(0.005)
+    return seen
+
+
+def _new_cut(ws: Workspace) -> Any:
+    before = ws.progress()
+    return lambda: ws.progress() > before
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=5, help="kills and restarts (default 5)")
+    parser.add_argument("--period", default="1s", help="cut period (default 1s)")
+    parser.add_argument("--lines", type=int, default=5000, help="lines per file (default 5000)")
+    parser.add_argument("--records-per-s", type=float, default=50_000, help="pace of the pipeline")
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=120.0)
+    add_common_args(parser, "recovery")
+    args = parser.parse_args(argv)
+    rng = random.Random(args.seed)
+    period_s = parse_duration(args.period)
+
+    with scratch(args.work, "bench-recovery-") as work:
+
+        def workspace(name: str, seconds: float) -> tuple[Workspace, Arrivals]:
+            """A pipeline with input for ``seconds`` of work at the paced rate."""
+            ws = Workspace(
+                work / name,
+                records_per_s=args.records_per_s,
+                period=args.period,
+                bytes_per_file=1_000_000,
+                max_resets=3,
+            )
+            arrivals = Arrivals(ws.landing, random.Random(args.seed))
+            for _ in range(max(1, int(args.records_per_s * seconds / args.lines) + 1)):
+                arrivals.place(args.lines)
+            return ws, arrivals
+
+        # Baseline: fresh starts of the same command (no checkpoint yet).
+        baseline: list[dict[str, float]] = []
+        for i in range(max(1, min(args.trials, 3))):
+            ws, _ = workspace(f"fresh-{i}", 6 * period_s)
+            started = time.perf_counter()
+            proc = ws.start()
+            baseline.append(watch_milestones(ws, proc, started, args.timeout))
+            kill(proc)
+
+        # Kills and restarts on one checkpoint.
+        # Each kill costs a restart and a few periods of work; leave plenty to spare.
+        ws, arrivals = workspace("killed", (args.trials + 2) * 6 * period_s)
+        proc = ws.start()
+        recoveries: list[dict[str, float]] = []
+        for _ in range(args.trials):
+            wait_for(_new_cut(ws), args.timeout, "a cut before the kill")
+            time.sleep(rng.uniform(0.0, 0.8))
+            kill(proc)
+            started = time.perf_counter()
+            proc = ws.start()
+            recoveries.append(watch_milestones(ws, proc, started, args.timeout))
+        kill(proc)
+        code, _ = ws.run(timeout=args.timeout)
+        result = tally(arrivals.expected, ws.output())
+        if code != 0 or not result.exactly_once():
+            raise RuntimeError(
+                f"after the kills: exit {code}, lost {result.lost}, duplicated "
+                f"{result.duplicated}, corrupt {result.corrupt} (see {ws.log})"
+            )
+
+    def summary(rows: list[dict[str, float]]) -> dict[str, float]:
+        return {m: round(median([r[m] for r in rows]), 3) for m in MILESTONES}
+
+    rec, base = summary(recoveries), summary(baseline)
+    ratios = {m: round(rec[m] / base[m], 2) if base[m] else None for m in MILESTONES}
+    out: dict[str, Any] = {
+        "benchmark": "recovery",
+        "trials": args.trials,
+        "period": args.period,
+        "records_per_s": args.records_per_s,
+        "after_sigkill_s": rec,
+        "fresh_start_s": base,
+        "ratio_to_fresh_start": ratios,
+        "samples": {"after_sigkill": recoveries, "fresh_start": baseline},
+        "output_correct": True,
+    }
+    print_table(
+        f"Benchmark 5: restart after SIGKILL (in-process engine, period {args.period}, "
+        f"median of {args.trials} kills) vs a fresh start",
+        ["seconds from process start to", "after SIGKILL", "fresh start", "ratio"],
+        [[m.replace("_", " "), rec[m], base[m], ratios[m]] for m in MILESTONES],
+    )
+    print(f"output after {args.trials} kills: every record exactly once")
+    write_json(args.json, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
