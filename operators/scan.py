@@ -161,6 +161,7 @@ class HDFS2DirectoryScan(StartOperator):
         (the key moves past it), so call this only where the next cut covers the result."""
         if self._directory is None or self._clock() < self._not_before:
             return None
+        listed = False
         while True:
             while self._pos < len(self._listing):
                 status = self._listing[self._pos]
@@ -168,9 +169,11 @@ class HDFS2DirectoryScan(StartOperator):
                 if self._is_new(status):
                     self._emit(status)
                     return status
-            if self._clock() < self._next_list_at:
+            # At most one listing per call: with sleep_time=0 the clock alone never stops it.
+            if listed or self._clock() < self._next_list_at:
                 return None
             self._relist()
+            listed = True
             if not self._listing:
                 return None
 
