@@ -16,6 +16,7 @@ cleared by every batch that completes. Then :class:`region.errors.RegionFailedEr
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -217,6 +218,15 @@ def _exception(query: StreamingQuery) -> BaseException | None:
         return exc
 
 
+_CAUSE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+_WRAPPERS = ("org.", "java.", "scala.", "py4j.", "pyspark.")
+
+
 def _first_line(error: BaseException) -> str:
+    """The Python error that failed the query (Spark wraps it in Java stack traces)."""
     text = str(error).strip()
+    for line in text.splitlines():
+        match = _CAUSE.match(line.strip())
+        if match is not None and not match.group(1).startswith(_WRAPPERS):
+            return f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2)}"
     return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,85 @@
+"""SIGKILL of a Spark query process at chosen points, restart, exactly-once output."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from operators.spark.sink import FAULT_ENV
+from tests.spark.helpers import leftovers, lines_of, published_lines, write_inputs
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = 1_700_000_000_000_000_000
+INPUTS = {
+    f"f{i}.txt": "".join(f"file {i} line {j}\n" for j in range(400)).encode() for i in range(3)
+}
+
+
+def start_worker(tmp: Path, fault: str | None) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, HDFS_REGION_FAULT_DIR=str(tmp / "faults"))
+    env.pop(FAULT_ENV, None)
+    if fault is not None:
+        env[FAULT_ENV] = fault
+    log = (tmp / "worker.log").open("ab")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.spark.crash_worker",
+            *(str(tmp / d) for d in ("in", "out", "ck")),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # one process group: the driver, its JVM and their workers
+    )
+
+
+def kill_at(tmp: Path, fault: str, timeout: float = 240.0) -> None:
+    """Run the query until it reaches ``fault``, then SIGKILL the whole process group."""
+    marker = tmp / "faults" / fault.split(":")[0]
+    proc = start_worker(tmp, fault)
+    deadline = time.monotonic() + timeout
+    try:
+        while not marker.exists():
+            if proc.poll() is not None:
+                log = (tmp / "worker.log").read_text()[-3000:]
+                pytest.fail(f"worker ended (rc={proc.returncode}) before {fault}:\n{log}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"worker did not reach {fault} within {timeout} s")
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        marker.unlink(missing_ok=True)
+
+
+def test_sigkill_during_task_write_and_between_wal_and_renames(tmp_path: Path) -> None:
+    write_inputs(tmp_path / "in", INPUTS, T0)
+    (tmp_path / "faults").mkdir()
+    out = tmp_path / "out"
+    # 1. Killed while a task of batch 0 writes: its in-progress file is orphaned.
+    kill_at(tmp_path, "task_write")
+    # 2. Restarted, batch 0 is replayed and published; killed after batch 1's write-ahead
+    #    entry, before its renames.
+    kill_at(tmp_path, "after_wal:1")
+    assert published_lines(out) == [line.upper() for line in lines_of(INPUTS["f0.txt"])]
+    # 3. Restarted without faults: batch 1 is finished from its log entry (its recomputed
+    #    files are orphans), then batch 2 runs.
+    proc = start_worker(tmp_path, None)
+    assert proc.wait(timeout=300) == 0, (tmp_path / "worker.log").read_text()[-3000:]
+    expected = [line.upper() for data in INPUTS.values() for line in lines_of(data)]
+    assert published_lines(out) == expected
+    assert leftovers(out) == []
+    # %FILENUM has no gap and no reuse across the crashes.
+    numbers = sorted(int(n[5:-4]) for n in os.listdir(out) if n.startswith("part-"))
+    assert numbers == list(range(len(numbers)))
