@@ -1,0 +1,89 @@
+"""The source's planning (driver side) without Spark: limits, replay from the plan log."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
+
+from operators.spark.options import scan_config
+from operators.spark.source import HdfsScanStreamReader, ScanPartition
+from tests.spark.helpers import write_inputs
+
+T0 = 1_700_000_000_000_000_000
+
+
+def reader(src: Path, **options: str) -> HdfsScanStreamReader:
+    return HdfsScanStreamReader(scan_config({"directory": str(src), **options}))
+
+
+def ranges(r: HdfsScanStreamReader, start: dict[str, Any], end: dict[str, Any]) -> list[tuple]:
+    out = []
+    for p in r.partitions(start, end):
+        assert isinstance(p, ScanPartition)
+        out += [(Path(path).name, s, e) for path, s, e, _ in p.ranges]
+    return out
+
+
+def test_a_replayed_batch_reads_its_plan_whatever_the_listing_says_now(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    write_inputs(src, {"a": b"1\n" * 10, "b": b"2\n" * 10}, T0)
+    r = reader(src)
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadAllAvailable())
+    planned = ranges(r, start, end)
+    # After a crash: a late file appeared, one planned file grew: the batch is the same.
+    write_inputs(src, {"late": b"x\n"}, T0 - 5_000_000_000)
+    mtime = (src / "b").stat().st_mtime_ns
+    with (src / "b").open("ab") as f:
+        f.write(b"more\n")
+    os.utime(src / "b", ns=(mtime, mtime))
+    restarted = reader(src)
+    assert ranges(restarted, start, end) == planned == [("a", 0, 20), ("b", 0, 20)]
+    # The next batch starts after the key: the late file is behind it, the growth is ignored.
+    assert restarted.latestOffset(end, ReadAllAvailable()) == end
+
+
+def test_admission_control_by_files_and_by_bytes(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    write_inputs(src, {"a": b"x" * 100, "b": b"y" * 100, "c": b"z" * 100}, T0)
+    r = reader(src, maxFilesPerTrigger="2")
+    assert isinstance(r.getDefaultReadLimit(), ReadMaxFiles)
+    o0 = r.initialOffset()
+    o1 = r.latestOffset(o0, r.getDefaultReadLimit())
+    assert ranges(r, o0, o1) == [("a", 0, 100), ("b", 0, 100)]
+    # Bytes: a batch may end inside a file and the next one continues there.
+    o2 = r.latestOffset(o1, ReadMaxBytes(60))
+    o3 = r.latestOffset(o2, ReadMaxBytes(60))
+    assert ranges(r, o1, o2) == [("c", 0, 60)] and ranges(r, o2, o3) == [("c", 60, 100)]
+    assert r.latestOffset(o3, ReadAllAvailable()) == o3
+    # Operator-driven: whole files only, at least one per batch.
+    whole = reader(
+        src, maxBytesPerTrigger="150", batch_boundary="file", plan_dir=str(tmp_path / "p")
+    )
+    w1 = whole.latestOffset(o0, whole.getDefaultReadLimit())
+    assert ranges(whole, o0, w1) == [("a", 0, 100)]
+
+
+def test_late_files_within_the_window_are_planned_once(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    write_inputs(src, {"b": b"b\n"}, T0)
+    r = reader(src, late_window="1m")
+    o1 = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    write_inputs(src, {"a": b"a\n"}, T0 - 10_000_000_000)  # arrives later, older mtime
+    o2 = r.latestOffset(o1, ReadAllAvailable())
+    assert ranges(r, o1, o2) == [("a", 0, 2)]
+    assert r.latestOffset(o2, ReadAllAvailable()) == o2
+
+
+def test_available_now_ignores_files_arriving_after_it_started(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    write_inputs(src, {"a": b"a\n"}, T0)
+    r = reader(src)
+    r.prepareForTriggerAvailableNow()
+    write_inputs(src, {"b": b"b\n"}, T0 + 1_000_000_000)
+    o1 = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    assert ranges(r, r.initialOffset(), o1) == [("a", 0, 2)]
+    assert r.latestOffset(o1, ReadAllAvailable()) == o1
