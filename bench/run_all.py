@@ -1,0 +1,226 @@
+"""Run every benchmark (each in its own process), print one combined table and write
+``bench/results/summary.json``.
+
+    python bench/run_all.py                  # full sizes (about 10 minutes on 2 cores)
+    python bench/run_all.py --quick          # small sizes, to check that everything runs
+    python bench/run_all.py --skip spark     # without the Spark benchmark
+    python bench/run_all.py --campaign       # also the fault campaign
+    python bench/run_all.py --table-only     # only print the table of the results present
+
+The Spark benchmark (bench/bench_spark.py) runs when the file is present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import REPO, RESULTS_DIR, machine, print_table
+
+BENCH = Path(__file__).resolve().parent
+
+#: name -> (script, arguments of a quick run)
+BENCHMARKS: dict[str, tuple[str, list[str]]] = {
+    "pipeline": ("bench_pipeline.py", ["--mb", "20", "--files", "5", "--repeat", "2"]),
+    "spark": ("bench_spark.py", ["--mb", "10", "--repeat", "1"]),
+    "scan": ("bench_scan.py", ["--files", "10000", "--repeat", "3"]),
+    "cut_latency": ("bench_cut_latency.py", ["--cuts", "10"]),
+    "recovery": ("bench_recovery.py", ["--trials", "2"]),
+    "campaign": ("fault_campaign.py", ["--kills", "3", "--spark-kills", "0"]),
+}
+
+
+def load_one(name: str, results: Path) -> dict[str, Any]:
+    """The result a benchmark wrote earlier, if any."""
+    script = BENCHMARKS[name][0]
+    out = results / f"{name}.json"
+    if not out.exists():
+        return {"status": "absent", "script": script}
+    return {"status": "ok", "script": script, "result": json.loads(out.read_text())}
+
+
+def run_one(name: str, quick: bool, results: Path) -> dict[str, Any]:
+    script, quick_args = BENCHMARKS[name]
+    path = BENCH / script
+    if not path.exists():
+        return {"status": "absent", "script": script}
+    out = results / f"{name}.json"
+    out.unlink(missing_ok=True)
+    cmd = [sys.executable, str(path), *(quick_args if quick else []), "--json", str(out)]
+    print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
+    started = time.perf_counter()
+    code = subprocess.call(cmd, cwd=REPO)
+    seconds = round(time.perf_counter() - started, 1)
+    if code != 0 or not out.exists():
+        return {"status": f"failed (exit {code})", "script": script, "seconds": seconds}
+    data: dict[str, Any] = json.loads(out.read_text())
+    return {"status": "ok", "script": script, "seconds": seconds, "result": data}
+
+
+def _met(value: Any) -> Any:
+    return "-" if value is None else bool(value)
+
+
+def rows_of(name: str, entry: dict[str, Any]) -> list[list[Any]]:
+    """Rows of the combined table: benchmark, ours, baseline, ratio, target, met."""
+    if entry["status"] != "ok":
+        return [[name, entry["status"], "-", "-", "-", "-"]]
+    r = entry["result"]
+    if name == "pipeline":
+        return [
+            [
+                "1 in-process pipeline vs plain loop (MB/s)",
+                r["pipeline"]["mb_per_s"],
+                r["plain_loop"]["mb_per_s"],
+                r["ratio"],
+                r["target"],
+                _met(r["target_met"]),
+            ]
+        ]
+    if name == "spark":
+        ratio = r.get("ratio")
+        return [
+            [
+                "2 Spark hdfs_scan->hdfs_sink vs text->text (MB/s)",
+                r["hdfs_scan_to_hdfs_sink"]["mb_per_s"],
+                r["spark_text_to_text"]["mb_per_s"],
+                ratio,
+                "ratio >= 1.0",
+                _met(None if ratio is None else ratio >= 1.0),
+            ]
+        ]
+    if name == "scan":
+        sizes = r["checkpoint_sizes"]["0"]
+        return [
+            [
+                f"3 scan of {r['files']} files vs scandir+stat+sort (s)",
+                round(min(r["scan_and_plan"]["seconds"]), 3),
+                round(min(r["scandir_stat_sort"]["seconds"]), 3),
+                r["best_ratio"],
+                "ratio <= 1.2 (best of N)",
+                r["best_ratio"] <= 1.2,
+            ],
+            [
+                "3 scan checkpoint, no late window (bytes)",
+                max(s["checkpoint_file_bytes"] for s in sizes),
+                "-",
+                "-",
+                "constant, < 1 KB",
+                _met(r["target_met"]["checkpoint"]),
+            ],
+        ]
+    if name == "cut_latency":
+        b = r["backends"]
+        floor = r["fsync_floor"]
+        rows = []
+        if "local" in b:
+            rows.append(
+                [
+                    "4 cut latency local p50 / p99 (ms)",
+                    f"{b['local']['p50_ms']} / {b['local']['p99_ms']}",
+                    f"{floor['p50_ms']} / {floor['p99_ms']} (one durable write)",
+                    r["p50_over_fsync_floor"],
+                    "p99 < 20 ms",
+                    _met(r["target_met"]),
+                ]
+            )
+        if "webhdfs" in b:
+            rows.append(
+                [
+                    "4 cut latency WebHDFS stand-in p50 / p99 (ms)",
+                    f"{b['webhdfs']['p50_ms']} / {b['webhdfs']['p99_ms']}",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                ]
+            )
+        return rows
+    if name == "recovery":
+        return [
+            [
+                "5 restart after SIGKILL to first new file (s)",
+                r["after_sigkill_s"]["first_file"],
+                f"{r['fresh_start_s']['first_file']} (fresh start)",
+                r["ratio_to_fresh_start"]["first_file"],
+                "-",
+                "-",
+            ]
+        ]
+    if name == "campaign":
+        return [
+            [
+                f"fault campaign ({len(r['rows'])} scenarios)",
+                f"lost {r['total_lost']}, duplicated {r['total_duplicated']}",
+                "-",
+                "-",
+                "every scenario ok",
+                r["all_ok"],
+            ]
+        ]
+    return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--skip", default="", help="benchmarks to leave out, comma-separated")
+    parser.add_argument("--campaign", action="store_true", help="also run the fault campaign")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="results directory")
+    parser.add_argument(
+        "--table-only", action="store_true", help="run nothing: tabulate the results present"
+    )
+    args = parser.parse_args(argv)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    unknown = skip - set(BENCHMARKS)
+    if unknown:
+        parser.error(f"--skip: unknown benchmark(s) {sorted(unknown)} (known: {list(BENCHMARKS)})")
+    names = [n for n in BENCHMARKS if n not in skip and (n != "campaign" or args.campaign)]
+    args.results.mkdir(parents=True, exist_ok=True)
+
+    started = time.perf_counter()
+    if args.table_only:
+        entries = {name: load_one(name, args.results) for name in names}
+    else:
+        entries = {name: run_one(name, args.quick, args.results) for name in names}
+    rows = [
+        row
+        for name, entry in entries.items()
+        if entry["status"] != "absent"
+        for row in rows_of(name, entry)
+    ]
+    info = machine()
+    print_table(
+        f"All benchmarks ({info['cpus']} CPUs, Python {info['python']}, {info['date']}, "
+        f"load {info['load_average']}"
+        + ("" if args.table_only else f", {'quick' if args.quick else 'full'} sizes")
+        + ")",
+        ["benchmark", "ours", "baseline", "ratio", "target", "met"],
+        rows,
+    )
+    summary = {
+        "machine": info,
+        "quick": args.quick,
+        "seconds": round(time.perf_counter() - started, 1),
+        "table": [
+            dict(zip(["benchmark", "ours", "baseline", "ratio", "target", "met"], r, strict=True))
+            for r in rows
+        ],
+        "benchmarks": entries,
+    }
+    out = args.results / "summary.json"
+    out.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    print(f"summary: {out}")
+    return 0 if all(e["status"] in ("ok", "absent") for e in entries.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
