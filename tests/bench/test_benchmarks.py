@@ -1,0 +1,136 @@
+"""Each benchmark script runs end to end at a tiny size and writes the results it promises.
+
+The scripts check their own outputs (the pipeline's published files against the input, the
+scan's order, the output after kills) and fail when they differ; these tests run them as a user
+would and check the JSON. No timing is asserted: figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench"
+
+#: script -> arguments of a tiny run
+TINY: dict[str, list[str]] = {
+    "pipeline": ["--mb", "2", "--files", "3", "--repeat", "1", "--profile"],
+    "scan": ["--files", "600", "--tie", "50", "--repeat", "1", "--late-windows", "0.01"],
+    "cut_latency": ["--cuts", "2", "--period", "0.1", "--rate-mb", "0.5", "--file-kb", "16"],
+    "recovery": ["--trials", "1", "--period", "200ms", "--lines", "1000"],
+}
+SCRIPTS = {
+    "pipeline": "bench_pipeline.py",
+    "scan": "bench_scan.py",
+    "cut_latency": "bench_cut_latency.py",
+    "recovery": "bench_recovery.py",
+}
+
+
+def run_script(script: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every benchmark run once at a tiny size; their JSON files in one directory."""
+    out = tmp_path_factory.mktemp("results")
+    work = tmp_path_factory.mktemp("work")
+    for name, script in SCRIPTS.items():
+        done = run_script(
+            script, *TINY[name], "--json", str(out / f"{name}.json"), "--work", str(work)
+        )
+        assert done.returncode == 0, (
+            f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+        assert "results:" in done.stdout  # the table was printed, then the file written
+    assert not any(work.iterdir()), "a benchmark left its scratch files behind"
+    return out
+
+
+def load(results: Path, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((results / f"{name}.json").read_text())
+    assert data["benchmark"] == name
+    assert data["machine"]["cpus"] >= 1 and data["command"]
+    return data
+
+
+def test_pipeline_copies_every_byte_and_reports_both_rates(results: Path) -> None:
+    data = load(results, "pipeline")
+    assert data["output_correct"] is True
+    assert data["input_files"] == 3 and data["input_lines"] > 0
+    for side in ("pipeline", "plain_loop"):
+        assert data[side]["mb_per_s"] > 0 and len(data[side]["seconds"]) == 1
+    assert data["ratio"] == pytest.approx(
+        data["pipeline"]["mb_per_s"] / data["plain_loop"]["mb_per_s"], rel=0.05
+    )
+    assert data["pipeline"]["cuts"][0] >= 1  # at least the final cut that published the output
+    assert isinstance(data["target_met"], bool)
+    assert "region/runtime.py" in data["profile_top"] or "step" in data["profile_top"]
+
+
+def test_scan_emits_every_file_in_order_with_a_constant_small_checkpoint(results: Path) -> None:
+    data = load(results, "scan")
+    assert data["output_correct"] is True
+    assert data["files"] == 600 and data["distinct_mtimes"] == 12
+    no_window = data["checkpoint_sizes"]["0"]
+    assert [s["files_emitted"] for s in no_window] == [6, 60, 600]
+    assert len({s["state_bytes"] for s in no_window}) == 1
+    assert all(s["late_names"] == 0 for s in no_window)
+    assert data["target_met"]["checkpoint"] is True
+    # With a late window the state holds the names inside the window, never more than emitted.
+    windowed = data["checkpoint_sizes"]["0.01"]
+    assert all(0 < s["late_names"] <= s["files_emitted"] for s in windowed)
+    assert data["ratio"] > 0 and data["best_ratio"] > 0
+
+
+def test_cut_latency_measures_both_backends_and_checks_the_output(results: Path) -> None:
+    data = load(results, "cut_latency")
+    assert set(data["backends"]) == {"local", "webhdfs"}
+    for backend in data["backends"].values():
+        assert backend["output_correct"] is True
+        assert backend["cuts"] >= 2 and len(backend["samples_ms"]) == backend["cuts"]
+        assert 0 < backend["p50_ms"] <= backend["p99_ms"] <= backend["max_ms"]
+        assert backend["records"] > 0
+    assert data["fsync_floor"]["p50_ms"] > 0
+    assert isinstance(data["target_met"], bool)
+
+
+def test_recovery_reaches_every_milestone_and_loses_nothing(results: Path) -> None:
+    data = load(results, "recovery")
+    assert data["output_correct"] is True
+    for side in ("after_sigkill_s", "fresh_start_s"):
+        times = data[side]
+        assert 0 < times["recovered"] <= times["first_cut"]
+        assert times["first_file"] > 0
+    assert len(data["samples"]["after_sigkill"]) == 1
+
+
+def test_run_all_tabulates_the_results(results: Path) -> None:
+    done = run_script("run_all.py", "--table-only", "--results", str(results))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((results / "summary.json").read_text())
+    names = [row["benchmark"] for row in summary["table"]]
+    assert any(n.startswith("1 in-process pipeline") for n in names)
+    assert any(n.startswith("3 scan of 600 files") for n in names)
+    assert any(n.startswith("4 cut latency local") for n in names)
+    assert any(n.startswith("5 restart after SIGKILL") for n in names)
+    assert "All benchmarks" in done.stdout
+
+
+def test_a_failing_benchmark_is_reported_not_hidden(tmp_path: Path) -> None:
+    done = run_script("bench_scan.py", "--late-windows", "x", "--json", str(tmp_path / "s.json"))
+    assert done.returncode != 0
+    assert not (tmp_path / "s.json").exists()

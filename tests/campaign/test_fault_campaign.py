@@ -1,0 +1,84 @@
+"""The fault campaign at CI size: the real ``hdfs-region run`` command, SIGKILLed and broken in
+every way the campaign knows, then the output counted record by record.
+
+CI runs no Spark kill (``--spark-kills 0``): one costs more than a minute on two cores (a JVM
+start and a first query per run, twice); Spark crashes are covered by tests/spark and
+tests/cli. Run ``python bench/fault_campaign.py`` for the full campaign, Spark included.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("campaign") / "campaign.json"
+    work = tmp_path_factory.mktemp("work")
+    cmd = [sys.executable, str(REPO / "bench" / "fault_campaign.py")]
+    cmd += ["--kills", "2", "--spark-kills", "0", "--backlog", "8", "--lines", "200"]
+    cmd += ["--timeout", "120", "--json", str(out), "--work", str(work)]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert out.exists(), f"no results:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    data: dict[str, Any] = json.loads(out.read_text())
+    data["_exit"] = done.returncode
+    data["_stdout"] = done.stdout
+    return data
+
+
+def rows(campaign: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    found = [r for r in campaign["rows"] if r["fault"].startswith(prefix)]
+    assert found, f"no scenario {prefix!r} in {[r['fault'] for r in campaign['rows']]}"
+    return found
+
+
+def test_every_scenario_ends_in_a_recovery_or_a_clear_error(campaign: dict[str, Any]) -> None:
+    failed = [
+        f"{r['fault']}: {r['outcome']} (seed {campaign['seed']})"
+        for r in campaign["rows"]
+        if not r["ok"]
+    ]
+    assert not failed, "\n".join(failed)
+    assert campaign["all_ok"] is True and campaign["_exit"] == 0
+    assert "Fault campaign" in campaign["_stdout"]  # the table was printed
+
+
+def test_sigkills_lose_nothing_and_exactly_once_duplicates_nothing(
+    campaign: dict[str, Any],
+) -> None:
+    kills = {r["delivery"]: r for r in rows(campaign, "2 x SIGKILL")}
+    assert set(kills) == {"exactly_once", "at_least_once"}
+    for row in kills.values():
+        assert row["lost"] == 0 and row["corrupt"] == 0, row
+        assert row["details"]["late_files"] > 0  # late arrivals were part of it
+        assert row["details"]["runs"] == 3  # two killed runs and the final one
+    assert kills["exactly_once"]["duplicated"] == 0
+    assert campaign["total_lost"] == 0 and campaign["total_duplicated"] == 0
+
+
+def test_errors_name_what_failed(campaign: dict[str, Any]) -> None:
+    (decode,) = rows(campaign, "undecodable bytes (on_decode_error=fail)")
+    assert "in-bad.txt" in decode["message"] and "byte offset 60" in decode["message"]
+    (vanished,) = rows(campaign, "file deleted between scan and read")
+    assert "in-00011.txt" in vanished["message"] and "vanished" in vanished["message"]
+    (denied,) = rows(campaign, "output directory not writable")
+    if denied["message"]:  # empty only where no directory can be made read-only
+        assert "/permission/out/" in denied["message"]
+    (damaged, rolling) = rows(campaign, "newest checkpoint corrupted")
+    assert damaged["details"]["damaged"] in damaged["message"]
+    # Rolling output: either the fallback worked, or the run stopped rather than duplicate.
+    assert rolling["duplicated"] == 0 and rolling["corrupt"] == 0
+    (full,) = rows(campaign, "disk full")
+    assert "No space left on device" in full["message"]
+    (server,) = rows(campaign, "WebHDFS server killed")
+    assert server["lost"] == 0 and server["duplicated"] == 0
