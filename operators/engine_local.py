@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from operators.config import PipelineConfig
 from operators.engines import claim_checkpoint_dir, load_function
@@ -32,6 +31,7 @@ from region.errors import ConfigError, LockLostError
 from region.fs import FileSystem
 from region.lock import CheckpointLock
 from region.runtime import Pipeline, PipelineRunner, PipelineStats
+from region.state import Batch
 
 __all__ = ["LocalRun", "build_local", "run_local"]
 
@@ -55,7 +55,7 @@ class _IdleAwareSource(HDFS2FileSource):
 
     on_idle: Callable[[], None] | None = None
 
-    def next_batch(self, max_records: int) -> Any:
+    def next_batch(self, max_records: int) -> Batch | None:
         batch = super().next_batch(max_records)
         if batch is None and self.on_idle is not None:
             self.on_idle()

@@ -1,0 +1,75 @@
+"""``hdfs-region`` on the Spark engine (local mode). Each process starts a JVM (~15 s), so this
+is one run and one crash/restart (the demo); the Spark operators are tested in tests/spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import PipelineDir, cli
+
+pytestmark = pytest.mark.spark
+
+SETTINGS = """\
+    engine = "spark"
+    [region]
+    period = "200ms"
+    [scan]
+    directory = "landing"
+    [transform]
+    sql = "SELECT upper(value) AS value FROM input WHERE value NOT LIKE 'drop%'"
+    [sink]
+    file = "out/part-%FILENUM.txt"
+    tuples_per_file = 40
+    [spark]
+    max_files_per_trigger = 2
+"""
+
+
+def test_spark_run_available_now_then_inspect(pdir: PipelineDir) -> None:
+    pdir.add_files(4, 30)
+    pdir.add_file("z.txt", ["drop this", "keep this"])
+    config = pdir.write_config(SETTINGS)
+    done = cli("run", str(config), "--available-now", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = sorted(r.upper() for r in pdir.records if not r.startswith("drop"))
+    got = pdir.output_lines()
+    assert sorted(got) == expected and len(got) == 121
+    assert not [p for p in pdir.out.iterdir() if p.name.startswith(".")]
+    # Batches of at most two files: three cuts; progress lines and the summary.
+    assert "stopped: 122 records in, 3 cuts, 0 resets" in done.stdout
+    assert "operators.progress" in done.stderr
+
+    checkpoints = pdir.root / "checkpoints" / "pipeline"
+    shown = cli("inspect", str(checkpoints))
+    assert shown.returncode == 0, shown.stderr
+    assert "(spark engine)" in shown.stdout
+    assert "3 batch(es)" in shown.stdout and "newest committed batch 2" in shown.stdout
+    assert '"name": "z.txt"' in shown.stdout  # the scan's position
+    assert '"next_filenum": 5' in shown.stdout  # files never span batches: 2+2+1
+
+    # The checkpoints of one engine cannot be resumed by the other (no JVM needed to refuse).
+    other = cli("run", str(config), "--available-now", "--engine", "local")
+    assert other.returncode == 1
+    assert "holds checkpoints of the spark engine" in other.stderr
+
+
+def test_spark_demo_crashes_and_restarts_exactly_once(tmp_path: Path) -> None:
+    done = cli(
+        "demo",
+        str(tmp_path / "demo"),
+        "--engine",
+        "spark",
+        "--files",
+        "4",
+        "--lines",
+        "100",
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    report = done.stdout
+    assert "killed it with SIGKILL mid-run" in report
+    assert "records in         400" in report and "records out        400" in report
+    assert "duplicates           0" in report and "missing              0" in report
+    assert "exactly once: YES" in report
