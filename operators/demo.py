@@ -161,6 +161,13 @@ def run_demo(
 
     if files < 2 or lines < 1:
         raise ConfigError(f"demo: needs --files >= 2 and --lines >= 1, got {files} and {lines}")
+    if engine == "spark":
+        from operators.spark.session import find_java
+
+        try:
+            find_java()
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}; or run the demo without Spark: --engine local") from None
     started = time.monotonic()
     work = _prepare(directory)
     (work / _MARKER).write_text("created by hdfs-region demo\n")
