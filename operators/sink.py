@@ -17,11 +17,22 @@ Recovery (:meth:`HDFS2FileSink.reset`) needs no memory of the crashed process: t
 state names the open file, its size and the pending files; every other in-progress file or
 marker of this sink in the output directories belongs to work after the cut and is deleted.
 The sink name must therefore be unique among sinks that share an output directory.
+
+Bad records (a value of the wrong type or not encodable, a record that is not a (name, value)
+pair, a file name from data that :mod:`operators.safepath` refuses or that names a file already
+written) follow ``on_bad_record``: ``fail`` raises :class:`BadRecordError` (the region resets
+and, repeated, fails), ``skip`` drops the record with a log line naming its index, value and
+reason, ``reject`` writes it with the reason as one JSON line into ``rejects_file``: a second,
+internal sink inside the base directory whose state is part of this sink's, so rejects are
+exactly-once like the output (a rejects file is closed at every cut that saw rejects and
+published when the cut completes). Default: ``reject`` when ``rejects_file`` is set, else
+``skip`` logged at ERROR. Either way bad records are counted in :attr:`SinkMetrics.bad_records`.
 """
 
 from __future__ import annotations
 
 import codecs
+import json
 import logging
 import posixpath
 import re
@@ -33,7 +44,9 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from operators.errors import BadRecordError, OperatorError
+from operators.safepath import confine, name_problem
 from operators.templating import FileNameTemplate
+from region.checkpoint import dir_permission
 from region.errors import ConfigError
 from region.fs import FileSystem, FileWriter
 from region.settings import Duration
@@ -49,6 +62,8 @@ _REWRITE = ".rewrite"
 _MARKER = ".open"
 _COPY_CHUNK = 8 << 20
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_REJECTS_SUFFIX = ".rejects"
+_ROUTED = object()  # stands for a record already routed by on_bad_record
 
 
 def _alias(snake: str, camel: str) -> AliasChoices:
@@ -87,8 +102,18 @@ class SinkSettings(BaseModel):
     format: Literal["line", "binary"] = "line"
     delivery: Literal["exactly_once", "at_least_once"] = "exactly_once"
     publish: Literal["atomic", "visible"] = "atomic"
-    #: Permission bits of new files (octal int, or a string such as "0640").
+    #: Permission bits of new files (octal int, or a string such as "0640"); directories the
+    #: sink creates get the matching traversal bits (0640 -> 0750).
     permission: int = 0o640
+    #: What a bad record does: ``fail`` (raise, the region resets), ``skip`` (log and drop) or
+    #: ``reject`` (write it with the reason to ``rejects_file``). Default: ``reject`` when
+    #: ``rejects_file`` is set, else ``skip`` logged at ERROR.
+    on_bad_record: Literal["fail", "skip", "reject"] | None = Field(
+        None, validation_alias=_alias("on_bad_record", "onBadRecord")
+    )
+    #: Template of the rejects files, relative to the base directory (``directory``, or the
+    #: template's fixed directory); needs %FILENUM, e.g. ``_rejects/rejects-%FILENUM.jsonl``.
+    rejects_file: str | None = Field(None, validation_alias=_alias("rejects_file", "rejectsFile"))
 
     @field_validator("permission", mode="before")
     @classmethod
@@ -118,6 +143,26 @@ class SinkSettings(BaseModel):
             msg = f"encoding {value!r} is not known to Python's codecs"
             raise ValueError(msg) from None
         return value
+
+    @model_validator(mode="after")
+    def _rejects(self) -> SinkSettings:
+        mode, rejects = self.on_bad_record, self.rejects_file
+        if mode == "reject" and rejects is None:
+            msg = "on_bad_record='reject' needs rejects_file= (e.g. '_rejects/r-%FILENUM.jsonl')"
+            raise ValueError(msg)
+        if rejects is None:
+            return self
+        if mode in ("fail", "skip"):
+            msg = f"rejects_file={rejects!r} is never written with on_bad_record={mode!r}"
+            raise ValueError(msg)
+        problem = name_problem(rejects)
+        if problem is not None:
+            msg = f"rejects_file={rejects!r} {problem}; it must be a relative path in the base"
+            raise ValueError(msg)
+        if not FileNameTemplate(rejects, self.time_format).uses_filenum:
+            msg = f"rejects_file={rejects!r} needs %FILENUM (files are never overwritten)"
+            raise ValueError(msg)
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> SinkSettings:
@@ -156,6 +201,9 @@ class SinkSettings(BaseModel):
             raise ValueError(msg)
         if self.directory is not None and self.file.startswith("/"):
             msg = f"file={self.file!r} must be relative when directory={self.directory!r} is set"
+            raise ValueError(msg)
+        if self.directory is not None and ".." in self.file.split("/"):
+            msg = f"file={self.file!r} must stay inside directory={self.directory!r} (no '..')"
             raise ValueError(msg)
         base = self.file.rsplit("/", 1)[-1]
         if not base or base.startswith("."):
@@ -227,6 +275,9 @@ class SinkMetrics:
     files_published: int = 0
     tuples_written: int = 0
     bytes_written: int = 0
+    #: Records that could not be written (skipped or rejected, see ``on_bad_record``).
+    bad_records: int = 0
+    records_rejected: int = 0  # of ``bad_records``, those written to the rejects file
     published: list[tuple[str, int]] = field(default_factory=list)  # the last 100
 
 
@@ -310,6 +361,45 @@ class HDFS2FileSink(SinkOperator):
             else:
                 self._roots.append((_norm(head or "/"), False))
 
+        mode = settings.on_bad_record
+        if mode is None:
+            mode = "reject" if settings.rejects_file is not None else "skip"
+        self._on_bad = mode
+        # A skip nobody asked for is an ERROR: the record is gone unless someone reads the log.
+        self._skip_level = logging.WARNING if settings.on_bad_record == "skip" else logging.ERROR
+        # Side names add ".", "~<sink name>" and a suffix to a final name: keep room for them.
+        self._reserve = 2 + len(name) + max(len(_INPROGRESS), len(_MARKER), len(_REWRITE))
+        self._dir_permission = dir_permission(settings.permission)
+        self._dirs: set[str] = set()  # output directories known to exist
+        self._rejects: HDFS2FileSink | None = None
+        self._rejects_dir: str | None = None
+        if settings.rejects_file is not None:
+            rejects = SinkSettings(
+                file=posixpath.join(self._roots[0][0], settings.rejects_file),
+                time_format=settings.time_format,
+                delivery=settings.delivery,
+                permission=settings.permission,
+                on_bad_record="fail",
+            )
+            self._rejects = HDFS2FileSink(
+                rejects,
+                fs,
+                name=name + _REJECTS_SUFFIX,
+                clock=clock,
+                partition=partition,
+                peid=peid,
+                pelaunchnum=pelaunchnum,
+            )
+            assert rejects.template is not None
+            self._rejects_dir = _norm(posixpath.dirname(rejects.template))
+        if self._template is not None:
+            # Variables (%TIME's format, %PEID, %HOST) must not lead a name out of its directory.
+            sample = self._render(0, clock())
+            problem = self._template_problem(sample)
+            if problem is not None:
+                msg = f"sink {name!r}: file template {template!r} gives {sample!r}, which {problem}"
+                raise ConfigError(msg)
+
         self._ready = False
         self._cur: _Open | None = None
         self._closed: list[_Closed] = []  # closed since the last checkpoint
@@ -366,6 +456,8 @@ class HDFS2FileSink(SinkOperator):
         """
         if self._ready:
             self._close_current()
+        if self._rejects is not None:
+            self._rejects.finish()
 
     def _roll_if_old(self, now: float) -> None:
         cur = self._cur
@@ -373,8 +465,18 @@ class HDFS2FileSink(SinkOperator):
         if limit is not None and cur is not None and now - cur.opened_at >= limit:
             self._close_current()
 
-    def _write_run(self, records: Sequence[Any], start: int, end: int) -> None:
-        """Write ``records[start:end]`` to the current file(s), rolling at the exact record."""
+    def _write_run(
+        self,
+        records: Sequence[Any],
+        start: int,
+        end: int,
+        originals: Sequence[Any] | None = None,
+    ) -> None:
+        """Write ``records[start:end]`` to the current file(s), rolling at the exact record.
+
+        A record that cannot be encoded goes to :meth:`_bad_record` with ``originals[i]`` (the
+        whole record, when ``records`` holds only the values); the others are written.
+        """
         i = start
         while i < end:
             cur = self._cur if self._cur is not None else self._open(None)
@@ -384,7 +486,17 @@ class HDFS2FileSink(SinkOperator):
                 if take <= 0:  # restored from a run with a larger limit
                     self._close_current()
                     continue
-            data, take = self._encode(records, i, take, cur)
+            try:
+                data, take = self._encode(records, i, take, cur)
+            except BadRecordError as exc:
+                bad = exc.offset
+                if self._on_bad == "fail" or bad is None or not i <= bad < end:
+                    raise
+                if bad > i:  # the records before it are fine (the first bad one raised)
+                    self._write_run(records, i, bad, originals)
+                self._bad_record((originals or records)[bad], bad, exc)
+                i = bad + 1
+                continue
             if cur.writer is None:
                 cur.writer = self._fs.append(cur.work)
             cur.writer.write(data)
@@ -451,24 +563,52 @@ class HDFS2FileSink(SinkOperator):
         return bytes(record)
 
     def _write_named(self, records: Sequence[Any]) -> None:
+        # 1. Split every record first: a malformed one is routed (or raised) before any write.
         names: list[Any] = []
         values: list[Any] = []
         for index, record in enumerate(records):
-            name, value = self._split(record, index)
+            try:
+                name, value = self._split(record, index)
+            except BadRecordError as exc:
+                self._bad_record(record, index, exc)
+                name, value = _ROUTED, None
             names.append(name)
             values.append(value)
+        # 2. Runs of records naming the same file; the name is checked once per run.
         start, n = 0, len(records)
         while start < n:
             name = names[start]
             end = start + 1
-            while end < n and names[end] == name:
+            if name is _ROUTED:
+                start = end
+                continue
+            while end < n and names[end] is not _ROUTED and names[end] == name:
                 end += 1
-            path = self._resolve(name, start)
-            if self._cur is None or self._cur.final != path:
-                self._close_current()
-                self._open(path)
-            self._write_run(values, start, end)
+            try:
+                path = self._resolve(name, start)
+                if self._cur is None or self._cur.final != path:
+                    self._close_current()
+                    self._open(path)
+            except (BadRecordError, FileExistsError) as exc:
+                # A refused name, or a file written before (never overwritten): the records
+                # of this run cannot be written.
+                if self._on_bad == "fail":
+                    raise
+                for index in range(start, end):
+                    self._bad_record(records[index], index, self._refusal(exc, name, index))
+                start = end
+                continue
+            self._write_run(values, start, end, records)
             start = end
+
+    def _refusal(self, exc: Exception, name: Any, index: int) -> Exception:
+        """``exc`` for the record at ``index`` (a name check raised for the first of a run)."""
+        if isinstance(exc, BadRecordError) and exc.offset != index:
+            try:
+                self._resolve(name, index)
+            except BadRecordError as again:
+                return again
+        return exc
 
     def _split(self, record: Any, index: int) -> tuple[Any, Any]:
         attr = self._attr
@@ -484,31 +624,41 @@ class HDFS2FileSink(SinkOperator):
         raise BadRecordError(msg, offset=index, field=attr)
 
     def _resolve(self, name: Any, index: int) -> str:
-        """The path of a file named by a record, confined to the base directory."""
-        problem = None
-        if not isinstance(name, str):
-            problem = f"is a {type(name).__name__}, not a string"
-        elif not name:
-            problem = "is empty"
-        elif any(ord(c) < 32 or ord(c) == 127 for c in name):
-            problem = "contains a control character"
-        elif name.startswith("/"):
-            problem = "is absolute"
-        elif name.endswith("/"):
-            problem = "names a directory"
-        elif any(part.startswith(".") for part in name.split("/") if part):
-            problem = "has a component starting with '.' ('..' or a hidden name)"
+        """The path of a file named by a record, confined to the base directory (the rules are
+        in :mod:`operators.safepath`)."""
+        try:
+            path = confine(self._base, name, reserve=self._reserve)
+        except ValueError as exc:
+            problem = str(exc)
         else:
-            path = _norm(posixpath.join(self._base, name))
-            inside = self._base.rstrip("/") + "/"
-            if path.startswith(inside):
+            reserved = self._rejects_dir
+            if reserved is None or reserved == self._base or not _below(path, reserved):
                 return path
-            problem = "resolves outside the base directory"
+            problem = "is inside the directory of the rejects files"
         msg = (
             f"record {index}: file name {_short(name)} in {self._attr!r} {problem}; names must be "
             f"relative paths inside {self._fs.display(self._base)}"
         )
         raise BadRecordError(msg, file=self._base, offset=index, field=self._attr)
+
+    def _bad_record(self, record: Any, index: int, exc: Exception) -> None:
+        """Route a record that cannot be written, as ``on_bad_record`` says."""
+        if self._on_bad == "fail":
+            raise exc
+        reason = str(exc)
+        if not isinstance(exc, BadRecordError):  # its message names neither record nor value
+            reason = f"record {index} {_short(record)}: {reason}"
+        self.metrics.bad_records += 1
+        if self._rejects is not None:
+            line = json.dumps(
+                {"sink": self.name, "index": index, "reason": reason, "record": repr(record)},
+                ensure_ascii=True,
+            )
+            self._rejects.write(Batch([line]))
+            self.metrics.records_rejected += 1
+            logger.warning("sink %s: rejected %s", self.name, reason)
+        else:
+            logger.log(self._skip_level, "sink %s: skipped %s", self.name, reason)
 
     # -- files --------------------------------------------------------------------------------
 
@@ -526,15 +676,11 @@ class HDFS2FileSink(SinkOperator):
         if final is None:
             assert self._template is not None
             while True:
-                final = _norm(
-                    self._template.render(
-                        filenum=filenum,
-                        now=now,
-                        partition=self._partition,
-                        peid=self._peid,
-                        pelaunchnum=self._pelaunchnum,
-                    )
-                )
+                final = self._render(filenum, now)
+                problem = self._template_problem(final)
+                if problem is not None:
+                    msg = f"sink {self.name!r}: the file template gives {final!r}, which {problem}"
+                    raise OperatorError(msg)
                 if not self._taken(final):
                     break
                 if not self._template.uses_filenum:
@@ -556,6 +702,7 @@ class HDFS2FileSink(SinkOperator):
             raise FileExistsError(msg)
         work = _side_name(final, self.name, _INPROGRESS) if self._atomic else final
         permission = self.settings.permission
+        self._ensure_dir(posixpath.dirname(final))
         if not self._atomic:
             # 1. The marker first: a crash after step 2 leaves a file recovery can find.
             marker = self._fs.create(
@@ -575,6 +722,39 @@ class HDFS2FileSink(SinkOperator):
         self.metrics.files_opened += 1
         logger.debug("sink %s: opened %s", self.name, work)
         return cur
+
+    def _render(self, filenum: int, now: float) -> str:
+        assert self._template is not None
+        return _norm(
+            self._template.render(
+                filenum=filenum,
+                now=now,
+                partition=self._partition,
+                peid=self._peid,
+                pelaunchnum=self._pelaunchnum,
+            )
+        )
+
+    def _template_problem(self, final: str) -> str | None:
+        """Why a rendered template path is not acceptable, or ``None``."""
+        root = self._roots[0][0]
+        if root == ".":
+            below = final
+        elif _below(final, root):
+            below = final[len(root.rstrip("/")) + 1 :]
+        else:
+            return f"is outside {root!r}"
+        problem = name_problem(below, reserve=self._reserve)
+        return None if problem is None else f"below {root!r} {problem}"
+
+    def _ensure_dir(self, directory: str) -> None:
+        """Create a missing output directory with the sink's directory permission (a backend
+        creating parents on its own would use its default mode)."""
+        if not directory or directory in self._dirs:
+            return
+        if not self._fs.exists(directory):
+            self._fs.mkdirs(directory, permission=self._dir_permission)
+        self._dirs.add(directory)
 
     def _close_current(self) -> None:
         cur = self._cur
@@ -643,18 +823,25 @@ class HDFS2FileSink(SinkOperator):
         if cur is not None and cur.writer is not None and cur.dirty:
             cur.writer.sync()  # durable (hsync), not only visible (hflush)
             cur.dirty = False
+        if self._rejects is not None:
+            # Each cut that saw rejects publishes them in a file of their own.
+            self._rejects.finish()
+            self._rejects.drain()
 
     def checkpoint(self, cut_id: int) -> State:
         self.drain()  # the state may only describe durable bytes; no-op after a drain
         self._pending.extend((cut_id, c) for c in self._closed)
         self._closed = []
         self._cut_current[cut_id] = self._cur.final if self._cur is not None else None
-        return {
+        state: dict[str, Any] = {
             "version": STATE_VERSION,
             "next_filenum": self._next_filenum,
             "current": self._cur.to_dict() if self._cur is not None else None,
             "pending": [c.to_dict() for _, c in self._pending],
         }
+        if self._rejects is not None:
+            state["rejects"] = self._rejects.checkpoint(cut_id)
+        return state
 
     def on_cut_completed(self, cut_id: int) -> None:
         published: set[str] = set()
@@ -671,6 +858,8 @@ class HDFS2FileSink(SinkOperator):
                     self._marked.discard(final)
         self._cut_current = {k: v for k, v in self._cut_current.items() if k > cut_id}
         self._just_published = published
+        if self._rejects is not None:
+            self._rejects.on_cut_completed(cut_id)
 
     def reset(self, state: State) -> None:
         restored = self._parse(state)
@@ -698,6 +887,12 @@ class HDFS2FileSink(SinkOperator):
         self._marked = set()
         self._cut_current = {}
         self._ready = True
+        if self._rejects is not None:
+            rejects = state.get("rejects")
+            if isinstance(rejects, dict):
+                self._rejects.reset(rejects)
+            else:  # a cut from before rejects_file was set
+                self._rejects.reset_to_initial_state()
         logger.info(
             "sink %s: reset to %s (next file number %s)",
             self.name,
@@ -720,6 +915,8 @@ class HDFS2FileSink(SinkOperator):
         self._cut_current = {}
         self._just_published = set()
         self._ready = True
+        if self._rejects is not None:
+            self._rejects.reset_to_initial_state()
 
     def close(self) -> None:
         cur = self._cur
@@ -730,6 +927,8 @@ class HDFS2FileSink(SinkOperator):
             cur.writer.close()
             cur.writer = None
         self._ready = False
+        if self._rejects is not None:
+            self._rejects.close()
 
     def abandon(self) -> None:
         """Stop like a crashed process: release file handles, publish and delete nothing.
@@ -738,6 +937,8 @@ class HDFS2FileSink(SinkOperator):
         """
         self._drop_writer()
         self._ready = False
+        if self._rejects is not None:
+            self._rejects.abandon()
 
     # -- recovery -----------------------------------------------------------------------------
 
@@ -859,6 +1060,11 @@ class HDFS2FileSink(SinkOperator):
 
 def _norm(path: str) -> str:
     return posixpath.normpath(path) if path else "."
+
+
+def _below(path: str, directory: str) -> bool:
+    """Whether ``path`` lies below ``directory`` (both normalised)."""
+    return path.startswith(directory.rstrip("/") + "/")
 
 
 def _side_name(final: str, sink: str, suffix: str) -> str:

@@ -124,7 +124,7 @@ def test_utf16_has_one_byte_order_mark_per_file_also_after_reset(sink_env: SinkE
 def test_bad_record_names_index_value_and_file(
     sink_local: SinkEnv, record: Any, fragment: str
 ) -> None:
-    run = SinkRun(sink_local, settings(sink_local, encoding="ascii"))
+    run = SinkRun(sink_local, settings(sink_local, encoding="ascii", on_bad_record="fail"))
     with pytest.raises(BadRecordError) as info:
         run.write(["fine", "also fine", record])
     message = str(info.value)
@@ -134,7 +134,7 @@ def test_bad_record_names_index_value_and_file(
 
 
 def test_binary_mode_rejects_str(sink_local: SinkEnv) -> None:
-    run = SinkRun(sink_local, settings(sink_local, format="binary"))
+    run = SinkRun(sink_local, settings(sink_local, format="binary", on_bad_record="fail"))
     with pytest.raises(BadRecordError, match=r"record 1 .* binary mode needs bytes, got str 'x'"):
         run.write([b"ok", "x"])
 
@@ -655,7 +655,7 @@ def test_file_attribute_name_recovers_like_the_template_mode(sink_env: SinkEnv) 
 
 
 def test_file_attribute_name_never_overwrites_a_name_seen_before(sink_local: SinkEnv) -> None:
-    run = SinkRun(sink_local, attr_settings(sink_local))
+    run = SinkRun(sink_local, attr_settings(sink_local, on_bad_record="fail"))
     run.write([("a", "1"), ("b", "2")])
     with pytest.raises(FileExistsError, match="never overwritten"):
         run.write([("a", "3")])
@@ -679,7 +679,7 @@ def test_file_attribute_name_never_overwrites_a_name_seen_before(sink_local: Sin
 def test_file_names_are_confined_to_the_base_directory(
     sink_local: SinkEnv, name: Any, problem: str
 ) -> None:
-    run = SinkRun(sink_local, attr_settings(sink_local))
+    run = SinkRun(sink_local, attr_settings(sink_local, on_bad_record="fail"))
     with pytest.raises(BadRecordError, match=problem) as info:
         run.write([("ok", "1"), (name, "2")])
     assert info.value.offset == 1 and info.value.field == "name"
@@ -688,7 +688,7 @@ def test_file_names_are_confined_to_the_base_directory(
 
 
 def test_file_attribute_records_must_be_pairs(sink_local: SinkEnv) -> None:
-    run = SinkRun(sink_local, attr_settings(sink_local))
+    run = SinkRun(sink_local, attr_settings(sink_local, on_bad_record="fail"))
     with pytest.raises(BadRecordError, match=r"record 0: expected a \(file name, value\) pair"):
         run.write(["just a line"])
 
