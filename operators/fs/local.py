@@ -11,6 +11,7 @@ import os
 import shutil
 import stat as stat_mod
 
+from region.checkpoint import dir_permission
 from region.fs import FileStatus
 
 __all__ = ["LocalFileSystem", "LocalWriter"]
@@ -33,6 +34,30 @@ def _load_renameat2() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 
 
 _renameat2 = _load_renameat2()
+
+
+def _makedirs(path: str, mode: int | None) -> None:
+    """``os.makedirs``, but every directory it creates gets ``mode`` exactly (``os.makedirs``
+    gives it to the last one only, filtered by the umask: a umask of 0 left 0777 parents)."""
+    if mode is None:
+        os.makedirs(path, exist_ok=True)
+        return
+    missing = []
+    current = os.path.abspath(path)
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, mode)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
+            continue  # created meanwhile by someone else: theirs, left as it is
+        os.chmod(directory, mode)
 
 
 def _fsync_dir(path: str) -> None:
@@ -128,7 +153,7 @@ class LocalFileSystem:
     ) -> LocalWriter:
         parent = os.path.dirname(path)
         if parent:
-            os.makedirs(parent, exist_ok=True)
+            _makedirs(parent, dir_permission(permission))
         flags = os.O_CREAT if overwrite else os.O_CREAT | os.O_EXCL
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, "is a directory", path)
@@ -191,8 +216,6 @@ class LocalFileSystem:
         return True
 
     def mkdirs(self, path: str, *, permission: int | None = None) -> None:
-        if permission is None:
-            os.makedirs(path, exist_ok=True)
-        else:
-            os.makedirs(path, mode=permission, exist_ok=True)
-            os.chmod(path, permission)  # makedirs' mode is filtered by the umask
+        _makedirs(path, permission)
+        if permission is not None:
+            os.chmod(path, permission)  # also an existing directory, as before
