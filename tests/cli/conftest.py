@@ -133,12 +133,22 @@ def start_cli(*args: str, cwd: Path | None = None, **env: str) -> subprocess.Pop
     )
 
 
-def wait_for(predicate: object, timeout: float = 60.0, what: str = "condition") -> None:
+def wait_for(
+    predicate: object,
+    timeout: float = 60.0,
+    what: str = "condition",
+    alive: subprocess.Popen[str] | None = None,
+) -> None:
+    """Poll ``predicate()``; fail at once, with its output, if the process ``alive`` ended."""
     assert callable(predicate)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
+        if alive is not None and alive.poll() is not None:
+            out, err = alive.communicate()
+            msg = f"the process ended (exit {alive.returncode}) before {what}:\n{out}\n{err}"
+            raise AssertionError(msg)
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 

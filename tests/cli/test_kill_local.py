@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import signal
 import time
+from pathlib import Path
 from subprocess import Popen
 
 import pytest
@@ -26,6 +27,11 @@ SETTINGS = """\
     tuples_per_file = 45
     publish = "{publish}"
 """
+
+
+def newest_cut(checkpoints: Path) -> int:
+    """The id of the newest cut file (old ones are retired, so counting them would not do)."""
+    return max((int(p.stem.split("-")[1]) for p in cut_files(checkpoints)), default=0)
 
 
 def scan_order(pdir: PipelineDir) -> list[str]:
@@ -54,10 +60,10 @@ def test_sigkill_anywhere_then_the_same_command_resumes_exactly_once(
         running = start_cli(*command, PACE="0.002")
         try:
             # Let it make some progress (at least one cut of this run), then kill it anywhere.
-            cuts_before = len(cut_files(checkpoints))
+            cuts_before = newest_cut(checkpoints)
 
             def progressed(proc: Popen[str] = running, before: int = cuts_before) -> bool:
-                return proc.poll() is not None or len(cut_files(checkpoints)) > before
+                return proc.poll() is not None or newest_cut(checkpoints) > before
 
             wait_for(progressed, what="a cut")
             time.sleep(rng.uniform(0.0, 0.25))
@@ -97,12 +103,14 @@ def test_sigkill_of_a_streaming_run_then_resume_with_more_files(pdir: PipelineDi
     )
     running = start_cli("run", str(config), PACE="0")
     try:
-        wait_for(lambda: len(pdir.output_lines()) >= 45, what="the first file")
+        wait_for(lambda: len(pdir.output_lines()) >= 45, what="the first file", alive=running)
         running.send_signal(signal.SIGKILL)
         running.wait(timeout=30)
         pdir.add_files(2, 40, prefix="g")
         running = start_cli("run", str(config), PACE="0")
-        wait_for(lambda: len(pdir.output_lines()) >= 135, what="output of the new files")
+        wait_for(
+            lambda: len(pdir.output_lines()) >= 135, what="output of the new files", alive=running
+        )
         running.send_signal(signal.SIGTERM)
         _, err = running.communicate(timeout=60)
     finally:

@@ -139,7 +139,9 @@ def test_sigterm_stops_gracefully_and_a_second_process_is_refused(pdir: Pipeline
     running = start_cli("run", str(config))  # runs until stopped
     checkpoints = pdir.root / "checkpoints" / "pipeline"
     try:
-        wait_for(lambda: len(pdir.output_lines()) >= 140, what="output of the first run")
+        wait_for(
+            lambda: len(pdir.output_lines()) >= 140, what="output of the first run", alive=running
+        )
         # The same checkpoint directory is in use: the second process fails at start and names
         # the holder (its pid).
         second = cli("run", str(config), "--available-now")
