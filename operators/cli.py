@@ -75,7 +75,10 @@ def setup_logging(level: str | None, display: ProgressDisplay | None) -> None:
     root.addHandler(handler)
     root.setLevel((level or ("WARNING" if live else "INFO")).upper())
     for noisy in ("py4j", "urllib3", "pyspark"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+        # urllib3's request lines only when DEBUG is asked for (the WebHDFS backend scrubs the
+        # delegation token from them).
+        quiet = noisy != "urllib3" or root.level > logging.DEBUG
+        logging.getLogger(noisy).setLevel(logging.WARNING if quiet else logging.NOTSET)
 
 
 def _summary(final: Progress) -> str:

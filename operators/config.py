@@ -33,6 +33,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -319,7 +320,8 @@ def _resolve_paths(
     fs_update: dict[str, Any] = {}
     if config.filesystem.keytab is not None:
         # A keytab is always a local file, whatever the filesystem.
-        fs_update["keytab"] = _absolute(config.filesystem.keytab, base)
+        keytab = _absolute(config.filesystem.keytab.get_secret_value(), base)
+        fs_update["keytab"] = SecretStr(keytab)  # model_copy does not validate
     return config.model_copy(
         update={
             "scan": config.scan.model_copy(update=scan_update),

@@ -42,6 +42,15 @@ logger = logging.getLogger(__name__)
 #: Region checkpoint layout under ``checkpoint_dir``.
 SPARK_DIR = "spark"
 PLANS_DIR = "plans"
+#: Secrets reach the data sources through these environment variables, never as option values:
+#: Spark keeps options in its query plans (shown by explain, the UI and event logs). A name
+#: containing "SECRET" is hidden by Spark's default ``spark.redaction.regex`` wherever it
+#: appears as a configuration key (e.g. ``spark.executorEnv.*`` on a cluster).
+SECRET_ENV = {
+    "password": "HDFS_REGION_SECRET_PASSWORD",
+    "token": "HDFS_REGION_SECRET_TOKEN",
+    "keytab": "HDFS_REGION_SECRET_KEYTAB",
+}
 
 
 class SparkPlan:
@@ -60,6 +69,8 @@ class SparkPlan:
             raise ConfigError(msg)
         self.checkpoint_dir = cp_path
         self.checkpoint_settings = cp_settings
+        #: Environment variables to set before the JVM starts (see :data:`SECRET_ENV`).
+        self.secret_env: dict[str, str] = {}
         self.spark_checkpoint = _hadoop_uri(cp_settings.display(posixpath.join(cp_path, SPARK_DIR)))
         self.query_name = (
             "hdfs_region_" + hashlib.sha256(config.pipeline_id().encode()).hexdigest()[:12]
@@ -79,8 +90,11 @@ class SparkPlan:
             value = getattr(fs, field)
             if value is None:
                 continue
-            if hasattr(value, "get_secret_value"):
-                value = value.get_secret_value()
+            if field in SECRET_ENV:
+                if getattr(fs, f"{field}_env") is None:  # else that reference is passed on
+                    self.secret_env[SECRET_ENV[field]] = value.get_secret_value()
+                    out[f"{field}_env"] = SECRET_ENV[field]
+                continue
             out[field] = str(value)
         return out
 
@@ -326,6 +340,14 @@ def run_spark(
             region.trigger.value,
         )
         totals = _Totals(config.transform is not None)
+        if plan.secret_env:
+            # Inherited by the JVM and its Python workers (local mode); see SECRET_ENV.
+            os.environ.update(plan.secret_env)
+            if not config.spark.master.startswith("local"):
+                logger.warning(
+                    "Executors need the environment variables %s (e.g. spark.executorEnv.*)",
+                    ", ".join(sorted(plan.secret_env)),
+                )
         with stopper.installed():
             spark = _session(config)
             supervisor = _supervisor(spark, plan, available_now, totals)

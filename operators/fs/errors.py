@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 
-__all__ = ["UnsupportedOperationError", "scrub"]
+__all__ = [
+    "SecretScrubFilter",
+    "UnsupportedOperationError",
+    "install_log_scrubbing",
+    "register_secret",
+    "scrub",
+    "scrub_secrets",
+]
 
 
 class UnsupportedOperationError(OSError, NotImplementedError):
@@ -17,8 +26,88 @@ class UnsupportedOperationError(OSError, NotImplementedError):
 
 _QUERY = re.compile(r"\?[^\s'\"()<>]*")
 _USERINFO = re.compile(r"(//)[^/\s@'\"]*@")
+# Query parameters that carry credentials (WebHDFS ``delegation``, signed URLs, ...).
+_SECRET_PARAM = re.compile(
+    r"([?&;](?:delegation|[\w.-]*(?:token|password|passwd|secret|signature|credential|key)"
+    r"[\w.-]*)=)[^&;\s'\"#<>]*",
+    re.IGNORECASE,
+)
+#: Shorter values are not masked: they would mangle ordinary words.
+_MIN_SECRET = 4
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Mask ``value`` (a password, token or keytab path in use) wherever :func:`scrub` or
+    :func:`scrub_secrets` clean a text, also outside URLs."""
+    if value and len(value) >= _MIN_SECRET:
+        with _secrets_lock:
+            _secrets.add(value)
+
+
+def _mask_known(text: str) -> str:
+    for secret in sorted(_secrets, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
 
 
 def scrub(text: str) -> str:
-    """``text`` without URL query strings (tokens travel there) or ``user:pass@`` parts."""
-    return _USERINFO.sub(r"\1", _QUERY.sub("?…", text))
+    """``text`` without URL query strings (tokens travel there), ``user:pass@`` parts and
+    registered secrets (for exception messages: nothing of a URL's query is kept)."""
+    return _mask_known(_USERINFO.sub(r"\1", _QUERY.sub("?…", text)))
+
+
+def scrub_secrets(text: str) -> str:
+    """``text`` with the values of credential query parameters (``delegation=``, ``*token*=``,
+    ``*password*=``, ...), ``user:pass@`` parts and registered secrets masked; the rest of a
+    URL stays readable (for debug logs, where ``op=`` matters)."""
+    return _mask_known(_USERINFO.sub(r"\1", _SECRET_PARAM.sub(r"\1***", text)))
+
+
+class SecretScrubFilter(logging.Filter):
+    """Masks credentials in log records (message, arguments, exception and stack text).
+
+    urllib3 logs every request line at DEBUG, with the query string that carries the WebHDFS
+    ``delegation`` token; redirects and retries log whole URLs.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken record: let logging report it as usual
+            return True
+        clean = scrub_secrets(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub_secrets(record.exc_text)
+        if record.stack_info:
+            record.stack_info = scrub_secrets(record.stack_info)
+        return True
+
+
+_FILTER = SecretScrubFilter()
+#: Loggers of the HTTP and HDFS client libraries (and every child logger that exists).
+_CLIENT_LOGGERS = ("urllib3", "requests", "hdfs", "requests_kerberos", "krbcontext")
+
+
+def install_log_scrubbing() -> None:
+    """Attach :class:`SecretScrubFilter` to the client libraries' loggers (idempotent).
+
+    A logger's filters only see records logged through that logger, not those of its children,
+    so it goes on every existing ``urllib3.*`` / ``requests.*`` / ``hdfs.*`` logger.
+    """
+    names = set(_CLIENT_LOGGERS)
+    names.update(
+        name
+        for name in list(logging.root.manager.loggerDict)
+        if name.split(".", 1)[0] in _CLIENT_LOGGERS
+    )
+    for name in names:
+        target = logging.getLogger(name)
+        if _FILTER not in target.filters:
+            target.addFilter(_FILTER)

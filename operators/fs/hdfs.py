@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from region.fs import FileStatus
 
-from .errors import UnsupportedOperationError, scrub
+from .errors import UnsupportedOperationError, register_secret, scrub
 from .settings import FileSystemSettings, split_uri
 
 __all__ = ["ArrowHdfsFileSystem", "ArrowHdfsWriter"]
@@ -85,12 +85,14 @@ def _kinit(settings: FileSystemSettings) -> None:
         msg = f"{settings.display()}: a keytab is set but the kinit command is not installed"
         raise ImportError(msg)
     assert settings.keytab is not None and settings.kerberos_principal is not None
-    cmd = [kinit, "-kt", settings.keytab, settings.kerberos_principal]
+    keytab = settings.keytab.get_secret_value()
+    register_secret(keytab)  # kinit's own messages quote the path
+    cmd = [kinit, "-kt", keytab, settings.kerberos_principal]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         msg = (
-            f"{settings.display()}: kinit for {settings.kerberos_principal} with keytab "
-            f"{settings.keytab} failed: {done.stderr.strip()}"
+            f"{settings.display()}: kinit for {settings.kerberos_principal} with the keytab "
+            f"failed: {scrub(done.stderr.strip())}"
         )
         raise PermissionError(errno.EACCES, msg)
 

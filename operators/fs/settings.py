@@ -5,10 +5,16 @@ A filesystem is named by a URI: ``file:///`` or a bare path (local disk, the def
 ``hdfs://namenode:8020`` for native HDFS through libhdfs. Several WebHDFS namenodes (HA) are
 written ``webhdfs://nn1:9870,nn2:9870``. Credentials never stay in the URI: ``user:pass@`` is
 split into :attr:`FileSystemSettings.user` and the secret :attr:`FileSystemSettings.password`.
+
+Secrets (``password``, ``token``, ``keytab``) are ``SecretStr``: hidden in ``repr``, ``str`` and
+dumps. Each can also be given by reference, ``password_env`` / ``token_env`` / ``keytab_env``
+naming an environment variable read when the settings are validated, so that a value never has
+to be written into a settings file or a Spark option.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -91,10 +97,15 @@ class FileSystemSettings(BaseModel):
     kerberos_principal: str | None = Field(
         None, validation_alias=AliasChoices("kerberos_principal", "authPrincipal")
     )
-    #: Keytab file for ``kerberos_principal``.
-    keytab: str | None = Field(None, validation_alias=AliasChoices("keytab", "authKeytab"))
+    #: Keytab file for ``kerberos_principal`` (its path is treated as a secret too).
+    keytab: SecretStr | None = Field(None, validation_alias=AliasChoices("keytab", "authKeytab"))
     #: Hadoop delegation token (WebHDFS ``delegation`` parameter).
     token: SecretStr | None = None
+    #: Names of environment variables holding the password, the token or the keytab path
+    #: (read at validation; an explicit value wins).
+    password_env: str | None = None
+    token_env: str | None = None
+    keytab_env: str | None = None
     #: Timeout of one request to the filesystem.
     timeout: Duration = Field(30.0, gt=0)
     #: How long append / truncate / overwrite wait while another writer's lease is held or a
@@ -108,6 +119,28 @@ class FileSystemSettings(BaseModel):
     retry_backoff: Duration = Field(
         0.5, validation_alias=AliasChoices("retry_backoff", "retryBackoff", "reconnectionInterval")
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_from_environment(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for field, aliases in (
+            ("password", ("password",)),
+            ("token", ("token",)),
+            ("keytab", ("keytab", "authKeytab")),
+        ):
+            name = data.get(f"{field}_env")
+            if name is None or any(data.get(a) is not None for a in aliases):
+                continue
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"{field}_env: {name!r} is not an environment variable name")
+            value = os.environ.get(name)
+            if not value:
+                msg = f"{field}_env: the environment variable {name!r} is not set (or is empty)"
+                raise ValueError(msg)
+            data = {**data, field: value}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -141,7 +174,8 @@ class FileSystemSettings(BaseModel):
             raise ValueError(f"uri: {self.uri!r} names no host (e.g. 'webhdfs://namenode:9870')")
         self.hosts()  # a bad host:port fails here, at configuration time
         if self.keytab is not None and self.kerberos_principal is None:
-            raise ValueError(f"keytab: {self.keytab!r} is set but kerberos_principal is not")
+            # The path is a secret: never in a message.
+            raise ValueError("keytab: '***' is set but kerberos_principal is not")
         return self
 
     @property

@@ -28,7 +28,7 @@ from hdfs.util import HdfsError
 
 from region.fs import FileStatus
 
-from .errors import scrub
+from .errors import install_log_scrubbing, register_secret, scrub
 from .settings import FileSystemSettings
 
 __all__ = ["WebHdfsFileSystem", "WebHdfsWriter"]
@@ -62,6 +62,9 @@ _claims_lock = threading.Lock()
 
 
 def _make_client(settings: FileSystemSettings) -> Client:
+    for secret in (settings.password, settings.token, settings.keytab):
+        if secret is not None:
+            register_secret(secret.get_secret_value())
     proto = "https" if settings.scheme in ("swebhdfs", "https") else "http"
     url = ";".join(
         f"{proto}://[{h}]:{p}" if ":" in h else f"{proto}://{h}:{p}" for h, p in settings.hosts()
@@ -77,7 +80,7 @@ def _make_client(settings: FileSystemSettings) -> Client:
             raise ImportError(msg) from None
         if settings.keytab is not None:
             # GSSAPI acquires the principal's credentials from this keytab when it needs them.
-            os.environ.setdefault("KRB5_CLIENT_KTNAME", settings.keytab)
+            os.environ.setdefault("KRB5_CLIENT_KTNAME", settings.keytab.get_secret_value())
         client: Client = KerberosClient(
             url,
             principal=settings.kerberos_principal,
@@ -110,6 +113,8 @@ class WebHdfsFileSystem:
         if settings.kind != "webhdfs":
             raise ValueError(f"uri: {settings.display()!r} is not a webhdfs:// URI")
         self.settings = settings
+        # urllib3 logs request URLs (with the delegation token) at DEBUG.
+        install_log_scrubbing()
         #: The ``hdfs`` package client (for operations outside the contract).
         self.client = client if client is not None else _make_client(settings)
         #: ``None`` until a RENAME tells whether the server honours ``renameoptions``.
@@ -351,6 +356,10 @@ class WebHdfsFileSystem:
             except _CONNECTION_ERRORS as err:
                 attempt += 1
                 self._backoff(attempt, op, path, err)
+            except rq.exceptions.RequestException as err:
+                # Too many redirects, a bad URL, ...: the text may quote a URL with the token.
+                reason = scrub(f"{type(err).__name__}: {err}")
+                raise OSError(errno.EIO, f"{op}: {reason}", self.display(path)) from None
 
     def _lease_wait(self, op: str, path: str, fn: Callable[[], T]) -> T:
         """``_call`` that waits while another writer holds the lease or it is being recovered."""

@@ -4,6 +4,11 @@ Spark hands options over as a case-insensitive dict of strings (keys lower-cased
 is matched by its name without case and underscores: ``max_files_per_trigger``,
 ``maxFilesPerTrigger`` and ``MAXFILESPERTRIGGER`` are the same option. Every field name and IBM
 alias of the settings models is accepted; an unknown option is a :class:`ConfigError` that names it.
+
+Credentials: pass ``password_env`` / ``token_env`` / ``keytab_env`` (the name of an environment
+variable of the driver and the executors) rather than ``password`` / ``token`` / ``keytab``.
+Option values are plain strings in Spark's query plan, which ``explain()``, the UI and event logs
+show; Spark's ``spark.redaction.regex`` hides only keys it matches (not ``keytab``).
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ FS_FIELDS = (
     "kerberos_principal",
     "keytab",
     "token",
+    "password_env",
+    "token_env",
+    "keytab_env",
     "timeout",
     "lease_recovery_timeout",
     "retries",

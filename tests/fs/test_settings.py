@@ -39,7 +39,8 @@ def test_ibm_names_and_durations() -> None:
     assert settings.uri == "webhdfs://nn:9870"
     assert settings.user == "etl"
     assert settings.kerberos_principal == "etl@EXAMPLE.COM"
-    assert settings.keytab == "/etc/etl.keytab"
+    assert settings.keytab is not None
+    assert settings.keytab.get_secret_value() == "/etc/etl.keytab"
     assert settings.timeout == 0.25
     assert settings.lease_recovery_timeout == 120.0
     assert (settings.retries, settings.retry_backoff) == (5, 0.1)
@@ -65,7 +66,7 @@ def test_a_password_in_the_uri_is_kept_secret() -> None:
         ({"uri": "webhdfs://"}, ["uri", "webhdfs://"]),
         ({"uri": "webhdfs://nn:port"}, ["uri", "nn:port"]),
         ({"timeout": "soon"}, ["timeout", "soon"]),
-        ({"keytab": "/k"}, ["keytab", "/k", "kerberos_principal"]),
+        ({"keytab": "/k"}, ["keytab", "'***'", "kerberos_principal"]),
         ({"uri": "webhdfs://a:s3cret@h", "user": "b"}, ["user", "'b'"]),
         ({"hdfs_uri": "x"}, ["hdfs_uri"]),
     ],
