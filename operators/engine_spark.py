@@ -140,6 +140,12 @@ class SparkPlan:
                 value = getattr(sink, field)
                 msg = f"[sink] {field}: not supported by the spark engine, {why} (got {value!r})"
                 raise ConfigError(msg)
+        if sink.on_bad_record not in (None, "fail") or sink.rejects_file is not None:
+            msg = (
+                "[sink] on_bad_record / rejects_file: not supported by the spark engine, where a "
+                "record that cannot be written fails its batch (use the local engine)"
+            )
+            raise ConfigError(msg)
         if sink.publish != "atomic":
             msg = (
                 f"[sink] publish: the spark engine publishes by rename only (got {sink.publish!r})"

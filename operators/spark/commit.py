@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from region.checkpoint import dir_permission
 from region.fs import FileSystem
 
 __all__ = [
@@ -109,8 +110,11 @@ class SinkLog:
         exactly_once: bool = True,
         retain: int = 100,
         fault: FaultHook | None = None,
+        permission: int | None = 0o640,
     ) -> None:
         self._fs = fs
+        #: Mode of log entries (the log directory gets the matching traversal bits).
+        self._permission = permission
         self.output_dir = output_dir.rstrip("/") or "/"
         self.log_dir = log_dir.rstrip("/") or "/"
         self._namer = namer
@@ -165,7 +169,7 @@ class SinkLog:
         # 1. unique temporary name, 2. write + sync, 3. rename into place (atomic).
         directory, name = posixpath.split(path)
         tmp = posixpath.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-        writer = self._fs.create(tmp, overwrite=False)
+        writer = self._fs.create(tmp, overwrite=False, permission=self._permission)
         try:
             writer.write(data)
             writer.sync()
@@ -174,7 +178,9 @@ class SinkLog:
         self._fs.rename(tmp, path, overwrite=True)
 
     def _mark_done(self, batch_id: int) -> None:
-        writer = self._fs.create(self._path(batch_id, _DONE_SUFFIX), overwrite=True)
+        writer = self._fs.create(
+            self._path(batch_id, _DONE_SUFFIX), overwrite=True, permission=self._permission
+        )
         try:
             writer.sync()
         finally:
@@ -298,7 +304,8 @@ class SinkLog:
             batch_id = newest + 1
             entry["batch_id"] = batch_id
         # 4. The write-ahead entry: from here on the batch's output is decided.
-        self._fs.mkdirs(self.log_dir)
+        if not self._fs.exists(self.log_dir):
+            self._fs.mkdirs(self.log_dir, permission=dir_permission(self._permission))
         self._write_atomically(
             self._path(batch_id, _ENTRY_SUFFIX), json.dumps(entry, indent=1).encode()
         )

@@ -224,6 +224,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             exactly_once=self.config.exactly_once,
             retain=self.config.log_retain,
             fault=_fault,
+            permission=self.config.permission,
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

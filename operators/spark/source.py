@@ -49,6 +49,7 @@ from pyspark.sql.streaming.datasource import (
 from operators.listing import ScanKey, list_ready
 from operators.spark.arrow_io import read_blocks, read_lines
 from operators.spark.config import ScanConfig, open_config_fs
+from region.checkpoint import dir_permission
 from region.fs import FileStatus, FileSystem
 
 __all__ = [
@@ -60,6 +61,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _SOURCE = "hdfs_scan"
+#: Mode of the batch plans (checkpoint data: readable by the group, never world-writable).
+_PLAN_PERMISSION = 0o640
 
 
 class ScanPartition(InputPartition):
@@ -233,9 +236,10 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         path = self._plan_path(seq, digest)
         if self.fs.exists(path):
             return
-        self.fs.mkdirs(self.config.plan_dir)
+        if not self.fs.exists(self.config.plan_dir):
+            self.fs.mkdirs(self.config.plan_dir, permission=dir_permission(_PLAN_PERMISSION))
         tmp = posixpath.join(self.config.plan_dir, f".{seq:020d}-{uuid.uuid4().hex}.tmp")
-        writer = self.fs.create(tmp)
+        writer = self.fs.create(tmp, permission=_PLAN_PERMISSION)
         try:
             writer.write(body)
             writer.sync()
