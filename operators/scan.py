@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import logging
+import os
 import posixpath
 import re
 import time
@@ -23,7 +24,9 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from operators.errors import BadRecordError
 from operators.listing import ScanKey, list_ready
+from operators.safepath import path_problem
 from region.fs import FileStatus, FileSystem
 from region.settings import Duration
 from region.state import Batch, StartOperator, State
@@ -260,11 +263,17 @@ class HDFS2DirectoryScan(StartOperator):
 
     def set_directory(self, path: str) -> None:
         """Watch ``path`` from now on (the control input). Call it under a permit, like a tuple:
-        the change is state, covered by the next cut. A new directory starts from an empty key."""
-        roots = self.settings.roots
-        if roots is not None and not within_roots(path, roots):
-            msg = f"{self.name}: directory {path!r} is outside the allowed roots {list(roots)!r}"
-            raise ValueError(msg)
+        the change is state, covered by the next cut. A new directory starts from an empty key.
+
+        Raises :class:`~operators.errors.BadRecordError` (a ``ValueError``), changing nothing,
+        when ``path`` is not an acceptable path (control characters, look-alike slashes, not
+        NFKC, too long: :func:`operators.safepath.path_problem`) or, with ``roots``, lies
+        outside them: lexically after folding ``..`` (a relative path is outside absolute
+        roots) and, on the local disk, also after resolving symbolic links.
+        """
+        problem = self._refusal(path)
+        if problem is not None:
+            raise BadRecordError(f"{self.name}: directory {path!r} {problem}", field="directory")
         if path == self._directory:
             return
         logger.info("%s: now watching %s (was %s)", self.name, path, self._directory)
@@ -272,6 +281,25 @@ class HDFS2DirectoryScan(StartOperator):
         self._key = None
         self._late = {}
         self._forget_listing()
+
+    def _refusal(self, path: str) -> str | None:
+        """Why the control input may not switch to ``path``, or ``None``."""
+        problem = path_problem(path)
+        if problem is not None:
+            return problem
+        roots = self.settings.roots
+        if roots is None:
+            return None
+        if not within_roots(path, roots):
+            return f"is outside the allowed roots {list(roots)!r}"
+        if self._fs.display(path).startswith("file:"):
+            real = os.path.realpath(path)
+            if not within_roots(real, tuple(os.path.realpath(root) for root in roots)):
+                return (
+                    f"resolves through a symbolic link to {real!r}, outside the allowed roots "
+                    f"{list(roots)!r}"
+                )
+        return None
 
     @property
     def directory(self) -> str | None:
