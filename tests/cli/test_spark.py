@@ -50,7 +50,19 @@ def test_spark_run_available_now_then_inspect(pdir: PipelineDir) -> None:
     assert '"next_filenum": 5' in shown.stdout  # files never span batches: 2+2+1
 
     # The checkpoints of one engine cannot be resumed by the other (no JVM needed to refuse).
-    other = cli("run", str(config), "--available-now", "--engine", "local")
+    local = pdir.write_config(
+        """\
+        engine = "local"
+        [region]
+        checkpoint_dir = "checkpoints/pipeline"
+        [scan]
+        directory = "landing"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """,
+        "local.toml",
+    )
+    other = cli("run", str(local), "--available-now")
     assert other.returncode == 1
     assert "holds checkpoints of the spark engine" in other.stderr
 
