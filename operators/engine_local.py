@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from operators.config import PipelineConfig
-from operators.engines import claim_checkpoint_dir, load_function
+from operators.engines import claim_checkpoint_dir, load_function, read_identity
 from operators.fs import open_path
 from operators.progress import Progress, ProgressDisplay
 from operators.scan import HDFS2DirectoryScan
@@ -193,6 +193,11 @@ def run_local(
     run = build_local(config, available_now=available_now)
     run.lock.acquire()
     try:
+        if read_identity(run.checkpoint_fs, run.checkpoint_dir) is None:
+            # Unstamped (pipeline.json removed, or written before it existed): the identity in
+            # the cuts decides (CheckpointError for another pipeline's) before this run stamps
+            # the directory as its own.
+            run.store.latest()
         claim_checkpoint_dir(
             run.checkpoint_fs,
             run.checkpoint_dir,
