@@ -239,3 +239,15 @@ def test_progress_is_one_live_line_on_a_terminal(pdir: PipelineDir) -> None:
     assert "\r\x1b[2K" in text
     assert "records 40" in text and "cuts 1" in text
     assert "INFO" not in text
+
+
+def test_the_spark_engine_refuses_checkpoints_of_the_local_engine(pdir: PipelineDir) -> None:
+    pdir.add_files(1, 5)
+    config = pdir.write_config(BASIC.format(trigger="periodic"))
+    assert cli("run", str(config), "--available-now").returncode == 0
+    # Refused before any JVM starts: resuming with the other engine would repeat the output.
+    other = cli("run", str(config), "--available-now", "--engine", "spark")
+    assert other.returncode == 1
+    assert "holds checkpoints of the local engine, which the spark engine cannot" in other.stderr
+    assert "run with --engine local" in other.stderr
+    assert len(pdir.output_lines()) == 5
