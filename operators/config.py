@@ -159,6 +159,25 @@ class PipelineConfig(BaseModel):
     def _pipeline_shape(self) -> PipelineConfig:
         if self.scan.directory is None:
             raise ValueError("[scan] directory: required (the landing directory to watch)")
+        paths = {
+            "[scan] directory": self.scan.directory,
+            "[sink] file": self.sink.file,
+            "[sink] directory": self.sink.directory,
+            "[region] checkpoint_dir": self.region.checkpoint_dir,
+        }
+        for key, path in paths.items():
+            if path is None:
+                continue
+            try:
+                fs_uri, _ = split_uri(path)
+                if fs_uri != "file:///":
+                    FileSystemSettings(uri=fs_uri)  # a bad host or port fails here
+            except ValidationError as exc:
+                why = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+                raise ValueError(f"{key}: {why.removeprefix('uri: ')}") from None
+            except ValueError as exc:
+                why = str(exc).removeprefix("uri: ")
+                raise ValueError(f"{key}: {why} (got {path!r})") from None
         if self.source.file is not None:
             raise ValueError(
                 f"[source] file: {self.source.file!r} is not used in a pipeline "

@@ -59,6 +59,17 @@ CASES = [
     ),
     pytest.param({"scan": 'pattern = "x"'}, "[scan] directory: required", id="no-directory"),
     pytest.param(
+        {"scan": 'directory = "s3://bucket/landing"'},
+        "[scan] directory: unknown filesystem scheme 's3' (known: file, hdfs, http, https, "
+        "swebhdfs, webhdfs) (got 's3://bucket/landing')",
+        id="scheme",
+    ),
+    pytest.param(
+        {"sink": 'file = "webhdfs://nn:port/out/%FILENUM"'},
+        "[sink] file: 'webhdfs://nn:port' has a bad host:port 'nn:port'",
+        id="host-port",
+    ),
+    pytest.param(
         {"scan": 'directory = "landing"\npattern = "(["'},
         "[scan] pattern: pattern '([' is not a valid regular expression",
         id="pattern",
