@@ -589,9 +589,10 @@ class HDFS2FileSink(SinkOperator):
                 if self._cur is None or self._cur.final != path:
                     self._close_current()
                     self._open(path)
-            except (BadRecordError, FileExistsError) as exc:
-                # A refused name, or a file written before (never overwritten): the records
-                # of this run cannot be written.
+            except (BadRecordError, FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+                # A refused name, a file written before (never overwritten), or a name that
+                # clashes with the tree (a file where a directory is needed, or the reverse):
+                # the records of this run cannot be written.
                 if self._on_bad == "fail":
                     raise
                 for index in range(start, end):
@@ -626,20 +627,37 @@ class HDFS2FileSink(SinkOperator):
     def _resolve(self, name: Any, index: int) -> str:
         """The path of a file named by a record, confined to the base directory (the rules are
         in :mod:`operators.safepath`)."""
+        problem: str | None
         try:
             path = confine(self._base, name, reserve=self._reserve)
         except ValueError as exc:
             problem = str(exc)
         else:
             reserved = self._rejects_dir
-            if reserved is None or reserved == self._base or not _below(path, reserved):
+            if reserved is not None and reserved != self._base and _below(path, reserved):
+                problem = "is inside the directory of the rejects files"
+            else:
+                problem = self._tree_conflict(path)
+            if problem is None:
                 return path
-            problem = "is inside the directory of the rejects files"
         msg = (
             f"record {index}: file name {_short(name)} in {self._attr!r} {problem}; names must be "
             f"relative paths inside {self._fs.display(self._base)}"
         )
         raise BadRecordError(msg, file=self._base, offset=index, field=self._attr)
+
+    def _tree_conflict(self, path: str) -> str | None:
+        """Why ``path`` cannot coexist with a file this sink has not published yet (one would
+        have to be a directory of the other), or ``None``."""
+        finals = [c.final for c in self._closed] + [c.final for _, c in self._pending]
+        if self._cur is not None:
+            finals.append(self._cur.final)
+        for final in finals:
+            if _below(path, final):
+                return f"needs {self._fs.display(final)}, a file being written, as a directory"
+            if _below(final, path):
+                return f"is a directory of {self._fs.display(final)}, a file being written"
+        return None
 
     def _bad_record(self, record: Any, index: int, exc: Exception) -> None:
         """Route a record that cannot be written, as ``on_bad_record`` says."""
