@@ -118,6 +118,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:
         _error(f"{type(exc).__name__}: {exc}")
         return EXIT_FAILURE
+    except ImportError as exc:  # a backend's optional client (requests-kerberos, libhdfs)
+        _error(str(exc))
+        return EXIT_FAILURE
     print(_summary(final), flush=True)
     return EXIT_OK
 
