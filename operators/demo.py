@@ -116,8 +116,8 @@ file = "out/part-%FILENUM.csv"
 tuples_per_file = {max(10, records // 8)}
 
 [spark]
-# One landing file per micro-batch, so that the crash lands between batches of one run.
-max_files_per_trigger = 1
+# Two landing files per micro-batch, so that the crash lands between batches of one run.
+max_files_per_trigger = 2
 """
 
 
