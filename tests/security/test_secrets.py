@@ -9,7 +9,6 @@ import json
 import logging
 import socket
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from operators.fs import FileSystemSettings, open_filesystem
 from operators.fs.errors import SecretScrubFilter, install_log_scrubbing
 from operators.spark.options import scan_config, sink_config
 from tests.cli.conftest import cli
-from tests.webhdfs_server import STATE_DIR, ServerProcess, start_process
+from tests.webhdfs_server import STATE_DIR, ServerProcess
 
 PASSWORD = "pw-Mq3Zt8-planted"
 TOKEN = "tok-Hx5Wr2-planted"
@@ -39,11 +38,8 @@ def assert_clean(text: str, where: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    # Its own process: its request log (which quotes tokens, as a namenode's may) is not ours.
-    process = start_process(tmp_path_factory.mktemp("webhdfs-secrets"))
-    yield process
-    process.stop()
+def server(webhdfs_process: ServerProcess) -> ServerProcess:
+    return webhdfs_process
 
 
 def put_landing(server: ServerProcess, directory: str, files: int = 2, prefix: str = "f") -> None:
