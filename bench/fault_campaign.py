@@ -545,6 +545,7 @@ def webhdfs_server_killed(work: Path, args: argparse.Namespace) -> Outcome:
         arrivals.place(args.lines, group=rng.randint(1, 3))
     outcome = ""
     first_code: int | None = None
+    mid_run = False
     try:
         proc = ws.start(available_now=True)
         wait_for(
@@ -553,6 +554,7 @@ def webhdfs_server_killed(work: Path, args: argparse.Namespace) -> Outcome:
             "the first output file",
         )
         time.sleep(rng.uniform(0.1, 0.5))
+        mid_run = proc.poll() is None
         server.kill()  # mid-write: an APPEND may be cut off, its lease left in recovery
         time.sleep(1.0)
         server = start_process(data_root, port=port, soft_limit=1.0)
@@ -585,9 +587,9 @@ def webhdfs_server_killed(work: Path, args: argparse.Namespace) -> Outcome:
         lost=result.lost,
         duplicated=result.duplicated,
         corrupt=result.corrupt,
-        ok=code == 0 and result.exactly_once(),
+        ok=code == 0 and mid_run and result.exactly_once(),
         message=last_error(text) if first_code != 0 else "",
-        details={"first_exit": first_code, "examples": result.examples},
+        details={"first_exit": first_code, "killed_mid_run": mid_run, "examples": result.examples},
     )
 
 

@@ -82,3 +82,4 @@ def test_errors_name_what_failed(campaign: dict[str, Any]) -> None:
     assert "No space left on device" in full["message"]
     (server,) = rows(campaign, "WebHDFS server killed")
     assert server["lost"] == 0 and server["duplicated"] == 0
+    assert server["details"]["killed_mid_run"] is True
