@@ -93,7 +93,9 @@ def open_path(
     named = FileSystemSettings(uri=fs_uri)
     if named.kind == base.kind and named.display() == base.display():
         return open_filesystem(base), path
-    fields = base.model_dump(exclude={"uri", "password", "token"}, exclude_unset=True)
+    # Never send this filesystem's password or token (or their references) to another one.
+    secrets = {"password", "token", "password_env", "token_env"}
+    fields = base.model_dump(exclude={"uri", *secrets}, exclude_unset=True)
     if named.user is not None:
         fields["user"] = named.user
     merged = FileSystemSettings.model_validate(

@@ -15,7 +15,7 @@ import pytest
 
 from operators.config import load_pipeline
 from operators.engine_spark import SECRET_ENV, plan_spark
-from operators.fs import FileSystemSettings, open_filesystem
+from operators.fs import FileSystemSettings, open_filesystem, open_path
 from operators.fs.errors import SecretScrubFilter, install_log_scrubbing
 from operators.spark.options import scan_config, sink_config
 from tests.cli.conftest import cli
@@ -269,3 +269,16 @@ def test_spark_options_carry_references_never_the_secrets(
     with pytest.raises(Exception, match=r"HDFS_REGION_SECRET_TOKEN.* is not set") as info:
         scan_config(plan.source_options)
     assert_clean(str(info.value), "a missing variable's error")
+
+
+def test_credentials_stay_with_their_filesystem(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ETL_TOKEN", TOKEN)
+    base = FileSystemSettings(
+        uri=f"webhdfs://etl:{PASSWORD}@nn:9870", token_env="ETL_TOKEN", timeout="5s"
+    )
+    same, _ = open_path("webhdfs://nn:9870/landing", base)
+    other, path = open_path("webhdfs://elsewhere:9870/landing", base)
+    assert same.settings.token is not None and same.settings.password is not None  # type: ignore[attr-defined]
+    settings = other.settings  # type: ignore[attr-defined]
+    assert (settings.token, settings.password, settings.token_env) == (None, None, None)
+    assert (settings.user, settings.timeout, path) == ("etl", 5.0, "/landing")
