@@ -98,11 +98,22 @@ class SparkPlan:
             out[field] = str(value)
         return out
 
+    def _without_password(self, key: str, path: str) -> str:
+        """``path``, refused when its URI carries a password (it would become an option)."""
+        if self.config.locate(path)[0].password is not None:
+            msg = (
+                f"{key}: {self.config.display(path)!r} carries a password in its URI, which the "
+                "spark engine would pass as a plain option (visible in query plans): give it in "
+                "[filesystem] (password or password_env)"
+            )
+            raise ConfigError(msg)
+        return path
+
     def _source_options(self) -> dict[str, str]:
         config = self.config
         scan, source = config.scan, config.source
         options = self._fs_options()
-        options["directory"] = config.scan_directory
+        options["directory"] = self._without_password("[scan] directory", config.scan_directory)
         for field in ("pattern", "strict_mode", "min_file_age", "late_window"):
             if field in scan.model_fields_set and getattr(scan, field) is not None:
                 options[field] = _text(getattr(scan, field))
@@ -153,9 +164,9 @@ class SparkPlan:
             raise ConfigError(msg)
         options = self._fs_options()
         assert sink.file is not None
-        options["file"] = sink.file
+        options["file"] = self._without_password("[sink] file", sink.file)
         if sink.directory is not None:
-            options["directory"] = sink.directory
+            options["directory"] = self._without_password("[sink] directory", sink.directory)
         for field in ("time_format", "encoding", "format", "delivery"):
             options[field] = _text(getattr(sink, field))
         options["permission"] = oct(sink.permission)

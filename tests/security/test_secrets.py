@@ -18,6 +18,7 @@ from operators.engine_spark import SECRET_ENV, plan_spark
 from operators.fs import FileSystemSettings, open_filesystem, open_path
 from operators.fs.errors import SecretScrubFilter, install_log_scrubbing
 from operators.spark.options import scan_config, sink_config
+from region.errors import ConfigError
 from tests.cli.conftest import cli
 from tests.webhdfs_server import STATE_DIR, ServerProcess
 
@@ -282,3 +283,19 @@ def test_credentials_stay_with_their_filesystem(monkeypatch: pytest.MonkeyPatch)
     settings = other.settings  # type: ignore[attr-defined]
     assert (settings.token, settings.password, settings.token_env) == (None, None, None)
     assert (settings.user, settings.timeout, path) == ("etl", 5.0, "/landing")
+
+
+def test_a_password_in_a_path_uri_never_becomes_a_spark_option(tmp_path: Path) -> None:
+    config_path = tmp_path / "spark.toml"
+    config_path.write_text(
+        textwrap.dedent(f"""\
+        engine = "spark"
+        [scan]
+        directory = "webhdfs://etl:{PASSWORD}@nn:9870/landing"
+        [sink]
+        file = "/tmp/out/part-%FILENUM.txt"
+        """)
+    )
+    with pytest.raises(ConfigError, match=r"\[scan\] directory: 'webhdfs://nn:9870/landing'") as e:
+        plan_spark(load_pipeline(config_path))
+    assert_clean(str(e.value), "the error")
