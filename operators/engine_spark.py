@@ -100,7 +100,8 @@ class SparkPlan:
 
     def _without_password(self, key: str, path: str) -> str:
         """``path``, refused when its URI carries a password (it would become an option)."""
-        if self.config.locate(path)[0].password is not None:
+        settings = self.config.locate(path)[0]
+        if settings is not self.config.filesystem and settings.password is not None:
             msg = (
                 f"{key}: {self.config.display(path)!r} carries a password in its URI, which the "
                 "spark engine would pass as a plain option (visible in query plans): give it in "
