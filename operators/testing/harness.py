@@ -532,9 +532,16 @@ class _Replay:
                 if controller.cut(final=True):
                     self.log.append("then: ran to the end (available now), final cut completed")
                     return
-        error = controller.snapshot().last_error
+        stats = runner.stats()
+        if resets > _MAX_RESETS:
+            raise _Failed(
+                f"the pipeline kept failing after the schedule ({resets} resets in a row); "
+                f"last error: {stats.region.last_error}"
+            )
         raise _Failed(
-            f"the pipeline did not finish after the schedule ({resets} resets); last error: {error}"
+            f"the source never ran dry after the schedule: {budget} batches ({stats.records_in} "
+            f"records) for {len(self.files)} input files of {total} bytes. Does it emit the "
+            "same file or records again and again?"
         )
 
     def _expected_of(self, name: str) -> tuple[list[bytes], list[str]]:
@@ -650,7 +657,7 @@ class PipelineReplay:
         source: SourceSettings | Mapping[str, Any] | None = None,
         scan: ScanSettings | Mapping[str, Any] | None = None,
         trigger: Literal["periodic", "operator_driven"] = "periodic",
-        batch_size: int = 3,
+        batch_size: int = 2,
         line: Callable[[str, int], str] = default_line,
         sink_class: Callable[..., SinkOperator] = HDFS2FileSink,
         workspace: Workspace | Callable[[], Workspace] | None = None,

@@ -205,7 +205,7 @@ def file_arrivals(
     late_window: float = 0.0,
     max_writes: int = 5,
     max_files: int = 3,
-    max_lines: int = 4,
+    max_lines: int = 5,
 ) -> list[Write]:
     """Groups of files appearing at once, each group with files of equal or different mtimes,
     in any name order, and late files when ``late_window`` (seconds) is given."""
@@ -225,7 +225,7 @@ def schedules(
     late_window: float = 0.0,
     max_steps: int = 14,
     max_files: int = 3,
-    max_lines: int = 4,
+    max_lines: int = 5,
     crashes: bool = True,
     failures: bool = True,
     torn_writes: bool = True,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from operators.testing import Workspace
@@ -12,7 +10,5 @@ from ._workspace import fast_workspace
 
 
 @pytest.fixture(scope="session")
-def workspace() -> Iterator[Workspace]:
-    space = fast_workspace()
-    yield space
-    space.remove(space.root)
+def workspace() -> Workspace:
+    return fast_workspace()

@@ -38,8 +38,9 @@ def test_a_sink_that_appends_after_a_crash_is_caught_with_a_readable_report(
     assert report.startswith(
         "Pipeline replay failed: the published output breaks exactly_once: every input record, "
         "transformed, exactly once:\n"
-        "    duplicated (1 extra): 'a.txt:3' x2 (record 3 of a.txt)\n"
-        "  published files: part-0.txt (40 bytes)\n"
+        "    duplicated (2 extra): 'a.txt:2' x2 (record 2 of a.txt); 'a.txt:3' x2 (record 3 of "
+        "a.txt)\n"
+        "  published files: part-0.txt (48 bytes)\n"
     )
     assert "\n  5. crash\n" in report  # the schedule, numbered
     assert "\n  5. crash: restart from cut 1\n" in report  # what happened
@@ -122,7 +123,7 @@ def test_a_transform_that_changes_between_processes_is_caught_on_replay(
     )
     with pytest.raises(AssertionError) as info:
         replay.check("write a.txt (6 lines, mtime t0); run 1 batch; cut; run 1 batch; crash")
-    assert "record 'a.txt:3' became 'a.txt:3@0' and when replayed 'a.txt:3@1'" in str(info.value)
+    assert "record 'a.txt:2' became 'a.txt:2@0' and when replayed 'a.txt:2@1'" in str(info.value)
 
 
 def test_dropping_records_and_skipping_late_files_is_fine(workspace: Workspace) -> None:
