@@ -124,7 +124,8 @@ class Workspace:
 
     @classmethod
     def local(cls, root: str | os.PathLike[str] | None = None) -> Workspace:
-        """The local disk, under ``root`` (default: a new temporary directory per replay)."""
+        """The local disk, under ``root``; by default a new temporary directory per replay, in
+        memory (``/dev/shm``) when there is one: replays sync every file they write."""
         from operators.fs import LocalFileSystem
 
         def set_mtime(path: str, mtime_ns: int) -> None:
@@ -134,7 +135,7 @@ class Workspace:
 
     def new_dir(self) -> str:
         if not self.root:
-            return tempfile.mkdtemp(prefix="replay-")
+            return tempfile.mkdtemp(prefix="replay-", dir=_memory_dir())
         path = posixpath.join(self.root, f"replay-{uuid.uuid4().hex[:12]}")
         self.fs.mkdirs(path)
         return path
@@ -142,6 +143,11 @@ class Workspace:
     def remove(self, path: str) -> None:
         with contextlib.suppress(OSError):
             self.fs.delete(path, recursive=True)
+
+
+def _memory_dir() -> str | None:
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 # -- what the harness reports ----------------------------------------------------------------

@@ -6,8 +6,8 @@
     def test_upper(pipeline_replay, schedule):
         pipeline_replay(schedule, transforms=[str.upper], sink={"file": "part-%FILENUM.txt"})
 
-The fixture is session-scoped (safe with ``@given``: every call runs in a fresh directory under
-the session's temporary directory, removed afterwards).
+The fixture is session-scoped, so it is safe with ``@given``: every call runs in a fresh
+temporary directory (in memory when ``/dev/shm`` exists), removed afterwards.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from operators.testing.harness import ReplayResult, Workspace
+    from operators.testing.harness import ReplayResult
     from operators.testing.schedule import Schedule
 
 __all__ = ["ReplayFixture", "pipeline_replay"]
@@ -27,19 +27,13 @@ class ReplayFixture:
     """``fixture(schedule, sink=..., transforms=..., **options)`` checks one schedule;
     the options are those of :class:`operators.testing.PipelineReplay`."""
 
-    def __init__(self, workspace: Workspace) -> None:
-        self.workspace = workspace
-
     def __call__(self, schedule: Schedule | str, **options: Any) -> ReplayResult:
         from operators.testing.harness import PipelineReplay
 
-        options.setdefault("workspace", self.workspace)
         return PipelineReplay(**options).check(schedule)
 
 
 @pytest.fixture(scope="session")
-def pipeline_replay(tmp_path_factory: pytest.TempPathFactory) -> ReplayFixture:
+def pipeline_replay() -> ReplayFixture:
     """Checks a pipeline under a schedule; see :class:`ReplayFixture`."""
-    from operators.testing.harness import Workspace
-
-    return ReplayFixture(Workspace.local(tmp_path_factory.mktemp("pipeline-replay")))
+    return ReplayFixture()

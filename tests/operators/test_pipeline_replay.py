@@ -3,26 +3,18 @@ toolkit (operators.testing): random file arrivals (many equal mtimes, late files
 flight), random cuts, crashes anywhere (between steps, mid-file, mid-write, inside every phase of
 a cut, during recovery) and in-process failures. exactly_once: the published output is the
 transformed input exactly once, in order per input file, and no reader ever sees a duplicate;
-at_least_once: it covers the input."""
+at_least_once: it covers the input. The sink's configuration cells (format, limits, publish,
+filesystems without truncate) are in test_sink_replay.py."""
 
 from __future__ import annotations
 
-import functools
 import os
-import posixpath
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from operators.fs import LocalFileSystem
-from operators.sink import HDFS2FileSink
 from operators.testing import PipelineReplay, Schedule, Workspace
 from tests.conftest import FsHandle
-from tests.testing._workspace import fast_workspace
-
-WORKSPACE = fast_workspace()
 
 
 def upper(record: str) -> str:
@@ -37,7 +29,6 @@ LINES_BY_TUPLES = PipelineReplay(
     sink={"file": "part-%FILENUM.txt", "tuples_per_file": 3},
     source={"read_chunk": 5},
     transforms=[upper, drop_every_third],
-    workspace=WORKSPACE,
 )
 
 
@@ -50,7 +41,6 @@ VISIBLE_BY_BYTES = PipelineReplay(
     sink={"file": "part-%FILENUM.txt", "bytes_per_file": 20, "publish": "visible"},
     source={"read_chunk": 3},
     transforms=[upper],
-    workspace=WORKSPACE,
 )
 
 
@@ -63,7 +53,6 @@ BINARY_BLOCKS = PipelineReplay(
     sink={"file": "blocks/%FILENUM.bin", "format": "binary", "tuples_per_file": 3},
     source={"format": "binary", "block_size": 4, "read_chunk": 3},
     transforms=[bytes.upper],
-    workspace=WORKSPACE,
 )
 
 
@@ -75,7 +64,6 @@ def test_exactly_once_binary_blocks(schedule: Schedule) -> None:
 AT_LEAST_ONCE = PipelineReplay(
     sink={"file": "part-%FILENUM.txt", "delivery": "at_least_once", "close_on_punct": True},
     transforms=[upper],
-    workspace=WORKSPACE,
 )
 
 
@@ -87,7 +75,7 @@ def test_at_least_once_covers_the_input(schedule: Schedule) -> None:
 LATE_FILES = PipelineReplay(
     sink={"file": "part-%FILENUM.txt", "tuples_per_file": 4},
     scan={"late_window": 2},
-    workspace=WORKSPACE,
+    source={"read_chunk": 1},
 )
 
 
@@ -100,7 +88,6 @@ OPERATOR_DRIVEN = PipelineReplay(
     sink={"file": "part-%FILENUM.txt", "close_on_punct": True},
     trigger="operator_driven",
     batch_size=2,
-    workspace=WORKSPACE,
 )
 
 
@@ -112,71 +99,12 @@ def test_operator_driven_region_cuts_after_each_file(schedule: Schedule) -> None
 BY_TIME = PipelineReplay(
     sink={"file": "%TIME-%FILENUM.txt", "time_per_file": 4, "time_format": "yyyyMMddHHmmss"},
     scan={"min_file_age": 1},
-    workspace=WORKSPACE,
 )
 
 
 @given(BY_TIME.schedules())
 def test_time_rolling_and_minimum_file_age(schedule: Schedule) -> None:
     BY_TIME.check(schedule)
-
-
-# -- sink configurations at random (the sink's own replay properties) ------------------------
-
-
-class NoTruncate:
-    """The real local filesystem, as a backend without truncate (the sink rewrites a prefix)."""
-
-    supports_truncate = False
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-NO_TRUNCATE = Workspace(NoTruncate(LocalFileSystem()), WORKSPACE.root, WORKSPACE.set_mtime)
-
-SINK_CONFIGS = st.fixed_dictionaries(
-    {
-        "format": st.sampled_from(["line", "binary"]),
-        "limit": st.sampled_from(
-            [{}, {"tuples_per_file": 4}, {"bytes_per_file": 25}, {"time_per_file": 10}]
-        ),
-        "publish": st.sampled_from(["atomic", "visible"]),
-        "close_on_punct": st.booleans(),
-        "delivery": st.sampled_from(["exactly_once", "at_least_once"]),
-        "truncate": st.booleans(),
-    }
-)
-
-
-@settings(max_examples=60)
-@given(cfg=SINK_CONFIGS, data=st.data())
-def test_random_sink_configurations(cfg: dict[str, Any], data: st.DataObject) -> None:
-    binary = cfg["format"] == "binary"
-    # exactly_once with visible files needs truncate (the sink refuses the combination).
-    visible_ok = cfg["truncate"] or cfg["delivery"] == "at_least_once"
-    notified: list[str] = []
-    replay = PipelineReplay(
-        sink={
-            "file": "part-%FILENUM",
-            "format": cfg["format"],
-            "publish": cfg["publish"] if visible_ok else "atomic",
-            "delivery": cfg["delivery"],
-            "close_on_punct": cfg["close_on_punct"],
-            **cfg["limit"],
-        },
-        source={"format": cfg["format"], "block_size": 5} if binary else {},
-        sink_class=functools.partial(
-            HDFS2FileSink, on_published=lambda path, size: notified.append(path)
-        ),
-        workspace=WORKSPACE if cfg["truncate"] else NO_TRUNCATE,
-    )
-    result = replay.check(data.draw(replay.schedules(), label="schedule"))
-    # Every published file is announced (at least once: again after a crash before publish).
-    assert {posixpath.basename(p) for p in notified} == set(result.published)
 
 
 # -- on every filesystem backend -------------------------------------------------------------
@@ -219,7 +147,6 @@ def test_at_least_once_survives_a_crash_in_the_middle_of_a_write() -> None:
     replay = PipelineReplay(
         sink={"file": "part-%FILENUM.txt", "delivery": "at_least_once"},
         batch_size=3,  # half of a 3-record write ends inside a record
-        workspace=WORKSPACE,
     )
     replay.check(
         "write a.txt (6 lines, mtime t0); run 1 batch; cut; "

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from operators.sink import HDFS2FileSink
-from operators.testing import PipelineReplay, Schedule, Workspace
+from operators.testing import PipelineReplay, Schedule
 
 SINK = {"file": "part-%FILENUM.txt", "tuples_per_file": 4}
 
@@ -28,10 +28,8 @@ class AppendingSink(HDFS2FileSink):
 CAUGHT = "write a.txt (4 lines, mtime t0); run 1 batch; cut; run 1 batch; crash"
 
 
-def test_a_sink_that_appends_after_a_crash_is_caught_with_a_readable_report(
-    workspace: Workspace,
-) -> None:
-    replay = PipelineReplay(sink=SINK, sink_class=AppendingSink, workspace=workspace)
+def test_a_sink_that_appends_after_a_crash_is_caught_with_a_readable_report() -> None:
+    replay = PipelineReplay(sink=SINK, sink_class=AppendingSink)
     with pytest.raises(AssertionError) as info:
         replay.check(CAUGHT)
     report = str(info.value)
@@ -46,11 +44,11 @@ def test_a_sink_that_appends_after_a_crash_is_caught_with_a_readable_report(
     assert "\n  5. crash: restart from cut 1\n" in report  # what happened
     assert report.endswith(f"Replay it with:\n  replay.check({CAUGHT!r})")
     # The real sink passes the same schedule.
-    PipelineReplay(sink=SINK, workspace=workspace).check(CAUGHT)
+    PipelineReplay(sink=SINK).check(CAUGHT)
 
 
-def test_the_broken_sink_is_found_and_shrunk_from_random_schedules(workspace: Workspace) -> None:
-    replay = PipelineReplay(sink=SINK, sink_class=AppendingSink, workspace=workspace)
+def test_the_broken_sink_is_found_and_shrunk_from_random_schedules() -> None:
+    replay = PipelineReplay(sink=SINK, sink_class=AppendingSink)
 
     # Derandomized: the same search every run (no flaky test), still a real search and shrink.
     @settings(
@@ -79,13 +77,13 @@ def test_the_broken_sink_is_found_and_shrunk_from_random_schedules(workspace: Wo
         replay.check(shrunk)
 
 
-def test_a_counter_in_a_transform_is_named_with_the_record(workspace: Workspace) -> None:
+def test_a_counter_in_a_transform_is_named_with_the_record() -> None:
     counter = itertools.count()
 
     def tag(line: str) -> str:
         return f"{line}#{next(counter)}"
 
-    replay = PipelineReplay(sink=SINK, transforms=[tag], workspace=workspace)
+    replay = PipelineReplay(sink=SINK, transforms=[tag])
     with pytest.raises(AssertionError) as info:
         replay.check("write a.txt (2 lines, mtime t0); run 1 batch")
     assert (
@@ -95,17 +93,13 @@ def test_a_counter_in_a_transform_is_named_with_the_record(workspace: Workspace)
     ) in str(info.value)
 
 
-def test_a_random_number_in_a_transform_is_caught(workspace: Workspace) -> None:
-    replay = PipelineReplay(
-        sink=SINK, transforms=[lambda line: f"{line},{random.random()}"], workspace=workspace
-    )
+def test_a_random_number_in_a_transform_is_caught() -> None:
+    replay = PipelineReplay(sink=SINK, transforms=[lambda line: f"{line},{random.random()}"])
     with pytest.raises(AssertionError, match=r"is not deterministic: record 'a\.txt:0' became"):
         replay.check("write a.txt (1 line, mtime t0)")
 
 
-def test_a_transform_that_changes_between_processes_is_caught_on_replay(
-    workspace: Workspace,
-) -> None:
+def test_a_transform_that_changes_between_processes_is_caught_on_replay() -> None:
     """Same answer twice within a process, another one after the restart: caught when the
     records after the cut are replayed."""
     processes = itertools.count()
@@ -116,21 +110,16 @@ def test_a_transform_that_changes_between_processes_is_caught_on_replay(
         return HDFS2FileSink(*args, **kwargs)
 
     replay = PipelineReplay(
-        sink=SINK,
-        transforms=[lambda line: f"{line}@{generation[0]}"],
-        sink_class=make_sink,
-        workspace=workspace,
+        sink=SINK, transforms=[lambda line: f"{line}@{generation[0]}"], sink_class=make_sink
     )
     with pytest.raises(AssertionError) as info:
         replay.check("write a.txt (6 lines, mtime t0); run 1 batch; cut; run 1 batch; crash")
     assert "record 'a.txt:2' became 'a.txt:2@0' and when replayed 'a.txt:2@1'" in str(info.value)
 
 
-def test_dropping_records_and_skipping_late_files_is_fine(workspace: Workspace) -> None:
+def test_dropping_records_and_skipping_late_files_is_fine() -> None:
     replay = PipelineReplay(
-        sink=SINK,
-        transforms=[lambda line: None if line.endswith(":1") else line.upper()],
-        workspace=workspace,
+        sink=SINK, transforms=[lambda line: None if line.endswith(":1") else line.upper()]
     )
     result = replay.check(
         "write b.txt (3 lines, mtime t0+5s); run 2 batches; cut; "
@@ -146,26 +135,24 @@ def test_dropping_records_and_skipping_late_files_is_fine(workspace: Workspace) 
     )
 
 
-def test_files_still_being_copied_are_not_expected_and_must_not_be_read(
-    workspace: Workspace,
-) -> None:
-    replay = PipelineReplay(sink={"file": "out-%FILENUM"}, workspace=workspace)
+def test_files_still_being_copied_are_not_expected_and_must_not_be_read() -> None:
+    replay = PipelineReplay(sink={"file": "out-%FILENUM"})
     result = replay.check(
         "start copying a.txt (3 lines); write b.txt (1 line, mtime t0); run 3 batches; cut"
     )
     assert result.files == 1 and result.published_bytes == len(b"b.txt:0\n")
 
 
-def test_a_transform_giving_the_wrong_type_is_reported(workspace: Workspace) -> None:
-    replay = PipelineReplay(sink=SINK, transforms=[len], workspace=workspace)
+def test_a_transform_giving_the_wrong_type_is_reported() -> None:
+    replay = PipelineReplay(sink=SINK, transforms=[len])
     with pytest.raises(AssertionError, match=r"into 7 \(int\): a line sink writes str records"):
         replay.check("write a.txt (1 line, mtime t0)")
 
 
-def test_crashes_and_failures_are_counted(workspace: Workspace) -> None:
+def test_crashes_and_failures_are_counted() -> None:
     notified: list[str] = []
     sink = functools.partial(HDFS2FileSink, on_published=lambda path, size: notified.append(path))
-    replay = PipelineReplay(sink=SINK, sink_class=sink, workspace=workspace)
+    replay = PipelineReplay(sink=SINK, sink_class=sink)
     result = replay.check(
         "write a.txt (5 lines, mtime t0), b.txt (4 lines, mtime t0); run 2 batches; "
         "cut, failing after the drain; run 2 batches; "
