@@ -235,6 +235,7 @@ class _Process:
         config = replay.config
         self.injector = replay.injector
         self.dead = False
+        self.ended = False
         self.fs = InstrumentedFS(replay.fs, replay.injector, replay.areas)
         self.store = ObservedStore(self.fs, replay.checkpoints, replay.injector)
         scan = HDFS2DirectoryScan(replay.scan_settings, self.fs, clock=replay.clock)
@@ -339,6 +340,9 @@ class _Replay:
         )
 
     def _end(self, process: _Process) -> None:
+        if process.ended:
+            return
+        process.ended = True
         if not process.dead:
             process.dead = True
             process.fs.die()
@@ -556,7 +560,19 @@ class _Replay:
             return cached
         records = _source_records(self.files[name].data, self.source_settings)
         for transform in self.transforms:
-            records = [out for out in map(transform.expected, records) if out is not None]
+            outputs = []
+            for record in records:
+                try:
+                    out = transform.expected(record)
+                except Exception as exc:
+                    raise _Failed(
+                        f"transform {transform.__qualname__} raised {type(exc).__name__}: {exc} "
+                        f"on record {_short(record)} of {name}; the region would reset and "
+                        "replay it until it gives up"
+                    ) from None
+                if out is not None:
+                    outputs.append(out)
+            records = outputs
         tokens = [self._encode(record, name) for record in records]
         result = (tokens, [_short(r) for r in records])
         self.expected_cache[name] = result

@@ -178,3 +178,16 @@ def test_the_fixture_checks_a_schedule(pipeline_replay: Any) -> None:
 @given(schedule=PipelineReplay(sink=SINK).schedules(max_steps=6))
 def test_the_fixture_works_with_given(pipeline_replay: Any, schedule: Schedule) -> None:
     pipeline_replay(schedule, sink=SINK, transforms=[str.upper])
+
+
+def test_a_transform_that_raises_is_reported_with_the_record() -> None:
+    def parse(line: str) -> str:
+        return str(int(line.rsplit(":", 1)[1]) // (1 - int(line.endswith(":1"))))
+
+    replay = PipelineReplay(sink=SINK, transforms=[parse])
+    with pytest.raises(AssertionError) as info:
+        replay.check("write a.txt (3 lines, mtime t0)")
+    assert (
+        "transform test_a_transform_that_raises_is_reported_with_the_record.<locals>.parse raised "
+        "ZeroDivisionError: integer division or modulo by zero on record 'a.txt:1' of a.txt"
+    ) in str(info.value)
