@@ -9,14 +9,14 @@ Wiring (see :func:`run_local`):
    and claim it for this pipeline and engine (see :mod:`operators.engines`);
 4. run the region on this thread, recovering from the newest cut of *this* pipeline (a
    checkpoint stamped with another pipeline identity is refused);
-5. on a graceful stop (SIGINT, SIGTERM, or the end of an ``available_now`` run) the sink closes
-   its file in the final cut, so everything read is published before the process exits.
+5. on a graceful stop (SIGINT, SIGTERM, or the end of an ``available_now`` run) the runtime
+   tells the sink to finish before the final cut, so everything read is published before the
+   process exits.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from operators.config import PipelineConfig
@@ -31,46 +31,10 @@ from region.errors import ConfigError, LockLostError
 from region.fs import FileSystem
 from region.lock import CheckpointLock
 from region.runtime import Pipeline, PipelineRunner, PipelineStats
-from region.state import Batch
 
 __all__ = ["LocalRun", "build_local", "run_local"]
 
 logger = logging.getLogger(__name__)
-
-
-class _FinishingSink(HDFS2FileSink):
-    """Closes its current file in every cut once the run is ending, so the final cut publishes
-    everything written (``close()`` alone would leave it in progress until the next run)."""
-
-    finishing = False  # a plain attribute: set from a signal handler
-
-    def drain(self) -> None:
-        if self.finishing:
-            self.finish()
-        super().drain()
-
-
-class _IdleAwareSource(HDFS2FileSource):
-    """Tells ``on_idle`` when nothing is left to read now (the end of an available_now run)."""
-
-    on_idle: Callable[[], None] | None = None
-
-    def next_batch(self, max_records: int) -> Batch | None:
-        batch = super().next_batch(max_records)
-        if batch is None and self.on_idle is not None:
-            self.on_idle()
-        return batch
-
-
-class _Runner(PipelineRunner):
-    """A stop request (signal or caller) also tells the sink to close its file at the final cut."""
-
-    sink: _FinishingSink | None = None
-
-    def request_stop(self, *, immediate: bool = False) -> None:
-        if self.sink is not None:
-            self.sink.finishing = True
-        super().request_stop(immediate=immediate)
 
 
 @dataclass
@@ -79,11 +43,11 @@ class LocalRun:
 
     config: PipelineConfig
     scan: HDFS2DirectoryScan
-    source: _IdleAwareSource
-    sink: _FinishingSink
+    source: HDFS2FileSource
+    sink: HDFS2FileSink
     store: CheckpointStore
     lock: CheckpointLock
-    runner: _Runner
+    runner: PipelineRunner
     checkpoint_fs: FileSystem
     checkpoint_dir: str
 
@@ -107,7 +71,7 @@ def progress_of(stats: PipelineStats, scan: HDFS2DirectoryScan, sink: HDFS2FileS
     )
 
 
-def build_local(config: PipelineConfig, *, available_now: bool = False) -> LocalRun:
+def build_local(config: PipelineConfig) -> LocalRun:
     """Open the filesystems and build the operators, the checkpoint store and the lock (nothing
     is locked or read yet). Raises ConfigError for settings the operators refuse."""
     # 1. Filesystems: a URI names its own, a plain path is on [filesystem].
@@ -134,10 +98,8 @@ def build_local(config: PipelineConfig, *, available_now: bool = False) -> Local
         assert config.transform.function is not None
         transforms.append(load_function(config.transform.function, config.folder))
     scan = HDFS2DirectoryScan(config.scan.model_copy(update={"directory": scan_dir}), scan_fs)
-    source = _IdleAwareSource(config.source, scan_fs, files=scan)
-    sink = _FinishingSink(sink_settings, sink_fs)
-    if available_now:
-        source.on_idle = lambda: setattr(sink, "finishing", True)
+    source = HDFS2FileSource(config.source, scan_fs, files=scan)
+    sink = HDFS2FileSink(sink_settings, sink_fs)
 
     # 3. Checkpoints of this pipeline only, in a directory only this process uses.
     region = config.region
@@ -151,8 +113,7 @@ def build_local(config: PipelineConfig, *, available_now: bool = False) -> Local
         start_fresh=region.start_fresh,
     )
     pipeline = Pipeline(source, sinks=[sink], transforms=transforms)
-    runner = _Runner(pipeline, region, store, install_signal_handlers=True)
-    runner.sink = sink
+    runner = PipelineRunner(pipeline, region, store, install_signal_handlers=True)
 
     def lost(reason: str) -> None:
         # Another process owns the directory now: writing one more cut would corrupt its run.
@@ -190,7 +151,7 @@ def run_local(
     :class:`~region.errors.RegionFailedError` (the region gave up) or
     :class:`~region.errors.LockLostError`.
     """
-    run = build_local(config, available_now=available_now)
+    run = build_local(config)
     run.lock.acquire()
     try:
         if read_identity(run.checkpoint_fs, run.checkpoint_dir) is None:

@@ -215,6 +215,18 @@ class PipelineRunner:
             self.controller.make_consistent()
         return StepOutcome.BATCH
 
+    def _finish_sinks(self) -> bool:
+        """Tell every sink the input ended, under a permit so no cut runs meanwhile; ``False``
+        when a sink failed and the region was reset instead."""
+        with self.controller.permits.hold():
+            for sink in self.pipeline.sinks:
+                try:
+                    sink.finish()
+                except Exception as exc:
+                    self.controller.report_failure(sink.name, exc)
+                    return False
+        return True
+
     def run(self, available_now: bool = False) -> PipelineStats:
         """Run until stopped; return the final stats.
 
@@ -234,6 +246,8 @@ class PipelineRunner:
                     break
                 if self._stop is _Stop.GRACEFUL:
                     logger.info("Stopping gracefully: final cut, then close")
+                    if not self._finish_sinks():
+                        continue  # the region was reset; the sinks finish again next time
                     if not self.controller.stop(graceful=True):
                         logger.warning("The final cut did not complete: the next run redoes it")
                     break
@@ -243,7 +257,7 @@ class PipelineRunner:
                 source = self.pipeline.source
                 if available_now or source.exhausted():
                     # The final cut; if it resets instead, the source replays and we retry.
-                    if self.controller.cut(final=True):
+                    if self._finish_sinks() and self.controller.cut(final=True):
                         break
                     continue
                 self._sleep(source.poll_interval())

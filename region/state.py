@@ -130,3 +130,8 @@ class SinkOperator(StateHandler):
     def on_tick(self, now: float) -> None:
         """Called regularly (also when idle, under a permit) so timers such as ``time_per_file``
         fire without new data. ``now`` is ``time.time()``."""
+
+    def finish(self) -> None:
+        """The input has ended (a graceful stop, or the end of an ``available_now`` run): close
+        open outputs so the final cut, which follows under the same rules as any cut, covers and
+        publishes them. Called under a permit; may be called again if that cut is reset."""

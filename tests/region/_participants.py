@@ -209,6 +209,10 @@ class FileSink(SinkOperator):
     def on_tick(self, now: float) -> None:
         self.ticks += 1
 
+    def finish(self) -> None:
+        self._log("finish")
+        self.faults.fire("finish")
+
     def size(self) -> int:
         return os.fstat(self._fd).st_size
 

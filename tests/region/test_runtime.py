@@ -271,3 +271,34 @@ def test_pipeline_settings_are_checked():
         Pipeline(ListSource([]), sinks=[])
     with pytest.raises(ConfigError, match="batch_size must be an integer >= 1, got 0"):
         Pipeline(ListSource([]), sinks=[object()], batch_size=0)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("how", ["available_now", "graceful_stop"])
+def test_sinks_finish_before_the_final_cut_so_it_covers_their_last_output(
+    make_store, out: Path, how: str
+):
+    journal: list[tuple[str, str]] = []
+    store = make_store()
+    sink = FileSink(str(out), journal=journal)
+    runner = runner_for(store, ListSource(RECORDS[:10], journal=journal), [sink])
+    if how == "available_now":
+        runner.run(available_now=True)
+    else:
+        runner.start()
+        runner.step()
+        runner.request_stop()
+        runner.run()
+    sink_calls = [call for name, call in journal if name == "sink"]
+    finish = sink_calls.index("finish")
+    assert sink_calls[finish + 1 : finish + 3] == ["drain", "checkpoint"]
+    assert "on_cut_completed" in sink_calls[finish:]
+
+
+def test_a_sink_failing_to_finish_resets_and_the_run_still_ends_exactly_once(make_store, out: Path):
+    store = make_store()
+    sink = FileSink(str(out))
+    sink.faults.arm("finish", OSError("disk full while closing"))
+    stats = runner_for(store, ListSource(RECORDS[:30]), [sink]).run(available_now=True)
+    assert stats.region.resets == 1
+    assert out.read_bytes() == expected_lines(RECORDS[:30])
+    assert committed_source_index(store) == 30
