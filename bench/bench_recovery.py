@@ -19,9 +19,11 @@ checkpoint) to the same milestones. The published output is checked record by re
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import add_common_args, median, print_table, scratch, write_json
-from bench.fault_campaign import Arrivals, Workspace, kill, tally, wait_for
+from bench.fault_campaign import Arrivals, Workspace, kill, kill_all, tally, wait_for
 from region.settings import parse_duration
 
 MILESTONES = ("recovered", "first_cut", "first_file")
@@ -63,6 +65,14 @@ def watch_milestones(ws: Workspace, proc: Any, started: float, timeout: float) -
     return seen
 
 
+@contextlib.contextmanager
+def _no_leftover_runs() -> Iterator[None]:
+    try:
+        yield
+    finally:
+        kill_all()
+
+
 def _new_cut(ws: Workspace) -> Any:
     before = ws.progress()
     return lambda: ws.progress() > before
@@ -81,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     period_s = parse_duration(args.period)
 
-    with scratch(args.work, "bench-recovery-") as work:
+    with scratch(args.work, "bench-recovery-") as work, _no_leftover_runs():
 
         def workspace(name: str, seconds: float) -> tuple[Workspace, Arrivals]:
             """A pipeline with input for ``seconds`` of work at the paced rate."""

@@ -244,7 +244,7 @@ class Workspace:
             env["CAMPAIGN_RECORDS_PER_S"] = "0"
         with open(self.log, "ab") as log:
             log.write(f"\n===== run {self.runs} {time.strftime('%H:%M:%S')}\n".encode())
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 self.command(available_now=available_now),
                 cwd=self.root,
                 env=env,
@@ -252,6 +252,8 @@ class Workspace:
                 stderr=log,
                 start_new_session=True,
             )
+        _STARTED.append(proc)
+        return proc
 
     def run(self, *, timeout: float = 300.0, paced: bool = False) -> tuple[int, str]:
         """Run ``--available-now`` to the end; (exit code, what it printed)."""
@@ -290,6 +292,18 @@ class Workspace:
     def newest_cut(self) -> Path | None:
         cuts = sorted(self.checkpoints.glob("cut-*.json"))
         return cuts[-1] if cuts else None
+
+
+#: Every run started, so that none outlives a scenario that failed half-way.
+_STARTED: list[subprocess.Popen[bytes]] = []
+
+
+def kill_all() -> None:
+    """SIGKILL every run still going (after a scenario error, and at the end)."""
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            kill(proc)
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:
@@ -359,7 +373,7 @@ class Arrivals:
 
 
 class Feeder(threading.Thread):
-    """Keeps files arriving until stopped: groups of 1-4 with one mtime, every 6th late."""
+    """Keeps files arriving until stopped: groups of 1-4 with one mtime, every 4th late."""
 
     def __init__(self, arrivals: Arrivals, *, lines: int, interval: float) -> None:
         super().__init__(name="feeder", daemon=True)
@@ -373,7 +387,7 @@ class Feeder(threading.Thread):
         n = 0
         while not self.stop_event.wait(self.interval * rng.uniform(0.5, 1.5)):
             n += 1
-            self.arrivals.place(self.lines, group=rng.randint(1, 4), late=n % 6 == 0)
+            self.arrivals.place(self.lines, group=rng.randint(1, 4), late=n % 4 == 0)
 
 
 # -- scenarios ------------------------------------------------------------------------------------
@@ -422,6 +436,8 @@ def kill_campaign(
     finally:
         feeder.stop_event.set()
         feeder.join()
+    if arrivals.late == 0:  # a short campaign: arrive late once before the final run
+        arrivals.place(lines, group=2, late=True)
     code, text = ws.run(timeout=args.timeout)
     result = tally(arrivals.expected, ws.output())
     good = result.exactly_once() if delivery == "exactly_once" else result.at_least_once()
@@ -537,12 +553,12 @@ def webhdfs_server_killed(work: Path, args: argparse.Namespace) -> Outcome:
         work / "webhdfs",
         fs_uri=server.uri,
         data_root=data_root,
-        records_per_s=args.records_per_s,
+        records_per_s=4000,  # about 1.5 s of work: the server dies while it runs
         max_resets=5,
     )
     arrivals = Arrivals(ws.landing, rng)
-    for _ in range(args.backlog):
-        arrivals.place(args.lines, group=rng.randint(1, 3))
+    for _ in range(6):
+        arrivals.place(500, group=2)
     outcome = ""
     first_code: int | None = None
     mid_run = False
@@ -1012,6 +1028,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 produced = func()
             except Exception as exc:  # a scenario that could not run is a failed row, not a crash
+                kill_all()
                 produced = Outcome(
                     fault=name,
                     engine="-",
@@ -1027,6 +1044,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{row.outcome}",
                     flush=True,
                 )
+        kill_all()
         if args.keep:
             kept = Path(str(work) + "-kept")
             shutil.copytree(work, kept, symlinks=True)

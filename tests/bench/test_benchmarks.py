@@ -78,7 +78,7 @@ def test_pipeline_copies_every_byte_and_reports_both_rates(results: Path) -> Non
     )
     assert data["pipeline"]["cuts"][0] >= 1  # at least the final cut that published the output
     assert isinstance(data["target_met"], bool)
-    assert "region/runtime.py" in data["profile_top"] or "step" in data["profile_top"]
+    assert "function calls in" in data["profile_top"]  # a cProfile listing of one run
 
 
 def test_scan_emits_every_file_in_order_with_a_constant_small_checkpoint(results: Path) -> None:
