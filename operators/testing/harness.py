@@ -13,7 +13,8 @@ stops accepting calls from the "dead" process, its open files are closed as the 
 (bytes already handed to a writer land), its permits are cancelled and every object of it is
 dropped. A new process (new operators, controller and checkpoint store on the same directories)
 then recovers from the newest checkpoint. A *failure* instead raises an ``OSError`` at the point:
-the region resets in-process, as it would after a transient I/O error.
+the region resets in-process, as it would after a transient I/O error. A machine crash (bytes
+written but never synced are lost) is not simulated: after a process crash the kernel keeps them.
 """
 
 from __future__ import annotations
@@ -241,10 +242,11 @@ class _Process:
         scan = HDFS2DirectoryScan(replay.scan_settings, self.fs, clock=replay.clock)
         source = HDFS2FileSource(replay.source_settings, self.fs, files=scan, clock=replay.clock)
         self.sink = config.sink_class(replay.sink_settings, self.fs, clock=replay.clock)
+        self.sink_proxy = ObservedSink(self.sink, self, replay.injector)
         pipeline = Pipeline(
             ObservedSource(source, self, replay.injector),
             transforms=replay.transforms,
-            sinks=[ObservedSink(self.sink, self, replay.injector)],
+            sinks=[self.sink_proxy],
             batch_size=config.batch_size,
         )
         self.runner = PipelineRunner(
@@ -409,6 +411,7 @@ class _Replay:
             self._crash_and_restart(step.recovery)
         elif isinstance(step, Stop):
             assert self.process is not None
+            self._finish_sink(self.process)
             completed = self.process.controller.stop(graceful=True)
             self.log.append(
                 f"{prefix}: {'final cut completed' if completed else 'final cut failed'}; restart"
@@ -531,17 +534,11 @@ class _Replay:
                 if resets > _MAX_RESETS:
                     break
                 continue
-            if outcome is StepOutcome.IDLE:
-                with controller.permits.hold():
-                    finish = getattr(process.sink, "finish", None)
-                    if callable(finish):
-                        try:
-                            finish()
-                        except Exception as exc:
-                            controller.report_failure(process.sink.name, exc)
-                if controller.cut(final=True):
-                    self.log.append("then: ran to the end (available now), final cut completed")
-                    return
+            resets = 0
+            idle = outcome is StepOutcome.IDLE
+            if idle and self._finish_sink(process) and controller.cut(final=True):
+                self.log.append("then: ran to the end (available now), final cut completed")
+                return
         stats = runner.stats()
         if resets > _MAX_RESETS:
             raise _Failed(
@@ -553,6 +550,18 @@ class _Replay:
             f"records) for {len(self.files)} input files of {total} bytes. Does it emit the "
             "same file or records again and again?"
         )
+
+    @staticmethod
+    def _finish_sink(process: _Process) -> bool:
+        """The input ended: the sink closes its file so the final cut publishes it (as the
+        runtime does before the final cut of a graceful stop or an available-now run)."""
+        with process.controller.permits.hold():
+            try:
+                process.sink_proxy.finish()
+            except Exception as exc:
+                process.controller.report_failure(process.sink.name, exc)
+                return False
+        return True
 
     def _expected_of(self, name: str) -> tuple[list[bytes], list[str]]:
         cached = self.expected_cache.get(name)

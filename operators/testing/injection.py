@@ -307,6 +307,11 @@ class ObservedSink(_Observed, SinkOperator):
     def on_tick(self, now: float) -> None:
         self.sink.on_tick(now)
 
+    def finish(self) -> None:
+        finish = getattr(self.sink, "finish", None)
+        if callable(finish):
+            finish()
+
 
 class ObservedStore(CheckpointStore):
     def __init__(self, fs: FileSystem, directory: str, injector: Injector) -> None:

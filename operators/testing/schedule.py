@@ -311,7 +311,8 @@ class Crash:
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """A graceful stop (one final cut, operators closed), then a restart."""
+    """A graceful stop (the sink ends its file, one final cut, operators closed), then a
+    restart."""
 
     def __str__(self) -> str:
         return "stop gracefully"
