@@ -35,7 +35,6 @@ from bench.common import (
     median,
     percentile,
     print_table,
-    run_available_now,
     scratch,
     write_json,
 )
@@ -136,7 +135,7 @@ def measure(
 
     # Finish the input from the last cut, then compare the published output with the input.
     final = build_runner(fs, landing, out, checkpoints, period=args.period, roll=args.roll_bytes)
-    run_available_now(final)
+    final.run(available_now=True)
     inputs = sorted(
         (p for p in landing_local.iterdir() if not p.name.startswith(".")),
         key=lambda p: (p.stat().st_mtime_ns, p.name),

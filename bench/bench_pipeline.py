@@ -32,7 +32,6 @@ from bench.common import (
     median,
     print_table,
     published_files,
-    run_available_now,
     scratch,
     write_json,
 )
@@ -80,7 +79,7 @@ def run_pipeline(
     """(wall seconds, CPU seconds) from start to the final cut (everything published), cuts."""
     started, cpu = time.perf_counter(), time.process_time()
     runner = build_runner(src, out, checkpoints, period=period, batch_size=batch_size)
-    stats = run_available_now(runner)
+    stats = runner.run(available_now=True)
     return time.perf_counter() - started, time.process_time() - cpu, stats.region.cuts
 
 

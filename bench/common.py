@@ -23,9 +23,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from region.controller import RegionStatus
-from region.runtime import PipelineRunner, PipelineStats, StepOutcome
-
 __all__ = [
     "RESULTS_DIR",
     "add_common_args",
@@ -35,7 +32,6 @@ __all__ = [
     "percentile",
     "print_table",
     "published_files",
-    "run_available_now",
     "scratch",
     "write_json",
 ]
@@ -170,29 +166,3 @@ def write_json(path: Path, result: dict[str, Any]) -> Path:
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(f"results: {path}")
     return path
-
-
-def run_available_now(runner: PipelineRunner) -> PipelineStats:
-    """Run a :class:`region.runtime.PipelineRunner` until its source has nothing more now, then
-    end every sink's current file and take the final cut, so that everything read is published.
-
-    ``PipelineRunner.run(available_now=True)`` takes the final cut without ending the sinks'
-    open files, which an exactly-once sink publishes only once they are closed.
-    """
-    controller = runner.controller
-    try:
-        runner.start()
-        while True:
-            while runner.step() is not StepOutcome.IDLE:
-                pass
-            with controller.permits.hold():
-                for sink in runner.pipeline.sinks:
-                    finish = getattr(sink, "finish", None)
-                    if finish is not None:
-                        finish()
-            if controller.cut(final=True):
-                break
-    finally:
-        if controller.status is not RegionStatus.STOPPED:
-            controller.stop(graceful=False)  # closes the operators, also when failed
-    return runner.stats()

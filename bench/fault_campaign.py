@@ -867,7 +867,6 @@ def disk_full(work: Path, args: argparse.Namespace) -> Outcome:
 def disk_full_injected(work: Path, args: argparse.Namespace) -> Outcome:
     """Where nothing can be mounted: the in-process runtime over a filesystem wrapper that
     answers ENOSPC once a write budget is spent; then the budget is lifted."""
-    from bench.common import run_available_now
     from operators.fs.local import LocalFileSystem
     from operators.scan import HDFS2DirectoryScan, ScanSettings
     from operators.sink import HDFS2FileSink, SinkSettings
@@ -925,13 +924,13 @@ def disk_full_injected(work: Path, args: argparse.Namespace) -> Outcome:
 
     message = ""
     try:
-        run_available_now(runner())
+        runner().run(available_now=True)
         failed = False
     except RegionFailedError as exc:
         failed, message = True, str(exc)
     clear = "No space left on device" in message
     Budget.left = 1 << 40
-    run_available_now(runner())
+    runner().run(available_now=True)
     ws_out = root / "out"
     got: Counter[str] = Counter()
     for p in ws_out.iterdir():
