@@ -1051,7 +1051,50 @@ class HDFS2FileSink(SinkOperator):
                 logger.info(
                     "sink %s: cut %s back from %s to %s bytes", self.name, path, actual, cur.size
                 )
-        # at_least_once: the IBM behaviour, append after whatever the file holds.
+            return
+        # at_least_once: the IBM behaviour, append after whatever the file holds, except a
+        # record torn by the crash: it would glue to the replayed one and be lost as a record.
+        try:
+            actual = self._fs.status(path).size
+        except FileNotFoundError:
+            msg = (
+                f"sink {self.name!r}: {self._fs.display(path)}, open at the checkpoint "
+                f"with {cur.size} bytes, is missing"
+            )
+            raise FileNotFoundError(msg) from None
+        if actual <= cur.size:
+            return
+        keep = cur.size + self._whole_records(self._fs.read(path, cur.size, actual - cur.size))
+        if keep == actual:
+            return
+        if self._fs.supports_truncate:
+            self._fs.truncate(path, keep)
+        elif self.settings.publish == "atomic":
+            self._rewrite_prefix(path, keep)
+        else:
+            logger.warning(
+                "sink %s: %s ends with %d bytes of a record torn by a crash; this filesystem "
+                "cannot truncate, so they stay",
+                self.name,
+                self._fs.display(path),
+                actual - keep,
+            )
+            return
+        logger.info("sink %s: dropped a torn record: %s cut to %s bytes", self.name, path, keep)
+
+    def _whole_records(self, tail: bytes) -> int:
+        """Length of the prefix of ``tail`` (bytes written after the cut) made of whole records:
+        up to the last line end in line mode; none in binary mode, where records have no
+        boundaries to find."""
+        if self.settings.format != "line":
+            return 0
+        newline = "\n".encode(self._encoding)[len(self._bom) :]  # encode() prefixes a BOM
+        end = len(tail)
+        while (found := tail.rfind(newline, 0, end)) >= 0:
+            if found % len(newline) == 0:  # aligned with the code units of the encoding
+                return found + len(newline)
+            end = found + len(newline) - 1
+        return 0
 
     def _rewrite_prefix(self, path: str, size: int) -> None:
         """Truncate without truncate: copy the first ``size`` bytes to a fresh in-progress file.

@@ -138,11 +138,6 @@ def test_exactly_once_on_every_backend(any_fs: FsHandle, schedule: Schedule) -> 
 # -- known problems --------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="at_least_once appends after a record cut in the middle by a crash (the IBM "
-    "behaviour), so a plain reader sees a torn line glued to the replayed record",
-)
 def test_at_least_once_survives_a_crash_in_the_middle_of_a_write() -> None:
     replay = PipelineReplay(
         sink={"file": "part-%FILENUM.txt", "delivery": "at_least_once"},
