@@ -37,3 +37,14 @@ def test_with_the_fixture(pipeline_replay):
         transforms=[clean],
     )
     assert result.crashes == 1
+
+
+def test_the_readme_shows_this_example_verbatim() -> None:
+    from pathlib import Path
+
+    here = Path(__file__)
+    code = here.read_text().split("\n", 2)[2].lstrip("\n")
+    code = code[: code.index("def test_the_readme_shows_this_example_verbatim")].rstrip() + "\n"
+    readme = (here.parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Testing your pipeline") :]
+    assert "```python\n" + code + "```" in section
