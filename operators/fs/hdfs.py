@@ -21,14 +21,13 @@ import os
 import posixpath
 import shutil
 import subprocess
-import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from region.fs import FileStatus
 
+from .claims import WriterClaim, claim_path
 from .errors import UnsupportedOperationError, register_secret, scrub
 from .settings import FileSystemSettings, split_uri
 
@@ -39,14 +38,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _CONNECT_MARKERS = ("ConnectException", "Connection refused", "No route to host", "UnknownHost")
-
-
-class _Claim:
-    """This process's claim on a path while one of its writers is open."""
-
-
-_claims: weakref.WeakValueDictionary[tuple[str, str], _Claim] = weakref.WeakValueDictionary()
-_claims_lock = threading.Lock()
 
 
 def _connect(settings: FileSystemSettings) -> Any:
@@ -165,7 +156,7 @@ class ArrowHdfsFileSystem:
     def create(
         self, path: str, *, overwrite: bool = False, permission: int | None = None
     ) -> ArrowHdfsWriter:
-        claim, key = self._claim(path)
+        claim = claim_path(self.settings.authority(), posixpath.normpath(path), self.display(path))
         try:
             st = self._status_or_none(path)
             if st is not None and st.is_dir:
@@ -178,21 +169,21 @@ class ArrowHdfsFileSystem:
                 self._call("MKDIRS", parent, lambda: self.arrow.create_dir(parent, recursive=True))
             stream = self._call("CREATE", path, lambda: self.arrow.open_output_stream(path))
         except BaseException:
-            self._release(claim, key)
+            claim.release()
             raise
-        return ArrowHdfsWriter(self, path, stream, claim, key)
+        return ArrowHdfsWriter(self, path, stream, claim)
 
     def append(self, path: str) -> ArrowHdfsWriter:
-        claim, key = self._claim(path)
+        claim = claim_path(self.settings.authority(), posixpath.normpath(path), self.display(path))
         try:
             st = self.status(path)
             if st.is_dir:
                 raise IsADirectoryError(errno.EISDIR, "APPEND: is a directory", self.display(path))
             stream = self._call("APPEND", path, lambda: self.arrow.open_append_stream(path))
         except BaseException:
-            self._release(claim, key)
+            claim.release()
             raise
-        return ArrowHdfsWriter(self, path, stream, claim, key)
+        return ArrowHdfsWriter(self, path, stream, claim)
 
     def truncate(self, path: str, length: int) -> None:
         msg = (
@@ -258,22 +249,6 @@ class ArrowHdfsFileSystem:
                 permission,
             )
 
-    def _claim(self, path: str) -> tuple[_Claim, tuple[str, str]]:
-        key = (self.settings.authority(), posixpath.normpath(path))
-        claim = _Claim()
-        with _claims_lock:
-            if _claims.get(key) is not None:
-                msg = "another writer of this process holds the file open (lease held)"
-                raise BlockingIOError(errno.EWOULDBLOCK, msg, self.display(path))
-            _claims[key] = claim
-        return claim, key
-
-    @staticmethod
-    def _release(claim: _Claim, key: tuple[str, str]) -> None:
-        with _claims_lock:
-            if _claims.get(key) is claim:
-                del _claims[key]
-
     def _error(self, err: OSError, op: str, path: str) -> OSError:
         text = scrub(str(err))
         where = self.display(path)
@@ -322,14 +297,11 @@ class ArrowHdfsFileSystem:
 class ArrowHdfsWriter:
     """An HDFS output stream; the namenode's lease makes it the file's only writer."""
 
-    def __init__(
-        self, fs: ArrowHdfsFileSystem, path: str, stream: Any, claim: _Claim, key: tuple[str, str]
-    ) -> None:
+    def __init__(self, fs: ArrowHdfsFileSystem, path: str, stream: Any, claim: WriterClaim) -> None:
         self._fs = fs
         self._path = path
         self._stream = stream
         self._claim = claim
-        self._key = key
         self._closed = False
 
     @property
@@ -353,7 +325,7 @@ class ArrowHdfsWriter:
             self._fs._call("CLOSE", self._path, self._stream.close)
         finally:
             self._closed = True
-            ArrowHdfsFileSystem._release(self._claim, self._key)
+            self._claim.release()
 
     def __enter__(self) -> ArrowHdfsWriter:
         return self

@@ -15,9 +15,7 @@ import getpass
 import logging
 import os
 import posixpath
-import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -28,6 +26,7 @@ from hdfs.util import HdfsError
 
 from region.fs import FileStatus
 
+from .claims import WriterClaim, claim_path
 from .errors import install_log_scrubbing, register_secret, scrub
 from .settings import FileSystemSettings
 
@@ -51,14 +50,6 @@ _LEASE_EXCEPTIONS = frozenset({"AlreadyBeingCreatedException", "RecoveryInProgre
 #: A writer sends its buffer when it grows past this, as a buffered local file would.
 _AUTO_FLUSH_BYTES = 16 << 20
 _MAX_LEASE_POLL = 2.0
-
-
-class _Claim:
-    """This process's claim on a path while a writer of it is open (weakly registered)."""
-
-
-_claims: weakref.WeakValueDictionary[tuple[str, str], _Claim] = weakref.WeakValueDictionary()
-_claims_lock = threading.Lock()
 
 
 def _make_client(settings: FileSystemSettings) -> Client:
@@ -170,7 +161,7 @@ class WebHdfsFileSystem:
     def create(
         self, path: str, *, overwrite: bool = False, permission: int | None = None
     ) -> WebHdfsWriter:
-        claim, key = self._claim(path)
+        claim = claim_path(self.settings.authority(), self._resolve(path), self.display(path))
         perm = None if permission is None else f"{permission:o}"
 
         def send() -> None:
@@ -182,20 +173,20 @@ class WebHdfsFileSystem:
             else:
                 self._call("CREATE", path, send)
         except BaseException:
-            self._release(claim, key)
+            claim.release()
             raise
-        return WebHdfsWriter(self, path, claim, key, 0)
+        return WebHdfsWriter(self, path, claim, 0)
 
     def append(self, path: str) -> WebHdfsWriter:
-        claim, key = self._claim(path)
+        claim = claim_path(self.settings.authority(), self._resolve(path), self.display(path))
         try:
             st = self.status(path)
             if st.is_dir:
                 raise IsADirectoryError(errno.EISDIR, "APPEND: is a directory", self.display(path))
         except BaseException:
-            self._release(claim, key)
+            claim.release()
             raise
-        return WebHdfsWriter(self, path, claim, key, st.size)
+        return WebHdfsWriter(self, path, claim, st.size)
 
     def truncate(self, path: str, length: int) -> None:
         where = self.display(path)
@@ -281,22 +272,6 @@ class WebHdfsFileSystem:
             return posixpath.normpath(path)
         resolved: str = self._call("GETHOMEDIRECTORY", path, lambda: self.client.resolve(path))
         return resolved
-
-    def _claim(self, path: str) -> tuple[_Claim, tuple[str, str]]:
-        key = (self.settings.authority(), self._resolve(path))
-        claim = _Claim()
-        with _claims_lock:
-            if _claims.get(key) is not None:
-                msg = "another writer of this process holds the file open (lease held)"
-                raise BlockingIOError(errno.EWOULDBLOCK, msg, self.display(path))
-            _claims[key] = claim
-        return claim, key
-
-    @staticmethod
-    def _release(claim: _Claim, key: tuple[str, str]) -> None:
-        with _claims_lock:
-            if _claims.get(key) is claim:
-                del _claims[key]
 
     def _error(self, err: HdfsError, op: str, path: str) -> Exception:
         """The built-in exception for a WebHDFS error; the message names the path as a URI."""
@@ -461,14 +436,12 @@ class WebHdfsWriter:
         self,
         fs: WebHdfsFileSystem,
         path: str,
-        claim: _Claim,
-        key: tuple[str, str],
+        claim: WriterClaim,
         size: int,
     ) -> None:
         self._fs = fs
         self._path = path
         self._claim = claim
-        self._key = key
         self._size = size  # the file's size once everything sent so far has landed
         self._buf = bytearray()
         self._uncertain = False  # a send failed: the file's size must be read again
@@ -512,7 +485,7 @@ class WebHdfsWriter:
             self.flush()
         finally:
             self._closed = True
-            WebHdfsFileSystem._release(self._claim, self._key)
+            self._claim.release()
 
     def __enter__(self) -> WebHdfsWriter:
         return self
