@@ -31,7 +31,6 @@ published when the cut completes). Default: ``reject`` when ``rejects_file`` is 
 
 from __future__ import annotations
 
-import codecs
 import json
 import logging
 import posixpath
@@ -41,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from operators.errors import BadRecordError, OperatorError
 from operators.safepath import confine, name_problem
@@ -49,7 +48,7 @@ from operators.templating import FileNameTemplate
 from region.checkpoint import dir_permission
 from region.errors import ConfigError
 from region.fs import FileSystem, FileWriter
-from region.settings import Duration
+from region.settings import Duration, Encoding, FileMode
 from region.state import Batch, SinkOperator, State
 
 __all__ = ["HDFS2FileSink", "SinkSettings"]
@@ -98,13 +97,13 @@ class SinkSettings(BaseModel):
         None, validation_alias=_alias("time_per_file", "timePerFile")
     )
     close_on_punct: bool = Field(False, validation_alias=_alias("close_on_punct", "closeOnPunct"))
-    encoding: str = "utf-8"
+    encoding: Encoding = "utf-8"
     format: Literal["line", "binary"] = "line"
     delivery: Literal["exactly_once", "at_least_once"] = "exactly_once"
     publish: Literal["atomic", "visible"] = "atomic"
     #: Permission bits of new files (octal int, or a string such as "0640"); directories the
     #: sink creates get the matching traversal bits (0640 -> 0750).
-    permission: int = 0o640
+    permission: FileMode = 0o640
     #: What a bad record does: ``fail`` (raise, the region resets), ``skip`` (log and drop) or
     #: ``reject`` (write it with the reason to ``rejects_file``). Default: ``reject`` when
     #: ``rejects_file`` is set, else ``skip`` logged at ERROR.
@@ -114,35 +113,6 @@ class SinkSettings(BaseModel):
     #: Template of the rejects files, relative to the base directory (``directory``, or the
     #: template's fixed directory); needs %FILENUM, e.g. ``_rejects/rejects-%FILENUM.jsonl``.
     rejects_file: str | None = Field(None, validation_alias=_alias("rejects_file", "rejectsFile"))
-
-    @field_validator("permission", mode="before")
-    @classmethod
-    def _octal(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                return int(value.removeprefix("0o"), 8)
-            except ValueError:
-                msg = f"permission {value!r} is not an octal number such as '0640'"
-                raise ValueError(msg) from None
-        return value
-
-    @field_validator("permission")
-    @classmethod
-    def _permission_range(cls, value: int) -> int:
-        if not 0 <= value <= 0o777:
-            msg = f"permission {oct(value)} is outside 0o000..0o777"
-            raise ValueError(msg)
-        return value
-
-    @field_validator("encoding")
-    @classmethod
-    def _known_encoding(cls, value: str) -> str:
-        try:
-            codecs.lookup(value)
-        except LookupError:
-            msg = f"encoding {value!r} is not known to Python's codecs"
-            raise ValueError(msg) from None
-        return value
 
     @model_validator(mode="after")
     def _rejects(self) -> SinkSettings:

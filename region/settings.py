@@ -5,6 +5,7 @@ snake_case names are canonical; the IBM Streams camelCase names are accepted as 
 
 from __future__ import annotations
 
+import codecs
 import math
 import os
 import re
@@ -18,6 +19,8 @@ from region.errors import ConfigError
 
 __all__ = [
     "Duration",
+    "Encoding",
+    "FileMode",
     "Permission",
     "RegionSettings",
     "Trigger",
@@ -75,13 +78,31 @@ def parse_permission(value: Any) -> int | None:
     else:
         raise ValueError(f"permission {value!r} is not a file mode like '640'")
     if not 0 <= mode <= 0o777:
+        shown = oct(value) if isinstance(value, int) else repr(value)
         raise ValueError(
-            f"permission {value!r} is not a file mode: write octal modes as 0o640 or '640'"
+            f"permission {shown} is not a file mode (0o000..0o777): write octal modes as 0o640 "
+            "or '640'"
         )
     return mode
 
 
 Permission = Annotated[int | None, BeforeValidator(parse_permission)]
+#: A file mode that must be given (no filesystem default).
+FileMode = Annotated[int, BeforeValidator(parse_permission)]
+
+
+def parse_encoding(value: Any) -> str:
+    """A text encoding Python's codecs know, e.g. ``utf-8``, ``latin-1``."""
+    if not isinstance(value, str):
+        raise ValueError(f"encoding {value!r} is not the name of a text encoding")
+    try:
+        codecs.lookup(value)
+    except LookupError:
+        raise ValueError(f"encoding {value!r} is not known to Python's codecs") from None
+    return value
+
+
+Encoding = Annotated[str, BeforeValidator(parse_encoding)]
 
 
 def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:

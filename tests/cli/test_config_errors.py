@@ -76,7 +76,7 @@ CASES = [
     ),
     pytest.param(
         {"source": 'encoding = "klingon"'},
-        "[source] encoding: encoding 'klingon' is not a known codec",
+        "[source] encoding: encoding 'klingon' is not known to Python's codecs",
         id="encoding",
     ),
     pytest.param(

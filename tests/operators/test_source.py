@@ -73,7 +73,7 @@ def test_ibm_names_are_aliases_and_defaults_match_ibm() -> None:
 
 
 def test_bad_settings_name_field_and_value() -> None:
-    with pytest.raises(ValidationError, match="encoding 'klingon' is not a known codec"):
+    with pytest.raises(ValidationError, match="encoding 'klingon' is not known to Python's codecs"):
         SourceSettings(file="/a", encoding="klingon")
     with pytest.raises(ValidationError, match="'utf-16' cannot be read in line mode"):
         SourceSettings(file="/a", encoding="utf-16")
