@@ -17,10 +17,10 @@ from region.fs import FileStatus, FileSystem, FileWriter
 
 from .errors import UnsupportedOperationError
 from .local import LocalFileSystem
-from .settings import FileSystemSettings, split_uri
 
 if TYPE_CHECKING:
     from .hdfs import ArrowHdfsFileSystem
+    from .settings import FileSystemSettings, split_uri
     from .webhdfs import WebHdfsFileSystem
 
 __all__ = [
@@ -39,7 +39,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # The remote backends import their client libraries only when used.
+    # Imported when first used: the settings need pydantic, the remote backends their client
+    # libraries; Spark's Python workers only need the local backend and start faster without.
+    if name in ("FileSystemSettings", "split_uri"):
+        from . import settings
+
+        return getattr(settings, name)
     if name == "WebHdfsFileSystem":
         from .webhdfs import WebHdfsFileSystem
 
@@ -52,6 +57,8 @@ def __getattr__(name: str) -> object:
 
 
 def _settings(settings_or_uri: FileSystemSettings | str | None) -> FileSystemSettings:
+    from .settings import FileSystemSettings
+
     if settings_or_uri is None:
         return FileSystemSettings()
     if isinstance(settings_or_uri, str):
@@ -86,6 +93,8 @@ def open_path(
     URI names the same filesystem as ``settings``. A plain path (``/landing``) is on the
     filesystem of ``settings`` (the local disk when ``None``).
     """
+    from .settings import FileSystemSettings, split_uri
+
     base = _settings(settings)
     fs_uri, path = split_uri(uri_or_path)
     if fs_uri == "file:///" and not uri_or_path.startswith("file:"):

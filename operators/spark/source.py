@@ -47,7 +47,6 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from operators.listing import ScanKey, list_ready
-from operators.spark.arrow_io import read_blocks, read_lines
 from operators.spark.config import ScanConfig, open_config_fs
 from region.checkpoint import dir_permission
 from region.fs import FileStatus, FileSystem
@@ -301,6 +300,9 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- executors: reading ----------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # Imported here: the driver's reader process (a new one per query) never reads.
+        from operators.spark.arrow_io import read_blocks, read_lines
+
         assert isinstance(partition, ScanPartition)
         config = self.config
         file_info = config.include_file_info
