@@ -5,13 +5,14 @@ Shared by the directory scan operator and the Spark source so both see the same 
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from region.fs import FileStatus, FileSystem
+from region.fs import EntryLister, FileStatus, FileSystem, ListingEntry
 
-__all__ = ["ScanKey", "is_in_flight", "list_ready"]
+__all__ = ["ScanKey", "is_in_flight", "list_ready", "list_ready_keyed"]
 
 #: Suffix the HDFS shell gives a file while ``hdfs dfs -put`` copies it.
 COPYING_SUFFIX = "._COPYING_"
@@ -36,9 +37,14 @@ class ScanKey:
         return cls(int(data["mtime_ns"]), str(data["name"]))
 
 
+_IN_FLIGHT_PREFIXES = (".", "_")
+_mtime = operator.itemgetter(0)
+_name = operator.itemgetter(1)
+
+
 def is_in_flight(name: str) -> bool:
     """Hidden (``.x``, ``_x``) and ``._COPYING_`` names are files still being written."""
-    return name.startswith((".", "_")) or name.endswith(COPYING_SUFFIX)
+    return name.startswith(_IN_FLIGHT_PREFIXES) or name.endswith(COPYING_SUFFIX)
 
 
 def list_ready(
@@ -54,15 +60,49 @@ def list_ready(
     A file younger than ``min_file_age_ns`` (relative to ``now_ns``) is left for a later scan;
     ``pattern`` must match the whole base name.
     """
-    ready = []
-    for status in fs.list_dir(directory):
-        name = status.name
-        if status.is_dir or is_in_flight(name):
+    entries = list_ready_keyed(
+        fs, directory, pattern=pattern, min_file_age_ns=min_file_age_ns, now_ns=now_ns
+    )
+    return [FileStatus(path, size, mtime_ns) for mtime_ns, _, path, size, _ in entries]
+
+
+def list_ready_keyed(
+    fs: FileSystem,
+    directory: str,
+    *,
+    pattern: re.Pattern[str] | None = None,
+    min_file_age_ns: int = 0,
+    now_ns: int | None = None,
+) -> list[ListingEntry]:
+    """:func:`list_ready` as ``(mtime_ns, name, path, size, is_dir)`` tuples, in the same order.
+
+    Made for directories of 100 000s of files: the key of each file is built once, and a
+    backend that is an :class:`~region.fs.EntryLister` lists without building a FileStatus.
+    """
+    entries: list[ListingEntry]
+    if isinstance(fs, EntryLister):
+        entries = fs.list_entries(directory)
+    else:
+        entries = [(s.mtime_ns, s.name, s.path, s.size, s.is_dir) for s in fs.list_dir(directory)]
+    ready: list[ListingEntry] = []
+    append = ready.append
+    # A file younger than the minimum age has an mtime after this.
+    newest_ns = now_ns - min_file_age_ns if min_file_age_ns and now_ns is not None else None
+    match = pattern.fullmatch if pattern is not None else None
+    for entry in entries:
+        if entry[4]:
             continue
-        if pattern is not None and pattern.fullmatch(name) is None:
+        name = entry[1]
+        # is_in_flight, inlined: this loop runs once per file listed.
+        if name.startswith(_IN_FLIGHT_PREFIXES) or name.endswith(COPYING_SUFFIX):
             continue
-        if min_file_age_ns and now_ns is not None and now_ns - status.mtime_ns < min_file_age_ns:
+        if match is not None and match(name) is None:
             continue
-        ready.append(status)
-    ready.sort(key=lambda s: (s.mtime_ns, s.name))
+        if newest_ns is not None and entry[0] > newest_ns:
+            continue
+        append(entry)
+    # Two stable sorts on one element each, by name then by mtime, give the (mtime_ns, name)
+    # order faster than one sort comparing tuples: each compares values of one type only.
+    ready.sort(key=_name)
+    ready.sort(key=_mtime)
     return ready
