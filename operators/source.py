@@ -182,13 +182,15 @@ class HDFS2FileSource(StartOperator):
                 if had_records:
                     return Batch([], punctuation=True, origin=path)
                 continue
+            start = self._offset
             records = (
                 self._read_blocks(max_records) if self._binary else self._read_lines(max_records)
             )
+            size = self._offset - start
             at_end = self._at_end()
             if at_end:
                 self._finish_file()
-            return Batch(records, punctuation=at_end, origin=path)
+            return Batch(records, punctuation=at_end, origin=path, size=size)
 
     def _pull_next_file(self) -> bool:
         assert self._files is not None

@@ -93,7 +93,8 @@ class PipelineStats:
     records_out: int
     #: Batches the source returned.
     batches: int
-    #: ``len()`` of the records read, when they are ``bytes`` or ``str`` (characters for text).
+    #: Input bytes the source read, as it reports them in ``Batch.size``; for a source that does
+    #: not, ``len()`` of the records when they are ``bytes`` or ``str`` (characters for text).
     bytes_in: int
     #: Seconds since :meth:`PipelineRunner.run` started (0 before).
     elapsed: float
@@ -188,14 +189,16 @@ class PipelineRunner:
                     records = batch.records
                     self._batches += 1
                     self._records_in += len(records)
-                    if records and isinstance(records[0], bytes | str):
+                    if batch.size is not None:
+                        self._bytes_in += batch.size  # counted by the source, where it is cheap
+                    elif records and isinstance(records[0], bytes | str):
                         self._bytes_in += sum(map(len, records))
                     for transform in self.pipeline.transforms:
                         name = f"transform {getattr(transform, '__qualname__', transform)!s}"
                         records = [out for out in map(transform, records) if out is not None]
                     self._records_out += len(records)
                     if records is not batch.records:
-                        batch = Batch(records, batch.punctuation, batch.origin)
+                        batch = Batch(records, batch.punctuation, batch.origin, batch.size)
                     if records or batch.punctuation:
                         for sink in sinks:
                             name = sink.name

@@ -83,12 +83,14 @@ class Batch:
 
     ``records`` are ``str`` (line mode) or ``bytes`` (binary mode) for the file source, or paths
     for the directory scan. ``punctuation`` marks the end of a window (the end of a file).
-    ``origin`` names the file the records came from, when there is one.
+    ``origin`` names the file the records came from, when there is one. ``size`` is the number
+    of input bytes the records were read from, when the source counts them (line ends included).
     """
 
     records: list[Any] = field(default_factory=list)
     punctuation: bool = False
     origin: str | None = None
+    size: int | None = None
 
 
 class StartOperator(StateHandler):

@@ -14,6 +14,7 @@ from region.checkpoint import CheckpointStore
 from region.controller import RegionStatus
 from region.errors import ConfigError, RegionFailedError
 from region.runtime import Pipeline, PipelineRunner, StepOutcome, run_pipeline
+from region.state import Batch
 from tests.region._participants import (
     FileSink,
     ListSource,
@@ -73,6 +74,24 @@ def test_available_now_runs_transforms_into_every_sink_and_ends_with_a_final_cut
     assert stats.region.cuts == 1  # the final cut
     assert committed_source_index(store) == 100
     assert all(sink.closed for sink in sinks)
+
+
+class LineBytesSource(ListSource):
+    """Reports, as a file source does, the input bytes of each batch: UTF-8 and a newline."""
+
+    def next_batch(self, max_records: int) -> Batch | None:
+        batch = super().next_batch(max_records)
+        if batch is not None:
+            batch.size = sum(len(r.encode()) + 1 for r in batch.records)
+        return batch
+
+
+def test_bytes_in_counts_the_input_bytes_a_source_reports(make_store, tmp_path: Path):
+    records = ["ü€", "plain", ""] * 10
+    runner = runner_for(make_store(), LineBytesSource(records), [FileSink(str(tmp_path / "a.txt"))])
+    stats = runner.run(available_now=True)
+    assert stats.bytes_in == len("".join(r + "\n" for r in records).encode())
+    assert stats.records_in == len(records)
 
 
 def test_source_failure_resets_to_the_last_cut_and_replays_exactly_once(make_store, out: Path):
