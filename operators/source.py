@@ -13,6 +13,7 @@ the same missing file until the region gives up. In single-file mode a missing f
 
 from __future__ import annotations
 
+import codecs
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -28,6 +29,10 @@ from region.state import Batch, StartOperator, State, StateHandler
 __all__ = ["FileFeed", "FileNameList", "HDFS2FileSource", "SourceSettings"]
 
 logger = logging.getLogger(__name__)
+
+#: Bytes of lines decoded and split at once (a piece of a read chunk): small enough that the
+#: lines are still in the CPU cache when their batch goes out (4 MB at once was 30% slower).
+_PIECE = 1 << 18
 
 
 @runtime_checkable
@@ -138,6 +143,10 @@ class HDFS2FileSource(StartOperator):
         self._clock = clock
         self._not_before = clock() + settings.init_delay
         self._binary = settings.format == "binary"
+        # Codecs whose valid text has one LF character per LF byte and, when all ASCII, one
+        # character per byte: a piece of lines is decoded at once (see _split_piece).
+        codec = codecs.lookup(settings.encoding).name
+        self._text_codec = codec if codec in ("utf-8", "ascii") else None
         self.files_opened = 0
         self.records = 0
         self.bytes = 0
@@ -154,8 +163,18 @@ class HDFS2FileSource(StartOperator):
         self._open = False
         self._eof = False
         self._read_pos = self._offset
-        self._lines: list[bytes] = []  # complete lines read ahead, without their LF
-        self._li = 0  # next unconsumed index in _lines
+        # Complete lines read ahead, without their LF: decoded (_text) when their piece decoded
+        # strictly as UTF-8 or ASCII, else as bytes (_lines), decoded batch by batch. At most
+        # one of the two holds lines; _li is the next unconsumed index.
+        self._text: list[str] = []
+        self._lines: list[bytes] = []
+        self._li = 0
+        self._sizes: list[int] | None = None  # bytes of each line of _text, unless all ASCII
+        self._cr = False  # a line of _text may end with CR
+        # Complete lines not yet split: _block[_block_pos:_block_end], _block[_block_end] is LF.
+        self._block = b""
+        self._block_pos = 0
+        self._block_end = -1
         self._tail: list[bytes] = []  # pieces of an unterminated line after _lines
         self._buf = b""  # binary mode: bytes read ahead
         self._bpos = 0
@@ -267,46 +286,108 @@ class HDFS2FileSource(StartOperator):
             return False
         if self._binary:
             return self._bpos >= len(self._buf)
-        return self._li >= len(self._lines) and not self._tail
+        return not self._lines_pending() and not self._tail
+
+    def _lines_pending(self) -> bool:
+        return (
+            self._li < len(self._text)
+            or self._li < len(self._lines)
+            or self._block_pos <= self._block_end
+        )
 
     def _read_lines(self, max_records: int) -> list[str]:
         out: list[str] = []
         while len(out) < max_records:
-            if self._li < len(self._lines):
+            if self._li < len(self._text):
+                out += self._take_text(max_records - len(out))
+            elif self._li < len(self._lines):
                 take = self._lines[self._li : self._li + max_records - len(out)]
                 out.extend(self._decode(take, terminated=True))  # may raise: nothing consumed
                 self._li += len(take)
-                consumed = sum(map(len, take)) + len(take)
-                self._offset += consumed
-                self.bytes += consumed
+                self._consumed(sum(map(len, take)) + len(take))
                 if self._li == len(self._lines):
                     self._lines, self._li = [], 0
+            elif self._block_pos <= self._block_end:
+                self._split_piece()
             elif self._eof:
                 if not self._tail:
                     break
                 last = b"".join(self._tail)
                 out.extend(self._decode([last], terminated=False))
                 self._tail = []
-                self._offset += len(last)
-                self.bytes += len(last)
+                self._consumed(len(last))
             else:
                 self._split_chunk(self._read_chunk())
         self.records += len(out)
         return out
 
+    def _take_text(self, want: int) -> list[str]:
+        """Up to ``want`` lines of ``_text``, consumed."""
+        li = self._li
+        take = self._text[li : li + want]
+        n = len(take)
+        sizes = self._sizes
+        self._consumed((sum(map(len, take)) if sizes is None else sum(sizes[li : li + n])) + n)
+        self._li = li + n
+        if self._li == len(self._text):
+            self._text, self._li, self._sizes = [], 0, None
+        if self._cr:
+            take = [line[:-1] if line.endswith("\r") else line for line in take]
+        return take
+
+    def _consumed(self, n: int) -> None:
+        self._offset += n
+        self.bytes += n
+
     def _split_chunk(self, data: bytes) -> None:
-        if b"\n" not in data:
+        end = data.rfind(b"\n")
+        if end < 0:
             if data:
                 self._tail.append(data)  # a long line: keep pieces, join once it ends
             return
         if self._tail:
-            data = b"".join(self._tail) + data
+            head = b"".join(self._tail)
             self._tail = []
-        lines = data.split(b"\n")
-        last = lines.pop()
-        if last:
-            self._tail.append(last)
-        self._lines, self._li = lines, 0
+            data = head + data
+            end += len(head)
+        if end + 1 < len(data):
+            self._tail.append(data[end + 1 :])
+        if self._text_codec is None:
+            lines = data.split(b"\n")
+            lines.pop()  # the unterminated rest, in _tail
+            self._lines, self._li = lines, 0
+        else:
+            self._block, self._block_pos, self._block_end = data, 0, end
+
+    def _split_piece(self) -> None:
+        """Lines of the next piece of ``_block``, about ``_PIECE`` bytes ending at a line end.
+
+        The piece is decoded in one call and split once, when it is valid: no join and decode
+        per batch, and its lines are still in the CPU cache when the batches use them. Else
+        the rest of the block becomes lines of bytes, decoded batch by batch, so that a bad
+        line fails (or is replaced or skipped) when it is reached, named by its byte offset.
+        """
+        assert self._text_codec is not None
+        data, pos, end = self._block, self._block_pos, self._block_end
+        stop = end
+        if end - pos > _PIECE:
+            stop = data.rfind(b"\n", pos, pos + _PIECE)
+            if stop < 0:  # a line longer than a piece
+                stop = data.find(b"\n", pos + _PIECE, end + 1)
+        self._li = 0
+        try:
+            text = str(memoryview(data)[pos:stop], self._text_codec)
+        except UnicodeDecodeError:
+            self._lines = data[pos:end].split(b"\n")
+            self._block, self._block_pos, self._block_end = b"", 0, -1
+            return
+        self._text = text.split("\n")
+        # Characters are bytes in ASCII; else count the bytes of each line.
+        self._sizes = None if text.isascii() else list(map(len, data[pos:stop].split(b"\n")))
+        self._cr = data.find(b"\r", pos, stop) >= 0
+        self._block_pos = stop + 1
+        if self._block_pos > end:
+            self._block, self._block_pos, self._block_end = b"", 0, -1
 
     def _decode(self, lines: list[bytes], *, terminated: bool) -> list[str]:
         """Decode ``lines`` (starting at ``_offset``) in one call; CR before LF is dropped."""

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from typing import Any
 
 import pytest
@@ -343,3 +344,61 @@ def test_file_deleted_while_read_ends_it_with_a_warning(
     assert (batches[0].records, batches[0].punctuation) == ([], True)
     assert records(batches) == ["b1", "b2"]
     assert "vanished before it was read to the end (at byte 4)" in caplog.text
+
+
+# -- large chunks -----------------------------------------------------------------------------
+
+
+def _big_lines(n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` (text, line end) pairs: ASCII and multibyte, CR inside and before LF, empty lines,
+    and one line longer than the source decodes at once."""
+    rng = random.Random(seed)
+    words = ["alpha", "beta", "", "ü€ multi", "x\ry", "1234567890" * 3, "z" * 300_000]
+    out = []
+    for i in range(n):
+        text = words[rng.randrange(len(words) - 1)] if i != n // 2 else words[-1]
+        out.append((f"{i}:{text}", rng.choice(["\n", "\r\n"])))
+    return out
+
+
+@pytest.mark.parametrize("chunk", [100_000, 1 << 20, 4 << 20])
+def test_lines_of_a_large_file_exactly_with_their_bytes_counted(
+    landing: Landing, chunk: int
+) -> None:
+    lines = _big_lines(40_000, seed=chunk)
+    data = ("".join(t + e for t, e in lines) + "tail \r").encode()
+    expected = [t for t, _ in lines] + ["tail \r"]
+    source = file_source(landing, "big.txt", data, read_chunk=chunk)
+    batches = read_all(source, 997)
+    assert records(batches) == expected
+    # Each batch reports the input bytes of its records, line ends included.
+    assert sum(b.size or 0 for b in batches) == len(data) == source.metrics()["bytes"]
+    # A cut after any batch resumes at the next record.
+    for cut in (1, 7, len(batches) // 2):
+        first = file_source(landing, "big.txt", data, read_chunk=chunk)
+        before = [first.next_batch(997) for _ in range(cut)]
+        assert records([b for b in before if b]) == expected[: 997 * cut]
+        assert (
+            records(read_all(rebuild(first, first.checkpoint(cut)), 997)) == expected[997 * cut :]
+        )
+
+
+def test_bad_bytes_deep_in_a_large_chunk_fail_at_their_line_after_every_good_one(
+    landing: Landing, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = "".join(f"{i} good ü\n" for i in range(60_000)).encode()  # several decode pieces
+    data = good + b"bad \xff line\n" + b"after\n"
+    source = file_source(landing, "bad.txt", data)
+    got: list[str] = []
+    with pytest.raises(BadRecordError) as info:
+        while (batch := source.next_batch(1000)) is not None:
+            got += batch.records
+    assert got == [f"{i} good ü" for i in range(60_000)]
+    assert info.value.offset == len(good) and f"byte offset {len(good)}" in str(info.value)
+    assert source.offset == len(good)
+    skipping = file_source(landing, "bad.txt", data, on_decode_error="skip")
+    with caplog.at_level(logging.WARNING, logger="operators.source"):
+        assert records(read_all(skipping))[-2:] == ["59999 good ü", "after"]
+    assert f"skipped the line at byte offset {len(good)}" in caplog.text
+    replacing = file_source(landing, "bad.txt", data, on_decode_error="replace")
+    assert records(read_all(replacing))[-2:] == ["bad \ufffd line", "after"]
