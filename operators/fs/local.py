@@ -82,19 +82,41 @@ class LocalWriter:
         return self._path
 
     def write(self, data: bytes) -> None:
-        self._file.write(data)
+        try:
+            self._file.write(data)
+        except OSError as exc:
+            raise self._naming_path(exc) from exc
 
     def flush(self) -> None:
-        self._file.flush()
+        try:
+            self._file.flush()
+        except OSError as exc:
+            raise self._naming_path(exc) from exc
 
     def sync(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise self._naming_path(exc) from exc
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._file.close()  # closing the descriptor releases the flock
+            try:
+                self._file.close()  # closing the descriptor releases the flock
+            except OSError as exc:
+                raise self._naming_path(exc) from exc
+
+    def _naming_path(self, exc: OSError) -> OSError:
+        """``exc`` naming this writer's file: the kernel's errors on a descriptor (ENOSPC, EIO,
+        EDQUOT) name none. Same type and errno, so callers still tell them apart."""
+        if exc.filename is not None or exc.errno is None:
+            return exc
+        try:
+            return type(exc)(exc.errno, exc.strerror, self._path)
+        except TypeError:  # a subclass with another constructor: keep it as it is
+            return exc
 
 
 class LocalFileSystem:
