@@ -74,10 +74,10 @@ def setup_logging(level: str | None, display: ProgressDisplay | None) -> None:
     setattr(handler, "_hdfs_region", True)  # noqa: B010 - marks the handlers we own
     root.addHandler(handler)
     root.setLevel((level or ("WARNING" if live else "INFO")).upper())
-    for noisy in ("py4j", "urllib3", "pyspark"):
-        # urllib3's request lines only when DEBUG is asked for (the WebHDFS backend scrubs the
-        # delegation token from them).
-        quiet = noisy != "urllib3" or root.level > logging.DEBUG
+    for noisy in ("py4j", "urllib3", "pyspark", "hdfs"):
+        # urllib3's request lines and the hdfs client's line per call (INFO) only when DEBUG is
+        # asked for (the WebHDFS backend scrubs the delegation token from both).
+        quiet = noisy in ("py4j", "pyspark") or root.level > logging.DEBUG
         logging.getLogger(noisy).setLevel(logging.WARNING if quiet else logging.NOTSET)
 
 
