@@ -865,10 +865,13 @@ class HDFS2FileSink(SinkOperator):
             extra_dirs.add(posixpath.dirname(restored.current.final))
         self._delete_orphans(keep, extra_dirs)
         # 3. Bring the open file back to its size at the cut.
-        if restored.current is not None:
-            self._restore(restored.current)
+        current = restored.current
+        if current is not None and self._published_since_the_cut(current):
+            current = None  # at_least_once goes on with a new file; exactly_once raised
+        if current is not None:
+            self._restore(current)
         # 4. In-memory state.
-        self._cur = restored.current
+        self._cur = current
         self._closed = []
         self._pending = []
         self._next_filenum = restored.next_filenum
@@ -1051,6 +1054,41 @@ class HDFS2FileSink(SinkOperator):
             )
             return
         logger.info("sink %s: dropped a torn record: %s cut to %s bytes", self.name, path, keep)
+
+    def _published_since_the_cut(self, cur: _Open) -> bool:
+        """Whether the open file was published since the cut: its in-progress file is missing
+        and its final name exists. Only a newer cut publishes it, so that cut's checkpoint was
+        there and is no longer readable (the store fell back to this older one).
+
+        The published file holds the cut's bytes and records written after the cut, which the
+        source replays: exactly_once cannot go on (those records would be written twice) and
+        raises; at_least_once may write them twice, so it warns and drops the open file (its
+        bytes at the cut are published; the replayed records go to a new file).
+        """
+        if cur.final == cur.work or self._fs.exists(cur.work) or not self._fs.exists(cur.final):
+            return False
+        final, work = self._fs.display(cur.final), self._fs.display(cur.work)
+        if self.settings.delivery == "exactly_once":
+            msg = (
+                f"sink {self.name!r}: {work}, open at the checkpoint with {cur.size} bytes, is "
+                f"missing: it was already published as {final} by a newer cut that is no longer "
+                "readable (damaged or deleted checkpoint?), with records after this checkpoint "
+                "that resuming from it would write again. Restore the newer checkpoint; or, if "
+                f"no reader has used {final} nor the files this sink published after it: move "
+                f"those files away, rename {final} back to {work} and restart: it is cut back to "
+                "this checkpoint and the records after it are written once"
+            )
+            raise OperatorError(msg)
+        logger.warning(
+            "sink %s: %s, open at the checkpoint with %s bytes, was already published as %s by a "
+            "newer cut that is no longer readable (damaged or deleted checkpoint?); "
+            "at_least_once: the records after this checkpoint are written again, to a new file",
+            self.name,
+            work,
+            cur.size,
+            final,
+        )
+        return True
 
     def _whole_records(self, tail: bytes) -> int:
         """Length of the prefix of ``tail`` (bytes written after the cut) made of whole records:

@@ -728,3 +728,56 @@ def test_variables_in_directories_are_recovered(sink_env: SinkEnv) -> None:
 def test_variables_in_the_first_directory_are_refused(template: str) -> None:
     with pytest.raises(ConfigError, match="first directory"):
         HDFS2FileSink(SinkSettings(file=template), LocalFileSystem())
+
+
+def published_by_a_newer_cut_then_back_to_the_older(run: SinkRun) -> dict[str, Any]:
+    """part-0 open at cut 1 with "a"; cut 2 publishes it with "b" too; cut 2's checkpoint is
+    then lost: the region goes back to cut 1 (returned) and the source replays "b"."""
+    run.write(["a"])
+    older = run.cut()
+    run.write(["b"])
+    run.sink.finish()
+    run.cut()
+    run.sink.abandon()
+    assert run.env.published() == {"part-0.txt": b"a\nb\n"}
+    return older
+
+
+def test_open_file_published_by_a_lost_newer_cut_fails_saying_what_to_do(
+    sink_env: SinkEnv,
+) -> None:
+    run = SinkRun(sink_env, settings(sink_env))
+    older = published_by_a_newer_cut_then_back_to_the_older(run)
+    final = sink_env.path("part-0.txt")
+    work = sink_env.path(".part-0.txt~sink.inprogress")
+    with pytest.raises(OperatorError) as info:
+        run.new_sink().reset(older)
+    message = str(info.value)
+    display = sink_env.fs.display
+    assert f"{display(work)}, open at the checkpoint with 2 bytes, is missing" in message
+    assert f"already published as {display(final)} by a newer cut" in message
+    assert "Restore the newer checkpoint" in message
+    assert f"rename {display(final)} back to {display(work)} and restart" in message
+    assert sink_env.published() == {"part-0.txt": b"a\nb\n"}  # nothing touched
+    # Doing what it says resumes exactly once.
+    sink_env.fs.rename(final, work)
+    run.sink = run.new_sink()
+    run.sink.reset(older)
+    run.write(["b"])
+    run.stop()
+    assert sink_env.published() == {"part-0.txt": b"a\nb\n"}
+
+
+def test_at_least_once_goes_on_when_a_lost_newer_cut_published_the_open_file(
+    sink_env: SinkEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = SinkRun(sink_env, settings(sink_env, delivery="at_least_once"))
+    older = published_by_a_newer_cut_then_back_to_the_older(run)
+    run.sink = run.new_sink()
+    with caplog.at_level("WARNING", logger="operators.sink"):
+        run.sink.reset(older)
+    assert "already published as" in caplog.text and "part-0.txt" in caplog.text
+    run.write(["b"])
+    run.stop()
+    # "b" twice, nothing lost: the promise of at_least_once.
+    assert sink_env.published() == {"part-0.txt": b"a\nb\n", "part-1.txt": b"b\n"}
