@@ -36,7 +36,7 @@ class Progress:
     records_in: int = 0
     #: Records handed to the sink (``None``: unknown, e.g. after a Spark SQL transform).
     records_out: int | None = 0
-    #: Bytes read (characters for text, as counted by the engine); ``None``: not counted.
+    #: Input bytes read (line ends included); ``None``: not counted by the engine.
     bytes_in: int | None = 0
     #: Cuts completed (Spark: micro-batches committed) and resets (Spark: restarts).
     cuts: int = 0
