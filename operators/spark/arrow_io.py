@@ -54,14 +54,16 @@ def _first_line_start(fs: FileSystem, path: str, start: int, size: int, chunk: i
     if start == 0:
         return 0
     pos = start - 1  # a line starts at ``start`` exactly when the byte before it is LF
+    want = min(chunk, 64 << 10)  # the LF is usually a line length away, not a chunk
     while pos < size:
-        data = fs.read(path, pos, min(chunk, size - pos))
+        data = fs.read(path, pos, min(want, size - pos))
         if not data:
             break
         idx = data.find(b"\n")
         if idx >= 0:
             return pos + idx + 1
         pos += len(data)
+        want = min(chunk, want * 2)
     return size
 
 
@@ -129,6 +131,14 @@ def _split(data: bytes, limit: int, *, strip_cr: bool) -> tuple[pa.Array, np.nda
     line ends, as a binary array, and the offsets of their starts in ``data``."""
     buf = np.frombuffer(data, dtype=np.uint8)
     ends = np.flatnonzero(buf == _NL)[:limit]
+    return _cut(data, buf, ends, strip_cr=strip_cr and b"\r" in data)
+
+
+def _cut(
+    data: bytes | memoryview, buf: np.ndarray, ends: np.ndarray, *, strip_cr: bool
+) -> tuple[pa.Array, np.ndarray]:
+    """The lines of ``data`` (``buf`` is its bytes) ending at the LFs at ``ends``, without their
+    line ends (and a CR before the LF with ``strip_cr``), and where each starts."""
     n = len(ends)
     offsets = np.empty(n + 1, dtype=np.int32)
     offsets[0] = 0
@@ -136,7 +146,7 @@ def _split(data: bytes, limit: int, *, strip_cr: bool) -> tuple[pa.Array, np.nda
     with_lf = pa.BinaryArray.from_buffers(
         pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )
-    lines = pc.binary_slice(with_lf, 0, -1)
+    lines = pc.binary_slice(with_lf, 0, -1)  # the one copy: drops the LFs
     starts = offsets[:-1].astype(np.int64)
     if strip_cr and n:
         before = np.maximum(ends - 1, 0)
@@ -167,34 +177,39 @@ def read_lines(
     decoder = _Decoder(encoding, on_decode_error, display)
     schema = record_schema(binary=False, file_info=file_info)
     base = _first_line_start(fs, path, start, size, chunk_size)
-    read_pos = base
-    carry = b""
-    while base < end and read_pos < size:
-        want = min(chunk_size, size - read_pos)
-        data = fs.read(path, read_pos, want)
-        if len(data) < want:
+    want = chunk_size
+    # Each read starts at a line start; the partial line at the end of a chunk is read again
+    # with the next one (instead of being copied over), so chunks are used without copies.
+    while base < end and base < size:
+        length = min(want, size - base)
+        data = fs.read(path, base, length)
+        if len(data) < length:
             msg = (
-                f"{display}: the file shrank while being read (wanted {want} bytes at offset "
-                f"{read_pos}, got {len(data)}); it was {size} bytes when planned"
+                f"{display}: the file shrank while being read (wanted {length} bytes at offset "
+                f"{base}, got {len(data)}); it was {size} bytes when planned"
             )
             raise OSError(msg)
-        read_pos += want
-        data = carry + data if carry else data
-        if read_pos >= size:
-            if data and data[-1] != _NL:
+        if base + length >= size:
+            consumed = length
+            if data[-1] != _NL:
                 data += b"\n"  # the last line of the file has no LF
-            carry = b""
+            view = memoryview(data)
         else:
-            cut = data.rfind(b"\n") + 1
-            data, carry = data[:cut], data[cut:]
-            if not data:
-                continue  # a line longer than the chunk: read on
+            consumed = data.rfind(b"\n") + 1
+            if not consumed:
+                want *= 2  # a line longer than the chunk: read more at once
+                continue
+            view = memoryview(data)[:consumed]
+        want = chunk_size
+        buf = np.frombuffer(view, dtype=np.uint8)
+        ends = np.flatnonzero(buf == _NL)
         # Only lines starting before ``end`` belong to this range.
-        total = data.count(b"\n")
-        limit = total if base + len(data) <= end else _lines_before(data, end - base)
-        lines, starts = _split(data, limit, strip_cr=True)
+        total = len(ends)
+        limit = total if base + consumed <= end else _lines_before(ends, end - base)
+        has_cr = data.find(b"\r", 0, len(view)) >= 0
+        lines, starts = _cut(view, buf, ends[:limit], strip_cr=has_cr)
         starts += base
-        values, kept = decoder.decode(lines, starts, data if not decoder.utf8 else None)
+        values, kept = decoder.decode(lines, starts, None if decoder.utf8 else bytes(view))
         if kept is not None:
             starts = starts[kept]
         columns = [values]
@@ -204,16 +219,17 @@ def read_lines(
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
         if limit < total:
             return
-        base += len(data)
+        base += consumed
 
 
-def _lines_before(data: bytes, rel_end: int) -> int:
-    """How many lines of ``data`` start before offset ``rel_end`` (the first starts at 0)."""
+def _lines_before(ends: np.ndarray, rel_end: int) -> int:
+    """How many lines start before offset ``rel_end`` (the first starts at 0, the others after
+    the LFs at ``ends``)."""
     if rel_end <= 0:
         return 0
     # Line k (k >= 1) starts after the k-th LF: it starts before rel_end when that LF is
     # before rel_end - 1.
-    return 1 + data.count(b"\n", 0, rel_end - 1)
+    return 1 + int(np.searchsorted(ends, rel_end - 1, side="left"))
 
 
 def read_blocks(
