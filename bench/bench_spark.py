@@ -104,17 +104,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=200.0, help="input size in MB (default 200)")
     parser.add_argument("--files", type=int, default=8, help="number of input files (default 8)")
-    parser.add_argument("--repeat", type=int, default=2, help="timed runs of each (default 2)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each (default 3)")
     parser.add_argument("--work", type=Path, default=None, help="scratch directory")
     parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
     args = parser.parse_args(argv)
 
+    load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=args.work))
     try:
         src = work / "input"
         total_bytes, total_lines = make_input(src, args.mb, args.files)
+        # Two files: both pipelines run two tasks in the warm-up, as in the timed runs, so
+        # every Python worker process the timed runs use is already started.
         warm = work / "warm"
-        make_input(warm, 1, 1, seed=1)
+        make_input(warm, 4, 2, seed=1)
         spark = build_session("bench-spark")
         run_ours(spark, warm, work, "warm")
         run_builtin(spark, warm, work, "warm")
@@ -132,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
+    load_after = os.getloadavg()
     mb = total_bytes / 1e6
     ours_s, builtin_s = statistics.median(ours), statistics.median(builtin)
     result = {
@@ -142,12 +146,20 @@ def main(argv: list[str] | None = None) -> int:
         "hdfs_scan_to_hdfs_sink": {"seconds": ours, "mb_per_s": round(mb / ours_s, 1)},
         "spark_text_to_text": {"seconds": builtin, "mb_per_s": round(mb / builtin_s, 1)},
         "ratio": round(builtin_s / ours_s, 2),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            # Other work on the machine skews the figures: compare runs at similar loads.
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in load_after],
+        },
     }
     print(f"{'pipeline':<28} {'MB/s':>8} {'seconds (median)':>18}")
     print(f"{'hdfs_scan -> hdfs_sink':<28} {mb / ours_s:>8.1f} {ours_s:>18.2f}")
     print(f"{'Spark text -> text':<28} {mb / builtin_s:>8.1f} {builtin_s:>18.2f}")
     print(f"ratio (ours / built-in): {result['ratio']:.2f}   ({mb:.0f} MB, {total_lines} lines)")
+    before, after = (" ".join(f"{x:.2f}" for x in load) for load in (load_before, load_after))
+    print(f"load average (1, 5, 15 min) before: {before}, after: {after}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0
