@@ -20,11 +20,8 @@ import posixpath
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
@@ -33,12 +30,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from operators.spark.arrow_io import encode_records
 from operators.spark.commit import SinkLog, WrittenFile, in_progress_name
 from operators.spark.config import SinkConfig, open_config_fs
 from operators.templating import FileNameTemplate
 from region.errors import ConfigError
 from region.fs import FileSystem, FileWriter
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "FAULT_ENV",
@@ -169,6 +168,9 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         return self._fs
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkTaskMessage:
+        # Imported here: the driver-side processes (schema, commit) never write records.
+        from operators.spark.arrow_io import encode_records
+
         out = _TaskOutput(self, self.fs)
         sink = self.config
         binary = sink.binary
@@ -200,6 +202,9 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         if sink.tuples_per_file is not None:
             return min(n, sink.tuples_per_file - rows)
         if sink.bytes_per_file is not None:
+            import numpy as np
+            import pyarrow.compute as pc
+
             # Sizes of the records as written (UTF-8 + LF); the record reaching the limit is
             # the file's last one.
             piece = values.slice(start, n)

@@ -30,9 +30,8 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
@@ -50,6 +49,9 @@ from operators.listing import ScanKey, list_ready
 from operators.spark.config import ScanConfig, open_config_fs
 from region.checkpoint import dir_permission
 from region.fs import FileStatus, FileSystem
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "HdfsScanDataSource",
