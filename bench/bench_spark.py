@@ -115,9 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         src = work / "input"
         total_bytes, total_lines = make_input(src, args.mb, args.files)
         # Two files: both pipelines run two tasks in the warm-up, as in the timed runs, so
-        # every Python worker process the timed runs use is already started.
+        # every Python worker process the timed runs use is already started; enough data
+        # (a tenth of the input, 4..20 MB) that the JVM has compiled the hot paths of both.
         warm = work / "warm"
-        make_input(warm, 4, 2, seed=1)
+        make_input(warm, max(4.0, min(20.0, args.mb / 10)), 2, seed=1)
         spark = build_session("bench-spark")
         run_ours(spark, warm, work, "warm")
         run_builtin(spark, warm, work, "warm")
