@@ -13,41 +13,21 @@ import argparse
 import json
 import os
 import platform
-import random
 import shutil
 import statistics
-import string
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import make_text_files
 from operators.spark.session import build_session
 
 RESULTS = Path(__file__).resolve().parent / "results" / "spark.json"
-
-
-def make_input(directory: Path, megabytes: float, files: int, seed: int = 7) -> tuple[int, int]:
-    """Text files of random lines (20..180 bytes); returns (bytes, lines)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    alphabet = string.ascii_letters + string.digits + "     "
-    pool = ["".join(rng.choices(alphabet, k=rng.randint(20, 180))) for _ in range(4096)]
-    per_file = int(megabytes * 1_000_000 / files)
-    total_bytes = total_lines = 0
-    for i in range(files):
-        lines: list[str] = []
-        size = 0
-        while size < per_file:
-            line = f"{i}:{len(lines)} {pool[rng.randrange(len(pool))]}"
-            lines.append(line)
-            size += len(line) + 1
-        data = ("\n".join(lines) + "\n").encode()
-        (directory / f"part-{i:04d}.txt").write_bytes(data)
-        total_bytes += len(data)
-        total_lines += len(lines)
-    return total_bytes, total_lines
 
 
 def output_bytes(directory: Path) -> int:
@@ -113,12 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=args.work))
     try:
         src = work / "input"
-        total_bytes, total_lines = make_input(src, args.mb, args.files)
+        total_bytes, total_lines = make_text_files(src, args.mb, args.files)
         # Two files: both pipelines run two tasks in the warm-up, as in the timed runs, so
         # every Python worker process the timed runs use is already started; enough data
         # (a tenth of the input, 4..20 MB) that the JVM has compiled the hot paths of both.
         warm = work / "warm"
-        make_input(warm, max(4.0, min(20.0, args.mb / 10)), 2, seed=1)
+        make_text_files(warm, max(4.0, min(20.0, args.mb / 10)), 2, seed=1)
         spark = build_session("bench-spark")
         run_ours(spark, warm, work, "warm")
         run_builtin(spark, warm, work, "warm")
