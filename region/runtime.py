@@ -182,7 +182,7 @@ class PipelineRunner:
         source, sinks = self.pipeline.source, self.pipeline.sinks
         punctuation = False
         with self.controller.permits.hold():
-            name = source.name
+            stage: object = source  # what runs now, named only if it fails
             try:
                 batch = source.next_batch(self.pipeline.batch_size)
                 if batch is not None:
@@ -194,23 +194,23 @@ class PipelineRunner:
                     elif records and isinstance(records[0], bytes | str):
                         self._bytes_in += sum(map(len, records))
                     for transform in self.pipeline.transforms:
-                        name = f"transform {getattr(transform, '__qualname__', transform)!s}"
+                        stage = transform
                         records = [out for out in map(transform, records) if out is not None]
                     self._records_out += len(records)
                     if records is not batch.records:
                         batch = Batch(records, batch.punctuation, batch.origin, batch.size)
                     if records or batch.punctuation:
                         for sink in sinks:
-                            name = sink.name
+                            stage = sink
                             sink.write(batch)
                     punctuation = batch.punctuation
                 now = self._wall()
                 for sink in sinks:
-                    name = sink.name
+                    stage = sink
                     sink.on_tick(now)
             except Exception as exc:
                 # Reported while the permit is still held, so no cut can commit this batch.
-                self.controller.report_failure(name, exc)
+                self.controller.report_failure(_stage_name(stage), exc)
                 return StepOutcome.RESET
         if batch is None:
             return StepOutcome.IDLE
@@ -315,6 +315,13 @@ class PipelineRunner:
     def _restore_signal_handlers(previous: dict[int, Any]) -> None:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _stage_name(stage: object) -> str:
+    """An operator's name, or ``transform <qualified name>`` for a transform function."""
+    if isinstance(stage, StateHandler):
+        return stage.name
+    return f"transform {getattr(stage, '__qualname__', stage)!s}"
 
 
 def run_pipeline(
