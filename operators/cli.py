@@ -331,6 +331,47 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILURE
 
 
+# -- sandbox ------------------------------------------------------------------------------------
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    import signal
+    import subprocess
+    import tempfile
+
+    from operators.sandbox import SandboxError, SandboxSetupError, launcher_command
+
+    setup_logging(args.log_level or "WARNING", None)
+    temporary = args.dir is None
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hdfs-sandbox-"))
+    try:
+        cmd = launcher_command(base, datanodes=args.datanodes, ha=args.ha)
+    except SandboxSetupError as exc:
+        _error(str(exc))
+        return EXIT_CONFIG
+    except SandboxError as exc:
+        _error(str(exc))
+        return EXIT_FAILURE
+    print(
+        f"{PROG}: starting a real HDFS in {base} (log: {base / 'sandbox.log'}); the first line "
+        "on standard output is its URIs, Ctrl-C stops it",
+        file=sys.stderr,
+    )
+    # The JVM shares stdin/stdout (ready line, fault commands); a signal to us is passed on so
+    # that its shutdown hook stops the cluster cleanly.
+    child = subprocess.Popen(cmd)
+    forward = lambda signum, _frame: child.send_signal(signum)  # noqa: E731
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, forward)
+    code = child.wait()
+    if temporary:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
+    # A JVM ended by SIGINT / SIGTERM exits 130 / 143 after its shutdown hooks: a clean stop.
+    return EXIT_OK if code in (0, 130, 143, -signal.SIGINT, -signal.SIGTERM) else EXIT_FAILURE
+
+
 # -- parser -------------------------------------------------------------------------------------
 
 
@@ -394,6 +435,27 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--lines", type=int, default=500, help="lines per file (default 500)")
     demo.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
     demo.set_defaults(func=cmd_demo)
+
+    sandbox = sub.add_parser(
+        "sandbox",
+        help="run a real HDFS on this machine (Hadoop's MiniDFSCluster; needs Java and Maven)",
+        description=(
+            "Start a NameNode and DataNodes in one JVM on ephemeral ports and run until Ctrl-C "
+            "or SIGTERM. The first line on standard output is a JSON object with the hdfs:// "
+            "and webhdfs:// URIs and the client configuration directory (for HADOOP_CONF_DIR). "
+            "Commands on standard input: stop-datanode I, start-datanode I, restart-datanode I, "
+            "restart-namenode, status. The first start resolves the classpath with Maven."
+        ),
+    )
+    sandbox.add_argument(
+        "dir", nargs="?", metavar="DIR", help="data, configuration and log (default: a new one)"
+    )
+    sandbox.add_argument("--datanodes", type=int, default=1, help="DataNodes (default 1)")
+    sandbox.add_argument(
+        "--ha", action="store_true", help="two NameNodes behind the name service hdfs://sandbox"
+    )
+    sandbox.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
+    sandbox.set_defaults(func=cmd_sandbox)
     return parser
 
 

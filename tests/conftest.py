@@ -10,10 +10,13 @@ under the root) and ``.name``::
         w.close()
         assert any_fs.fs.read(any_fs.path("f")) == b"x"
 
-Backends: ``local``; ``webhdfs`` (the real ``hdfs`` client against tests/webhdfs_server.py);
-``hdfs`` when ``HDFS_URI`` names a cluster directory (``hdfs://nn:8020/tmp/tests``) and
-``webhdfs-cluster`` when ``WEBHDFS_URL`` does (``webhdfs://nn:9870/tmp/tests``).
-``webhdfs_server`` is the session's server; ``local_fs`` a LocalFileSystem.
+Backends: ``local``; ``webhdfs`` (the real ``hdfs`` client against tests/webhdfs_server.py,
+kept for faults a real cluster cannot produce quickly); ``hdfs`` (hdfs-native) and
+``webhdfs-cluster`` on a real HDFS: the session's sandbox (Hadoop's MiniDFSCluster, started once
+per session, needs Java and Maven), or the clusters named by ``HDFS_URI``
+(``hdfs://nn:8020/tmp/tests``) and ``WEBHDFS_URL`` (``webhdfs://nn:9870/tmp/tests``).
+``webhdfs_server`` is the stand-in; ``hdfs_sandbox`` the real cluster; ``local_fs`` a
+LocalFileSystem.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from operators.fs import FileSystemSettings, LocalFileSystem, open_path
+from operators.sandbox import Sandbox, missing_tools
 from region.fs import FileSystem
 from tests.webhdfs_server import WebHdfsServer
 
@@ -41,10 +45,12 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
-#: Real clusters join ``any_fs`` only when named: a skip per test and backend would bury the
-#: summary, so tests/fs/test_contract.py reports each unset variable once as a skip.
+#: An external cluster replaces the sandbox for a real backend when its variable is set.
 CLUSTER_VARIABLES = {"hdfs": "HDFS_URI", "webhdfs-cluster": "WEBHDFS_URL"}
-BACKENDS = ["local", "webhdfs"] + [n for n, v in CLUSTER_VARIABLES.items() if os.environ.get(v)]
+REAL_BACKENDS = ["hdfs", "webhdfs-cluster"]
+BACKENDS = ["local", "webhdfs", *REAL_BACKENDS]
+#: The user the tests act as on a real cluster: not its superuser, so permissions apply.
+CLUSTER_USER = "tester"
 _counter = itertools.count()
 
 _FS_IOC_GETFLAGS = 0x80086601
@@ -112,8 +118,64 @@ def _test_dir_name(request: pytest.FixtureRequest) -> str:
 
 
 def pytest_report_header() -> list[str]:
-    unset = [f"{v} (backend {n})" for n, v in CLUSTER_VARIABLES.items() if not os.environ.get(v)]
-    return [f"filesystem backends skipped, variable not set: {', '.join(unset)}"] if unset else []
+    named = [f"{n}={os.environ[v]}" for n, v in CLUSTER_VARIABLES.items() if os.environ.get(v)]
+    if named:
+        return [f"real clusters named: {', '.join(named)}"]
+    problem = missing_tools()
+    return [f"real HDFS tests skip: {problem}"] if problem else []
+
+
+def require_java_and_maven() -> None:
+    """Skip (fail under CI=true) when the real HDFS cannot start here, in one line."""
+    problem = missing_tools()
+    if problem is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true: {problem}", pytrace=False)
+    pytest.skip(problem)
+
+
+@pytest.fixture(scope="session")
+def hdfs_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """The session's real HDFS: a NameNode and 2 DataNodes (Hadoop's MiniDFSCluster)."""
+    require_java_and_maven()
+    sandbox = Sandbox.start(tmp_path_factory.mktemp("hdfs-sandbox"), datanodes=2)
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+def cluster_settings(uri: str, sandbox: Sandbox | None, **overrides: object) -> FileSystemSettings:
+    """Settings for the real cluster: the test user, its configuration, short waits."""
+    values: dict[str, object] = {
+        "uri": uri,
+        "user": CLUSTER_USER,
+        "timeout": 20.0,
+        "lease_recovery_timeout": 30.0,
+        "retries": 3,
+        "retry_backoff": 0.2,
+    }
+    if sandbox is not None and uri.startswith("hdfs://"):
+        values["config_dir"] = sandbox.info.conf_dir
+    values.update(overrides)
+    return FileSystemSettings.model_validate(values)
+
+
+def real_fs(
+    request: pytest.FixtureRequest, name: str, **overrides: object
+) -> tuple[FileSystem, str, Sandbox | None]:
+    """``(filesystem, base path, sandbox or None)`` for the real backend ``name``."""
+    external = os.environ.get(CLUSTER_VARIABLES[name])
+    sandbox: Sandbox | None = None
+    if external:
+        uri = external
+    else:
+        sandbox = request.getfixturevalue("hdfs_sandbox")
+        assert sandbox is not None
+        uri = (sandbox.info.hdfs if name == "hdfs" else sandbox.info.webhdfs) + "/tests"
+    fs, base = open_path(uri, cluster_settings(uri, sandbox, **overrides))
+    return fs, base, sandbox
 
 
 @pytest.fixture(scope="session")
@@ -156,7 +218,7 @@ def any_fs(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> Iterat
         root = "/tests/" + _test_dir_name(request)
         handle = FsHandle(name, fs, root, server)
     else:
-        fs, base_path = open_path(os.environ[CLUSTER_VARIABLES[name]])
+        fs, base_path, _ = real_fs(request, name, lease_recovery_timeout=3.0)
         handle = FsHandle(name, fs, posixpath.join(base_path, _test_dir_name(request)))
     handle.fs.mkdirs(handle.root)
     try:

@@ -19,17 +19,17 @@ from .errors import UnsupportedOperationError
 from .local import LocalFileSystem
 
 if TYPE_CHECKING:
-    from .hdfs import ArrowHdfsFileSystem
+    from .native import NativeHdfsFileSystem
     from .settings import FileSystemSettings, split_uri
     from .webhdfs import WebHdfsFileSystem
 
 __all__ = [
-    "ArrowHdfsFileSystem",
     "FileStatus",
     "FileSystem",
     "FileSystemSettings",
     "FileWriter",
     "LocalFileSystem",
+    "NativeHdfsFileSystem",
     "UnsupportedOperationError",
     "WebHdfsFileSystem",
     "open_filesystem",
@@ -50,9 +50,9 @@ def __getattr__(name: str) -> object:
 
         return WebHdfsFileSystem
     if name == "ArrowHdfsFileSystem":
-        from .hdfs import ArrowHdfsFileSystem
+        from .native import NativeHdfsFileSystem
 
-        return ArrowHdfsFileSystem
+        return NativeHdfsFileSystem
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -77,9 +77,9 @@ def open_filesystem(settings_or_uri: FileSystemSettings | str | None = None) -> 
 
         return WebHdfsFileSystem(settings)
     if settings.kind == "hdfs":
-        from .hdfs import ArrowHdfsFileSystem
+        from .native import NativeHdfsFileSystem
 
-        return ArrowHdfsFileSystem(settings)
+        return NativeHdfsFileSystem(settings)
     return LocalFileSystem()
 
 

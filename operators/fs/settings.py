@@ -2,7 +2,8 @@
 
 A filesystem is named by a URI: ``file:///`` or a bare path (local disk, the default),
 ``webhdfs://host:9870`` / ``swebhdfs://host:9871`` (also ``http://`` / ``https://``) for WebHDFS,
-``hdfs://namenode:8020`` for native HDFS through libhdfs. Several WebHDFS namenodes (HA) are
+``hdfs://namenode:8020`` (or ``hdfs://nameservice`` of an HA cluster) for HDFS's own RPC
+protocol. Several WebHDFS namenodes (HA) are
 written ``webhdfs://nn1:9870,nn2:9870``. Credentials never stay in the URI: ``user:pass@`` is
 split into :attr:`FileSystemSettings.user` and the secret :attr:`FileSystemSettings.password`.
 
@@ -90,7 +91,7 @@ class FileSystemSettings(BaseModel):
 
     #: The filesystem (the path part, if any, is not a root: paths are always absolute on it).
     uri: str = Field("file:///", validation_alias=AliasChoices("uri", "hdfsUri"))
-    #: The user to act as (WebHDFS ``user.name``, libhdfs user). Default: the login name.
+    #: The user to act as (WebHDFS ``user.name``, HDFS simple auth). Default: the login name.
     user: str | None = Field(None, validation_alias=AliasChoices("user", "hdfsUser"))
     #: HTTP basic-auth password (e.g. a WebHDFS gateway); taken out of ``user:pass@`` URIs.
     password: SecretStr | None = None
@@ -106,6 +107,15 @@ class FileSystemSettings(BaseModel):
     password_env: str | None = None
     token_env: str | None = None
     keytab_env: str | None = None
+    #: Directory with ``core-site.xml`` / ``hdfs-site.xml`` for ``hdfs://`` (name services of HA
+    #: clusters, client settings). Default: ``HADOOP_CONF_DIR``.
+    config_dir: str | None = Field(
+        None, validation_alias=AliasChoices("config_dir", "configPath", "hadoop_conf_dir")
+    )
+    #: The cluster's WebHDFS (``webhdfs://nn:9870``), through which ``hdfs://`` truncates.
+    #: Default: ``dfs.namenode.http-address`` of the Hadoop configuration; none known means no
+    #: truncate (the sink then publishes by rename).
+    webhdfs_uri: str | None = None
     #: Timeout of one request to the filesystem.
     timeout: Duration = Field(30.0, gt=0)
     #: How long append / truncate / overwrite wait while another writer's lease is held or a

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 
@@ -11,15 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from region.fs import FileSystem
-from tests.conftest import CLUSTER_VARIABLES, FsHandle
-
-
-@pytest.mark.parametrize("backend", sorted(CLUSTER_VARIABLES))
-def test_real_cluster_backend_is_configured(backend: str) -> None:
-    """Says once per run whether the contract also runs on a real cluster."""
-    variable = CLUSTER_VARIABLES[backend]
-    if not os.environ.get(variable):
-        pytest.skip(f"{variable} is not set: the contract suite does not run on a real {backend}")
+from tests.conftest import FsHandle
 
 
 def writer(fs: FileSystem, path: str, data: bytes, *, overwrite: bool = False) -> None:
