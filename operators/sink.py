@@ -47,7 +47,7 @@ from operators.safepath import confine, name_problem
 from operators.templating import FileNameTemplate
 from region.checkpoint import dir_permission
 from region.errors import ConfigError
-from region.fs import FileSystem, FileWriter
+from region.fs import FileSystem, FileWriter, LeaseRecoverer
 from region.settings import Duration, Encoding, FileMode
 from region.state import Batch, SinkOperator, State
 
@@ -998,6 +998,10 @@ class HDFS2FileSink(SinkOperator):
 
     def _restore(self, cur: _Open) -> None:
         path = cur.work
+        if isinstance(self._fs, LeaseRecoverer) and self._fs.exists(path):
+            # A crashed writer's HDFS lease keeps the file open, its length not yet settled:
+            # close it first (IBM's sink waited for the lease to expire, or failed).
+            self._fs.recover_lease(path)
         if self.settings.delivery == "exactly_once" or cur.size == 0:
             try:
                 actual = self._fs.status(path).size

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol, runtime_checkable
 
-__all__ = ["EntryLister", "FileStatus", "FileSystem", "FileWriter", "ListingEntry"]
+__all__ = [
+    "EntryLister",
+    "FileStatus",
+    "FileSystem",
+    "FileWriter",
+    "LeaseRecoverer",
+    "ListingEntry",
+]
 
 
 class FileStatus(NamedTuple):
@@ -50,6 +57,19 @@ class EntryLister(Protocol):
 
     def list_entries(self, path: str) -> list[ListingEntry]:
         """The same children as ``list_dir(path)``, in no particular order."""
+
+
+@runtime_checkable
+class LeaseRecoverer(Protocol):
+    """Optional capability of a :class:`FileSystem` whose files keep a writer's lease after the
+    writer died (HDFS): end it now instead of after the lease's soft limit (60 s on HDFS).
+
+    Call it only with the right to write the file (a sink restoring its own in-progress file
+    under its region's lock): a live writer would lose the file.
+    """
+
+    def recover_lease(self, path: str) -> float:
+        """Close ``path`` for its dead writer, its length settled; the seconds it took."""
 
 
 @runtime_checkable

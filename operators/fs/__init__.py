@@ -49,7 +49,7 @@ def __getattr__(name: str) -> object:
         from .webhdfs import WebHdfsFileSystem
 
         return WebHdfsFileSystem
-    if name == "ArrowHdfsFileSystem":
+    if name == "NativeHdfsFileSystem":
         from .native import NativeHdfsFileSystem
 
         return NativeHdfsFileSystem

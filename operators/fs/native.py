@@ -11,8 +11,9 @@ What it lacks and how each gap is closed here:
   ``dfs.namenode.http-address`` in the Hadoop configuration); otherwise
   :attr:`NativeHdfsFileSystem.supports_truncate` is ``False`` and the sink publishes by rename.
 - **hflush**: ``flush`` is ``hsync`` (durable, and visible to new readers).
-- **the user**: it is read from ``HADOOP_USER_NAME`` when the client first connects; a
-  configured ``user`` is set there for that moment, under a lock.
+- **the user**: it is read from ``HADOOP_USER_NAME`` whenever the client (re)connects, so a
+  configured ``user`` is set there for the whole process; two ``hdfs://`` filesystems of one
+  process with different users are refused.
 
 Leases: HDFS lets one client write a file. A second writer is refused (``BlockingIOError``)
 until the holder closes it, or its lease expires (soft limit, 60 s on a default cluster).
@@ -46,6 +47,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _user_lock = threading.Lock()
+#: The simple-auth user this module put in ``HADOOP_USER_NAME``.
+_process_user: str | None = None
 _RPC_ERROR = re.compile(r'RPCError\("(?P<cls>[\w.$]+)", "(?P<msg>.*?)(?:\\n|"\))', re.S)
 _LEASE_MARKERS = (
     "AlreadyBeingCreatedException",
@@ -57,6 +60,31 @@ _LEASE_MARKERS = (
 )
 _CONNECT_MARKERS = ("Connection refused", "connection reset", "Connection reset", "Broken pipe")
 _MAX_LEASE_POLL = 1.0
+#: A NameNode that just started refuses changes until enough blocks are reported.
+_SAFE_MODE_MARKERS = ("SafeModeException", "in safe mode", "RetriableException")
+
+
+def _use_process_user(settings: FileSystemSettings) -> None:
+    """Act as ``settings.user``: hdfs-native reads ``HADOOP_USER_NAME`` at each (re)connect
+    (after a NameNode restart too), so the variable must hold it for the process's lifetime."""
+    global _process_user
+    user = settings.user
+    if user is None:
+        return
+    with _user_lock:
+        current = os.environ.get("HADOOP_USER_NAME")
+        if current == user:
+            _process_user = user
+            return
+        if current is not None:
+            owner = "this process set" if current == _process_user else "is set to"
+            msg = (
+                f"user: {user!r} for {settings.display()} conflicts with HADOOP_USER_NAME, which "
+                f"{owner} {current!r}: hdfs:// acts as one user per process (use webhdfs:// "
+                "for a second user, or the same user)"
+            )
+            raise ValueError(msg)
+        os.environ["HADOOP_USER_NAME"] = _process_user = user
 
 
 def _conf_dir(settings: FileSystemSettings) -> str | None:
@@ -135,30 +163,19 @@ class NativeHdfsFileSystem:
             "dfs.client.failover.sleep.max.millis": str(int(s.retry_backoff * 1000 * 2**s.retries)),
             "dfs.client.socket-timeout": str(int(s.timeout * 1000)),
         }
-        with _user_lock:
-            # hdfs-native reads the simple-auth user from the environment when it connects.
-            saved = os.environ.get("HADOOP_USER_NAME")
-            if s.user is not None:
-                os.environ["HADOOP_USER_NAME"] = s.user
-            try:
-                client = self._call(
-                    "CONNECT",
-                    "/",
-                    lambda: Client(
-                        url,
-                        config,
-                        _conf_dir(s),
-                        kerberos_principal=s.kerberos_principal,
-                        kerberos_keytab=keytab,
-                    ),
-                )
-                self._call("GETFILESTATUS", "/", lambda: client.get_file_info("/"))
-            finally:
-                if s.user is not None:
-                    if saved is None:
-                        os.environ.pop("HADOOP_USER_NAME", None)
-                    else:
-                        os.environ["HADOOP_USER_NAME"] = saved
+        _use_process_user(s)
+        client = self._call(
+            "CONNECT",
+            "/",
+            lambda: Client(
+                url,
+                config,
+                _conf_dir(s),
+                kerberos_principal=s.kerberos_principal,
+                kerberos_keytab=keytab,
+            ),
+        )
+        self._call("GETFILESTATUS", "/", lambda: client.get_file_info("/"))
         return client
 
     def _webhdfs_for_truncate(self) -> Any:
@@ -390,17 +407,30 @@ class NativeHdfsFileSystem:
         return OSError(getattr(err, "errno", None) or errno.EIO, msg, where)
 
     def _call(self, op: str, path: str, fn: Callable[[], T]) -> T:
-        """``fn()`` with errors mapped; the client has already retried connection failures
-        ``retries`` times (and failed over between the NameNodes of an HA cluster)."""
-        try:
-            return fn()
-        except (OSError, RuntimeError) as err:
-            text = scrub(str(err))
-            if isinstance(err, ConnectionError) or any(m in text for m in _CONNECT_MARKERS):
-                first = text.splitlines()[0] if text else type(err).__name__
-                msg = f"{self.display(path)}: {op} failed after {self.settings.retries} retries: "
-                raise ConnectionError(errno.ECONNABORTED, msg + first) from None
-            raise self._error(err, op, path) from None
+        """``fn()`` with errors mapped. The client has already retried connection failures
+        ``retries`` times (and failed over between the NameNodes of an HA cluster); a NameNode
+        in safe mode is waited for, up to ``safe_mode_timeout``."""
+        deadline: float | None = None
+        delay = 0.1
+        while True:
+            try:
+                return fn()
+            except (OSError, RuntimeError) as err:
+                text = scrub(str(err))
+                if isinstance(err, ConnectionError) or any(m in text for m in _CONNECT_MARKERS):
+                    first = text.splitlines()[0] if text else type(err).__name__
+                    msg = f"{self.display(path)}: {op} failed after {self.settings.retries} "
+                    raise ConnectionError(errno.ECONNABORTED, msg + "retries: " + first) from None
+                if not any(m in text for m in _SAFE_MODE_MARKERS):
+                    raise self._error(err, op, path) from None
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.settings.safe_mode_timeout
+                    logger.warning("%s: %s waits for the NameNode to leave safe mode", path, op)
+                if now >= deadline:
+                    raise self._error(err, op, path) from None
+                time.sleep(min(delay, deadline - now))
+                delay = min(delay * 2, 2.0)
 
     def _lease_wait(self, op: str, path: str, fn: Callable[[], T]) -> T:
         """``_call`` that waits while another writer holds the lease (or it is recovered)."""

@@ -123,6 +123,11 @@ class FileSystemSettings(BaseModel):
     lease_recovery_timeout: Duration = Field(
         90.0, validation_alias=AliasChoices("lease_recovery_timeout", "leaseRecoveryTimeout")
     )
+    #: How long an operation waits while the NameNode is in safe mode (it was just restarted
+    #: and is waiting for its DataNodes' block reports), before failing.
+    safe_mode_timeout: Duration = Field(
+        120.0, validation_alias=AliasChoices("safe_mode_timeout", "safeModeTimeout")
+    )
     #: Retries after a connection failure (each logged), then ``ConnectionError``.
     retries: int = Field(3, ge=0, validation_alias=AliasChoices("retries", "reconnectionBound"))
     #: Delay before the first retry; doubled for each further retry.

@@ -47,6 +47,7 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     urllib3.exceptions.HTTPError,  # a body cut off while it is read through ``raw``
 )
 _LEASE_EXCEPTIONS = frozenset({"AlreadyBeingCreatedException", "RecoveryInProgressException"})
+_SAFE_MODE_EXCEPTIONS = frozenset({"SafeModeException", "RetriableException"})
 #: A writer sends its buffer when it grows past this, as a buffered local file would.
 _AUTO_FLUSH_BYTES = 16 << 20
 _MAX_LEASE_POLL = 2.0
@@ -323,11 +324,23 @@ class WebHdfsFileSystem:
     def _call(self, op: str, path: str, fn: Callable[[], T]) -> T:
         """``fn()`` with connection failures retried and WebHDFS errors mapped to built-ins."""
         attempt = 0
+        deadline: float | None = None
+        delay = 0.1
         while True:
             try:
                 return fn()
             except HdfsError as err:
-                raise self._error(err, op, path) from None
+                if getattr(err, "exception", None) not in _SAFE_MODE_EXCEPTIONS:
+                    raise self._error(err, op, path) from None
+                # A NameNode that just started refuses changes until its blocks are reported.
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.settings.safe_mode_timeout
+                    logger.warning("%s: %s waits for the NameNode to leave safe mode", path, op)
+                if now >= deadline:
+                    raise self._error(err, op, path) from None
+                time.sleep(min(delay, deadline - now))
+                delay = min(delay * 2, 2.0)
             except _CONNECTION_ERRORS as err:
                 attempt += 1
                 self._backoff(attempt, op, path, err)
@@ -418,6 +431,8 @@ class WebHdfsFileSystem:
                 return
             except HdfsError as err:
                 mapped = self._error(err, "APPEND", path)
+                if getattr(err, "exception", None) in _SAFE_MODE_EXCEPTIONS:
+                    mapped = BlockingIOError(errno.EWOULDBLOCK, str(mapped), where)
                 if not isinstance(mapped, BlockingIOError):
                     raise mapped from None
                 refusals += 1
