@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 
 from operators.testing import PipelineReplay, Schedule, Workspace
