@@ -415,6 +415,8 @@ class NativeHdfsFileSystem:
         while True:
             try:
                 return fn()
+            except TimeoutError:
+                raise  # already names the file (a writer's bounded call)
             except (OSError, RuntimeError) as err:
                 text = scrub(str(err))
                 if isinstance(err, ConnectionError) or any(m in text for m in _CONNECT_MARKERS):
@@ -458,15 +460,50 @@ class NativeHdfsWriter:
         self._stream = stream
         self._claim = claim
         self._closed = False
+        self._broken: TimeoutError | None = None
 
     @property
     def path(self) -> str:
         return self._path
 
+    def _bounded(self, op: str, fn: Callable[..., object], *args: object) -> None:
+        """``fn(*args)`` within the settings' ``timeout``, else ``TimeoutError`` naming the file.
+
+        The client waits for DataNode acknowledgements without a time limit: a DataNode that
+        dies mid-write has left an hsync waiting forever. The stuck call is left behind in its
+        thread (the writer is unusable; the caller resets and opens a new one).
+        """
+        if self._broken is not None:
+            raise self._broken
+        outcome: list[BaseException | None] = []
+
+        def call() -> None:
+            try:
+                fn(*args)
+            except BaseException as err:  # handed to the caller's thread
+                outcome.append(err)
+            else:
+                outcome.append(None)
+
+        worker = threading.Thread(target=call, name=f"hdfs-{op.lower()}", daemon=True)
+        worker.start()
+        worker.join(self._fs.settings.timeout)
+        if not outcome:
+            msg = (
+                f"{op}: no answer from the DataNodes within {self._fs.settings.timeout:g}s "
+                "(a DataNode of the write pipeline died?); this writer is abandoned"
+            )
+            self._broken = TimeoutError(errno.ETIMEDOUT, msg, self._fs.display(self._path))
+            raise self._broken
+        if outcome[0] is not None:
+            raise outcome[0]
+
     def write(self, data: bytes) -> None:
         if self._closed:
             raise ValueError(f"{self._fs.display(self._path)}: write to a closed writer")
-        self._fs._call("WRITE", self._path, lambda: self._stream.write(data))
+        self._fs._call(
+            "WRITE", self._path, lambda: self._bounded("WRITE", self._stream.write, data)
+        )
 
     def flush(self) -> None:
         # The client has hsync only (no hflush): visible and durable in one step.
@@ -475,14 +512,14 @@ class NativeHdfsWriter:
     def sync(self) -> None:
         if self._closed:
             raise ValueError(f"{self._fs.display(self._path)}: sync of a closed writer")
-        self._fs._call("HSYNC", self._path, self._stream.hsync)
+        self._fs._call("HSYNC", self._path, lambda: self._bounded("HSYNC", self._stream.hsync))
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         try:
-            self._fs._call("CLOSE", self._path, self._stream.close)
+            self._fs._call("CLOSE", self._path, lambda: self._bounded("CLOSE", self._stream.close))
         finally:
             self._claim.release()
 

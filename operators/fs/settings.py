@@ -229,4 +229,8 @@ class FileSystemSettings(BaseModel):
             return "file://" + path if path.startswith("/") else "file:///" + path
         if path and not path.startswith("/"):
             path = "/" + path
+        parsed = _parse(self.uri)
+        if parsed is not None and parsed[0] == "hdfs" and ":" not in parsed[1]:
+            # A name service (HA): resolved from the Hadoop configuration, it has no port.
+            return f"hdfs://{_strip_userinfo(parsed[1])[0]}{path}"
         return f"{self.scheme}://{self.authority()}{path}"

@@ -171,3 +171,26 @@ def test_the_command_without_java_says_what_to_install(tmp_path: pytest.TempPath
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "install a JDK" in lines[0] and "Maven" in lines[0]
+
+
+def test_an_ha_name_service_through_hadoop_conf_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hdfs://<nameservice> resolves from HADOOP_CONF_DIR as for Hadoop's own client: two
+    NameNodes, truncate through either one's WebHDFS, and the active one restarted mid-way."""
+    from tests.conftest import require_java_and_maven
+
+    require_java_and_maven()
+    with Sandbox.start(tmp_path_factory.mktemp("ha"), datanodes=1, ha=True) as sandbox:
+        assert sandbox.info.hdfs == "hdfs://sandbox"
+        monkeypatch.setenv("HADOOP_CONF_DIR", sandbox.info.conf_dir)
+        fs = NativeHdfsFileSystem(FileSystemSettings(uri="hdfs://sandbox", user=CLUSTER_USER))
+        assert fs.display("/x") == "hdfs://sandbox/x"
+        assert fs.supports_truncate  # the NameNodes' HTTP addresses come from the same files
+        _put(fs, "/tmp/ha.txt", b"0123456789")
+        fs.truncate("/tmp/ha.txt", 4)
+        sandbox.command("restart-namenode 0")
+        w = fs.append("/tmp/ha.txt")
+        w.write(b"++")
+        w.close()
+        assert fs.read("/tmp/ha.txt") == b"0123++"
