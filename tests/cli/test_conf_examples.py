@@ -14,7 +14,7 @@ from operators.engine_spark import plan_spark
 from tests.cli.conftest import ROOT, PipelineDir, cli
 
 CONF = ROOT / "conf"
-EXAMPLES = ["periodic.toml", "operator_driven.toml", "webhdfs.toml"]
+EXAMPLES = ["periodic.toml", "operator_driven.toml", "webhdfs.toml", "hdfs.toml"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
