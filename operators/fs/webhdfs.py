@@ -53,6 +53,13 @@ _AUTO_FLUSH_BYTES = 16 << 20
 _MAX_LEASE_POLL = 2.0
 
 
+def _lost_namenode(err: HdfsError) -> bool:
+    """Whether a DataNode answered that its connection to the NameNode broke (it was
+    restarted): ``java.io.EOFException`` "End of File Exception between ... destination host"."""
+    text = str(getattr(err, "message", None) or err)
+    return getattr(err, "exception", None) == "EOFException" or "End of File Exception" in text
+
+
 def _make_client(settings: FileSystemSettings) -> Client:
     for secret in (settings.password, settings.token, settings.keytab):
         if secret is not None:
@@ -330,6 +337,11 @@ class WebHdfsFileSystem:
             try:
                 return fn()
             except HdfsError as err:
+                if _lost_namenode(err):
+                    # A DataNode's own connection to a restarted NameNode broke: retry.
+                    attempt += 1
+                    self._backoff(attempt, op, path, err)
+                    continue
                 if getattr(err, "exception", None) not in _SAFE_MODE_EXCEPTIONS:
                     raise self._error(err, op, path) from None
                 # A NameNode that just started refuses changes until its blocks are reported.
@@ -430,6 +442,11 @@ class WebHdfsFileSystem:
                         raise OSError(errno.EIO, msg, where)
                 return
             except HdfsError as err:
+                if _lost_namenode(err):
+                    failures += 1
+                    self._backoff(failures, "APPEND", path, err)
+                    resync = True
+                    continue
                 mapped = self._error(err, "APPEND", path)
                 if getattr(err, "exception", None) in _SAFE_MODE_EXCEPTIONS:
                     mapped = BlockingIOError(errno.EWOULDBLOCK, str(mapped), where)
