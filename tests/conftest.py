@@ -70,6 +70,19 @@ class FsHandle:
     def path(self, *parts: str) -> str:
         return posixpath.join(self.root, *parts)
 
+    def set_mtime(self, path: str, mtime_ns: int) -> None:
+        """Give ``path`` this mtime: ``os.utime`` on local disk (the stand-in's backing file),
+        SETTIMES on a real cluster (which keeps milliseconds)."""
+        ms = mtime_ns // 1_000_000
+        client = getattr(self.fs, "client", None)
+        if self.name == "hdfs":
+            client.set_times(path, ms, ms)  # type: ignore[union-attr]
+        elif self.name == "webhdfs-cluster":
+            client.set_times(path, access_time=ms, modification_time=ms)  # type: ignore[union-attr]
+        else:
+            local = path if self.server is None else str(self.server.local_path(path))
+            os.utime(local, ns=(mtime_ns, mtime_ns))
+
     @contextlib.contextmanager
     def read_only_dir(self, path: str) -> Iterator[None]:
         """Make the directory ``path`` refuse writes to this filesystem's user, or skip."""

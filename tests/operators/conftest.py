@@ -38,15 +38,13 @@ def clock() -> FakeClock:
 
 @dataclass
 class Landing:
-    """A landing directory on a filesystem backend, with files placed at chosen mtimes.
-
-    ``local_path`` maps a backend path to the local file behind it, so mtimes can be set with
-    ``os.utime(ns=...)`` (for the WebHDFS stand-in, its backing directory).
-    """
+    """A landing directory on a filesystem backend, with files placed at chosen mtimes
+    (``set_mtime(path, mtime_ns)``: ``os.utime`` locally, SETTIMES on a real cluster; the
+    WebHDFS stand-in and real clusters keep milliseconds)."""
 
     fs: FileSystem
     root: str
-    local_path: Callable[[str], str]
+    set_mtime: Callable[[str, int], None]
 
     @property
     def dir(self) -> str:
@@ -64,9 +62,6 @@ class Landing:
             self.set_mtime(path, mtime_ns)
         return path
 
-    def set_mtime(self, path: str, mtime_ns: int) -> None:
-        os.utime(self.local_path(path), ns=(mtime_ns, mtime_ns))
-
     def remove(self, name: str) -> None:
         self.fs.delete(self.path(name))
 
@@ -75,32 +70,15 @@ class Landing:
 def landing(tmp_path: Path) -> Landing:
     """An empty landing directory ``<root>/in`` on the local disk."""
     fs = LocalFileSystem()
-    land = Landing(fs, str(tmp_path), lambda p: p)
+    land = Landing(fs, str(tmp_path), lambda p, ns: os.utime(p, ns=(ns, ns)))
     fs.mkdirs(land.dir)
     return land
 
 
 @pytest.fixture
 def any_landing(any_fs: Any) -> Landing:
-    """``landing`` on each backend of ``any_fs``. Tests that set mtimes skip on a real cluster
-    (there is no local file behind its paths); on the WebHDFS stand-in mtimes are milliseconds."""
-    if any_fs.name == "local":
-
-        def local_path(path: str) -> str:
-            return path
-
-    elif any_fs.server is not None:
-        server = any_fs.server
-
-        def local_path(path: str) -> str:
-            return str(server.local_path(path))
-
-    else:
-
-        def local_path(path: str) -> str:
-            pytest.skip(f"{any_fs.name}: cannot set file mtimes on a real cluster")
-
-    land = Landing(any_fs.fs, any_fs.root, local_path)
+    """``landing`` on each backend of ``any_fs``."""
+    land = Landing(any_fs.fs, any_fs.root, any_fs.set_mtime)
     land.fs.mkdirs(land.dir)
     return land
 

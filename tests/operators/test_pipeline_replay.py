@@ -8,8 +8,6 @@ filesystems without truncate) are in test_sink_replay.py."""
 
 from __future__ import annotations
 
-import os
-
 from hypothesis import HealthCheck, given, settings
 
 from operators.testing import PipelineReplay, Schedule, Workspace
@@ -110,20 +108,7 @@ def test_time_rolling_and_minimum_file_age(schedule: Schedule) -> None:
 
 
 def backend_workspace(handle: FsHandle) -> Workspace:
-    server = handle.server
-
-    def set_mtime(path: str, mtime_ns: int) -> None:
-        if handle.name == "hdfs":  # a real cluster keeps milliseconds, as the schedules do
-            ms = mtime_ns // 1_000_000
-            getattr(handle.fs, "client").set_times(path, ms, ms)  # noqa: B009
-        elif handle.name == "webhdfs-cluster":
-            ms = mtime_ns // 1_000_000
-            getattr(handle.fs, "client").set_times(path, access_time=ms, modification_time=ms)  # noqa: B009
-        else:
-            local = path if server is None else str(server.local_path(path))
-            os.utime(local, ns=(mtime_ns, mtime_ns))
-
-    return Workspace(handle.fs, handle.root, set_mtime)
+    return Workspace(handle.fs, handle.root, handle.set_mtime)
 
 
 ON_EVERY_BACKEND = dict(
