@@ -1,26 +1,44 @@
 """A WebHDFS-protocol server for tests, backed by a real directory.
 
-This is a test double of the *server*, written from the Hadoop WebHDFS REST specification; the code
-under test (our adapter and the ``hdfs`` client) talks to it over real HTTP. What it implements:
+This is a test double of the *server*, written from the Hadoop WebHDFS REST specification and
+held to Hadoop 3.4.1: tests/fs/test_standin_agrees.py sends the same raw requests here and to the
+sandbox's MiniDFSCluster and asserts the answers agree. The code under test (our adapter and the
+``hdfs`` client) talks to it over real HTTP. What it implements:
 
 - ``/webhdfs/v1/<path>?op=...&user.name=...``: GETFILESTATUS, LISTSTATUS, GETHOMEDIRECTORY, OPEN
   (offset, length), CREATE (overwrite, permission), APPEND, TRUNCATE (newlength), RENAME
   (destination; ``renameoptions=NONE|OVERWRITE`` as Hadoop's rename2), DELETE (recursive),
-  MKDIRS (permission), SETPERMISSION.
+  MKDIRS (permission), SETPERMISSION, SETTIMES (modificationtime, accesstime).
 - Two steps for CREATE, APPEND and OPEN: the "namenode" answers 307 with a Location on a
   "datanode" URL (the same server, marked by ``namenoderpcaddress`` as in Hadoop), which carries
-  the data. :attr:`WebHdfsServer.redirects` and :attr:`WebHdfsServer.datanode_requests` count them.
-- RemoteException JSON errors with Hadoop's exception names and HTTP codes.
-- The single-writer lease: while a CREATE/APPEND upload is in progress, another CREATE/APPEND/
-  TRUNCATE of that path fails with AlreadyBeingCreatedException. An upload cut off mid-request
-  (client gone, or the server stopped or killed) leaves the bytes received so far and a lease in
-  recovery for ``soft_limit`` seconds (RecoveryInProgressException), then the file is free.
-  Leases survive a restart (kept under ``<root>/.webhdfs-stand-in/``).
-- HDFS permission checks on mode bits set through MKDIRS / CREATE / SETPERMISSION: every user but
-  ``superuser`` is treated as the owner (owner bits apply), so a 0555 directory refuses writes.
+  the data. As in Hadoop, the namenode step of CREATE checks nothing; those of APPEND and OPEN
+  check that the path exists (and OPEN's offset against a non-empty file's length); the datanode
+  step does the rest. :attr:`WebHdfsServer.redirects` and
+  :attr:`WebHdfsServer.datanode_requests` count them.
+- RemoteException JSON errors with Hadoop's exception names, HTTP codes and order of checks.
+- Blocks of :attr:`WebHdfsServer.block_size` bytes (1 MiB, as in the sandbox). While a file is
+  written, GETFILESTATUS reports the length it had plus the blocks completed since. A TRUNCATE
+  to a block boundary answers ``true``; inside a block it answers ``false`` and the file keeps
+  its old length and bytes while the block is recovered (``truncate_recovery`` seconds): then
+  another TRUNCATE gets AlreadyBeingCreatedException, an APPEND or CREATE
+  RecoveryInProgressException.
+- The single-writer lease: while a CREATE/APPEND upload is in progress, an APPEND, a TRUNCATE or
+  a CREATE without overwrite fails with AlreadyBeingCreatedException; a CREATE with overwrite
+  (or a DELETE) removes the file, and the upload then fails. A client that goes away
+  mid-upload leaves the bytes received so far in a closed file, as a datanode does. A
+  *datanode* that dies mid-upload (``cut_next_upload_after``, or the server stopped or killed)
+  leaves the bytes and a lease in recovery for ``soft_limit`` seconds
+  (RecoveryInProgressException), then the file is free. Leases survive a restart (kept under
+  ``<root>/.webhdfs-stand-in/``).
+- HDFS permissions: a file or directory made through the server is owned by the user who made
+  it; the owner gets the owner bits, everyone else the "other" bits (no groups), ``superuser``
+  passes every check, and only the owner or the superuser may SETPERMISSION. The root is the
+  superuser's with mode 0777, as in the sandbox; paths put into the backing directory by other
+  means belong to whoever asks.
 
-Simplified on purpose: one process plays namenode and datanodes; no blocks or replicas; durability
-is the backing disk's. Run it alone with ``python -m tests.webhdfs_server --root DIR --port N``.
+Simplified on purpose: one process plays namenode and datanodes; no replicas; durability is the
+backing disk's; no groups, ACLs or sticky-bit rule. Run it alone with
+``python -m tests.webhdfs_server --root DIR --port N``.
 """
 
 from __future__ import annotations
@@ -56,6 +74,9 @@ PREFIX = "/webhdfs/v1"
 STATE_DIR = ".webhdfs-stand-in"
 _DATANODE_MARK = "namenoderpcaddress"
 _CHUNK = 1 << 16
+#: The sandbox's block size (``dfs.blocksize``), the smallest HDFS allows by default.
+DEFAULT_BLOCK_SIZE = 1 << 20
+_LEASE_EXCEPTIONS = ("AlreadyBeingCreatedException", "RecoveryInProgressException")
 
 _JAVA_CLASSES = {
     "FileNotFoundException": "java.io.FileNotFoundException",
@@ -98,6 +119,25 @@ def _not_found(message: str) -> RemoteError:
     return RemoteError(404, "FileNotFoundException", message)
 
 
+def _bad_param(name: str, reason: str) -> RemoteError:
+    msg = f'Invalid value for webhdfs parameter "{name}": {reason}'
+    return RemoteError(400, "IllegalArgumentException", msg)
+
+
+def _long_param(params: dict[str, str], name: str, default: int | None) -> int | None:
+    """A non-negative integer parameter, refused as Hadoop's parameter parsing does."""
+    text = params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise _bad_param(name, f'Failed to parse "{text}" as a radix-10 long integer.') from None
+    if value < 0:
+        raise _bad_param(name, f"Invalid parameter range: {name} = {value} < 0")
+    return value
+
+
 class _CutOff(Exception):
     """The request body ended before it was complete."""
 
@@ -107,8 +147,18 @@ class _Lease:
     holder: str
     #: ``None`` while the upload runs; else the monotonic time the recovery ends.
     recovering_until: float | None = None
-    #: What GETFILESTATUS reports while a truncate's block recovery runs.
-    reported_length: int | None = None
+    #: The file's length when the upload began: the namenode knows no more until a block fills.
+    start_length: int = 0
+    #: A truncate's block recovery: the length the file has once it is over.
+    truncate_to: int | None = None
+
+    def to_json(self, path: str) -> dict[str, Any]:
+        return {
+            "path": path,
+            "holder": self.holder,
+            "start_length": self.start_length,
+            "truncate_to": self.truncate_to,
+        }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -162,18 +212,22 @@ class WebHdfsServer:
         host: str = "127.0.0.1",
         port: int = 0,
         soft_limit: float | None = 1.0,
-        truncate_recovery: float = 0.0,
+        truncate_recovery: float = 0.1,
+        block_size: int = DEFAULT_BLOCK_SIZE,
         rename_options: bool = True,
         superuser: str = "hdfs",
     ) -> None:
         self.root = Path(root)
         self.host = host
         self.port = port
-        #: Seconds a cut-off writer's lease stays in recovery (``None``: until recover_leases()).
+        #: Seconds the lease of a writer whose datanode died stays in recovery (``None``: until
+        #: recover_leases()).
         self.soft_limit = soft_limit
-        #: When > 0, a TRUNCATE that cuts a file answers ``false`` and the file is in block
-        #: recovery (GETFILESTATUS shows the old length) for this many seconds.
+        #: Seconds the block recovery after a TRUNCATE inside a block lasts (the sandbox takes
+        #: about one DataNode heartbeat, ~1 s); 0 ends it at once (the answer is still false).
         self.truncate_recovery = truncate_recovery
+        #: Bytes per block: what GETFILESTATUS reports and where TRUNCATE answers true.
+        self.block_size = block_size
         #: False mimics servers that ignore ``renameoptions`` (always the boolean RENAME).
         self.rename_options = rename_options
         self.superuser = superuser
@@ -192,6 +246,7 @@ class WebHdfsServer:
         self._lock = threading.RLock()
         self._leases: dict[str, _Lease] = {}
         self._perms: dict[str, int] = {}
+        self._owners: dict[str, str] = {}
         self._connections: set[socket.socket] = set()
         self._httpd: _HttpServer | None = None
         self._thread: threading.Thread | None = None
@@ -262,11 +317,12 @@ class WebHdfsServer:
     # -- test controls ---------------------------------------------------------------------
 
     def recover_leases(self, path: str | None = None) -> None:
-        """End the recovery of cut-off writers' leases now (of ``path`` or all)."""
+        """End the recoveries (of dead writers' leases, of truncated blocks) now, of ``path``
+        or all."""
         with self._lock:
             for p, lease in list(self._leases.items()):
                 if lease.recovering_until is not None and path in (None, p):
-                    self._drop_lease(p)
+                    self._end_recovery(p, lease)
 
     def lease_state(self, path: str) -> str | None:
         """``"writing"``, ``"recovering"`` or ``None``."""
@@ -292,14 +348,23 @@ class WebHdfsServer:
         for entry in self._state("leases").iterdir():
             try:
                 data = json.loads(entry.read_text())
-            except (OSError, ValueError):
+                lease = _Lease(
+                    data["holder"],
+                    until,
+                    int(data.get("start_length") or 0),
+                    data.get("truncate_to"),
+                )
+            except (OSError, ValueError, KeyError):
                 continue
-            self._leases[data["path"]] = _Lease(data["holder"], until, data.get("reported_length"))
+            if lease.truncate_to is not None:
+                lease.recovering_until = time.monotonic() + self.truncate_recovery
+            self._leases[data["path"]] = lease
         try:
-            perms = json.loads(self._state("permissions.json").read_text())
+            meta = json.loads(self._state("meta.json").read_text())
         except (OSError, ValueError):
-            perms = {}
-        self._perms = {p: int(m) for p, m in perms.items()}
+            meta = {}
+        self._perms = {p: int(m) for p, m in meta.get("permissions", {}).items()}
+        self._owners = {p: str(u) for p, u in meta.get("owners", {}).items()}
 
     def _recovery_deadline(self) -> float:
         if self.soft_limit is None:
@@ -307,16 +372,16 @@ class WebHdfsServer:
         return time.monotonic() + self.soft_limit
 
     def _save_lease(self, path: str, lease: _Lease) -> None:
-        data = {"path": path, "holder": lease.holder, "reported_length": lease.reported_length}
-        self._write_state(self._state("leases", quote(path, safe="")), data)
+        self._write_state(self._state("leases", quote(path, safe="")), lease.to_json(path))
 
     def _drop_lease(self, path: str) -> None:
         self._leases.pop(path, None)
         with contextlib.suppress(FileNotFoundError):
             self._state("leases", quote(path, safe="")).unlink()
 
-    def _save_perms(self) -> None:
-        self._write_state(self._state("permissions.json"), self._perms)
+    def _save_meta(self) -> None:
+        meta = {"permissions": self._perms, "owners": self._owners}
+        self._write_state(self._state("meta.json"), meta)
 
     @staticmethod
     def _write_state(target: Path, data: object) -> None:
@@ -331,9 +396,15 @@ class WebHdfsServer:
             and lease.recovering_until is not None
             and time.monotonic() >= lease.recovering_until
         ):
-            self._drop_lease(path)
+            self._end_recovery(path, lease)
             return None
         return lease
+
+    def _end_recovery(self, path: str, lease: _Lease) -> None:
+        if lease.truncate_to is not None:
+            with contextlib.suppress(OSError):
+                os.truncate(self._local(path), lease.truncate_to)
+        self._drop_lease(path)
 
     def _move_meta(self, src: str, dst: str) -> None:
         def moved(p: str) -> str | None:
@@ -344,13 +415,13 @@ class WebHdfsServer:
             return None
 
         changed = False
-        for p in list(self._perms):
-            new = moved(p)
-            if new is not None:
-                self._perms[new] = self._perms.pop(p)
-                changed = True
+        for table in (self._perms, self._owners):
+            moves = {p: new for p in table if (new := moved(p)) is not None}
+            values = {new: table.pop(p) for p, new in moves.items()}
+            table.update(values)
+            changed = changed or bool(moves)
         if changed:
-            self._save_perms()
+            self._save_meta()
         for p in list(self._leases):
             new = moved(p)
             if new is not None:
@@ -361,11 +432,14 @@ class WebHdfsServer:
 
     def _drop_meta(self, path: str) -> None:
         prefix = path.rstrip("/") + "/"
-        gone = [p for p in self._perms if p == path or p.startswith(prefix)]
-        for p in gone:
-            del self._perms[p]
-        if gone:
-            self._save_perms()
+        changed = False
+        for table in (self._perms, self._owners):
+            gone = [p for p in table if p == path or p.startswith(prefix)]
+            for p in gone:
+                del table[p]
+            changed = changed or bool(gone)
+        if changed:
+            self._save_meta()
         for p in [p for p in self._leases if p == path or p.startswith(prefix)]:
             self._drop_lease(p)
 
@@ -395,19 +469,20 @@ class WebHdfsServer:
             datanode = _DATANODE_MARK in params
             handler = self._dispatch.get((method, op))
             if handler is None:
-                raise RemoteError(
-                    400,
-                    "IllegalArgumentException",
-                    f'Invalid value for webhdfs parameter "op": {method} {op or "(none)"}',
-                )
+                if not op:
+                    raise RemoteError(
+                        400, "UnsupportedOperationException", "op=NULL is not supported"
+                    )
+                msg = f'Invalid value for webhdfs parameter "op": {op} is not a valid {method} '
+                raise RemoteError(400, "IllegalArgumentException", msg + "operation.")
             handler(self, req, path, params, user, datanode, consumed)
         except RemoteError as err:
-            if err.exception in ("AlreadyBeingCreatedException", "RecoveryInProgressException"):
+            if err.exception in _LEASE_EXCEPTIONS:
                 with self._lock:
                     self.lease_refusals[err.exception] += 1
             self._drain(req, consumed)
             self._send_json(req, err.status, err.body())
-            if err.exception in ("AlreadyBeingCreatedException", "RecoveryInProgressException"):
+            if err.exception in _LEASE_EXCEPTIONS:
                 hook = self.on_lease_refusal
                 if hook is not None:
                     hook(path)
@@ -518,7 +593,12 @@ class WebHdfsServer:
             return None
 
     def _mode(self, path: str, is_dir: bool) -> int:
-        return self._perms.get(path, 0o755 if is_dir else 0o644)
+        default = 0o777 if path == "/" else 0o755 if is_dir else 0o644
+        return self._perms.get(path, default)
+
+    def _owner(self, path: str, user: str) -> str:
+        """Who owns ``path``: its maker; the root is the superuser's; others whoever asks."""
+        return self._owners.get(path, self.superuser if path == "/" else user)
 
     @staticmethod
     def _mode_string(mode: int, is_dir: bool) -> str:
@@ -527,13 +607,14 @@ class WebHdfsServer:
             bits = (mode >> shift) & 7
             out += ("r" if bits & 4 else "-") + ("w" if bits & 2 else "-")
             out += "x" if bits & 1 else "-"
+        if mode & 0o1000:
+            out = out[:-1] + ("t" if mode & 1 else "T")
         return out
 
-    def _check(self, user: str, path: str, access: str) -> None:
-        """HDFS permission check: execute on every ancestor, ``access`` on ``path``."""
-        if user == self.superuser:
-            return
-        want = {"READ": 4, "WRITE": 2, "EXECUTE": 1, "READ_EXECUTE": 5}[access]
+    def _traverse(self, user: str, path: str) -> None:
+        """Hadoop's path resolution: execute on every existing ancestor of ``path``; a file
+        among them is refused (as AccessControlException; CREATE, MKDIRS and a RENAME's
+        target say ParentNotDirectoryException first, see :meth:`_check_parents_are_dirs`)."""
         ancestors = []
         p = path
         while p != "/":
@@ -541,19 +622,45 @@ class WebHdfsServer:
             ancestors.append(p)
         for anc in reversed(ancestors):
             st = self._stat(anc)
-            if st is None or not stat_mod.S_ISDIR(st.st_mode):
+            if st is None:
                 break
-            self._require(user, anc, True, 1, "EXECUTE")
+            if not stat_mod.S_ISDIR(st.st_mode):
+                raise RemoteError(403, "AccessControlException", f"{anc} (is not a directory)")
+            if user != self.superuser:
+                self._require(user, anc, True, 1, "EXECUTE")
+
+    def _check(self, user: str, path: str, access: str) -> None:
+        """HDFS permission check: :meth:`_traverse` to ``path``, ``access`` on ``path``."""
+        self._traverse(user, path)
+        if user == self.superuser:
+            return
+        want = {"READ": 4, "WRITE": 2, "EXECUTE": 1, "READ_EXECUTE": 5, "ALL": 7}[access]
         st = self._stat(path)
         if st is not None:
             self._require(user, path, stat_mod.S_ISDIR(st.st_mode), want, access)
 
     def _require(self, user: str, path: str, is_dir: bool, want: int, access: str) -> None:
         mode = self._mode(path, is_dir)
-        if (mode >> 6) & want != want:
-            inode = f'"{path}":{user}:supergroup:{self._mode_string(mode, is_dir)}'
+        owner = self._owner(path, user)
+        bits = (mode >> 6) & 7 if user == owner else mode & 7
+        if bits & want != want:
+            inode = f'"{path}":{owner}:supergroup:{self._mode_string(mode, is_dir)}'
             msg = f"Permission denied: user={user}, access={access}, inode={inode}"
             raise RemoteError(403, "AccessControlException", msg)
+
+    def _check_subtree(self, user: str, path: str) -> None:
+        """A DELETE needs all access to every non-empty directory of the tree."""
+        if user == self.superuser:
+            return
+        local = self._local(path)
+        for dirpath, dirnames, filenames in os.walk(local):
+            dirnames.sort()
+            if dirpath == local and path == "/" and STATE_DIR in dirnames:
+                dirnames.remove(STATE_DIR)
+            if dirnames or filenames:
+                rel = os.path.relpath(dirpath, local)
+                sub = path if rel == "." else posixpath.join(path, rel.replace(os.sep, "/"))
+                self._require(user, sub, True, 7, "ALL")
 
     def _existing_ancestor(self, path: str) -> str:
         p = posixpath.dirname(path)
@@ -571,29 +678,37 @@ class WebHdfsServer:
         # a file somewhere above makes os.stat fail with ENOTDIR; checked above
 
     def _check_lease(self, path: str, user: str, action: str) -> None:
+        """Refuse ``action`` (APPEND_FILE, CREATE_FILE, TRUNCATE_FILE) while a lease is held."""
         lease = self._current_lease(path)
         if lease is None:
             return
+        start = f"Failed to {action} {path} for {user} on 127.0.0.1 because"
         if lease.recovering_until is None:
             raise RemoteError(
                 403,
                 "AlreadyBeingCreatedException",
-                f"Failed to {action} {path} for {user} on 127.0.0.1 because this file lease "
-                f"is currently owned by {lease.holder} on 127.0.0.1",
+                f"{start} this file lease is currently owned by {lease.holder} on 127.0.0.1",
             )
+        if lease.truncate_to is not None:
+            if action == "TRUNCATE_FILE":
+                msg = f"{start} {path} is being truncated."
+                raise RemoteError(403, "AlreadyBeingCreatedException", msg)
+            msg = f"{start} another recovery is in progress by {lease.holder} on 127.0.0.1"
+            raise RemoteError(403, "RecoveryInProgressException", msg)
         raise RemoteError(
             403,
             "RecoveryInProgressException",
-            f"Failed to {action} {path} for {user} on 127.0.0.1 because lease recovery is in "
-            "progress. Try again later.",
+            f"{start} lease recovery is in progress. Try again later.",
         )
 
     def _file_status(self, path: str, st: os.stat_result, suffix: str, user: str) -> dict[str, Any]:
         is_dir = stat_mod.S_ISDIR(st.st_mode)
         length = 0 if is_dir else st.st_size
         lease = None if is_dir else self._current_lease(path)
-        if lease is not None and lease.reported_length is not None:
-            length = lease.reported_length
+        if lease is not None and lease.truncate_to is None:
+            # The namenode learns a file's new bytes block by block (or when it is closed).
+            complete = length - length % self.block_size
+            length = min(length, max(lease.start_length, complete))
         children = 0
         if is_dir:
             try:
@@ -601,14 +716,14 @@ class WebHdfsServer:
             except OSError:
                 children = 0
         return {
-            "accessTime": st.st_atime_ns // 1_000_000,
-            "blockSize": 0 if is_dir else 134217728,
+            "accessTime": 0 if is_dir else st.st_atime_ns // 1_000_000,
+            "blockSize": 0 if is_dir else self.block_size,
             "childrenNum": children,
             "fileId": st.st_ino,
             "group": "supergroup",
             "length": length,
             "modificationTime": st.st_mtime_ns // 1_000_000,
-            "owner": user,
+            "owner": self._owner(path, user),
             "pathSuffix": suffix,
             "permission": f"{self._mode(path, is_dir):o}",
             "replication": 0 if is_dir else 1,
@@ -629,7 +744,7 @@ class WebHdfsServer:
     def _op_getfilestatus(self, req: _Handler, path: str, params: dict[str, str], user: str,
                           datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
         with self._lock:
-            self._check(user, posixpath.dirname(path), "EXECUTE")
+            self._traverse(user, path)
             st = self._stat(path)
             if st is None:
                 raise _not_found(f"File does not exist: {path}")
@@ -640,6 +755,7 @@ class WebHdfsServer:
     def _op_liststatus(self, req: _Handler, path: str, params: dict[str, str], user: str,
                        datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
         with self._lock:
+            self._traverse(user, path)
             st = self._stat(path)
             if st is None:
                 raise _not_found(f"File {path} does not exist.")
@@ -665,26 +781,33 @@ class WebHdfsServer:
 
     def _op_open(self, req: _Handler, path: str, params: dict[str, str], user: str,
                  datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
-        with self._lock:
-            st = self._require_file(path)
-            self._check(user, path, "READ")
-        offset = int(params.get("offset") or 0)
-        length = params.get("length")
-        if offset < 0 or (length is not None and int(length) < 0):
-            raise RemoteError(400, "IllegalArgumentException", f"negative offset or length: {path}")
+        offset = _long_param(params, "offset", 0) or 0
+        length = _long_param(params, "length", None)
         if not datanode:
+            # The namenode: the path must exist, a non-empty file's offset be inside it.
+            with self._lock:
+                self._traverse(user, path)
+                st = self._stat(path)
+                if st is None:
+                    raise _not_found(f"File {path} not found.")
+                if not stat_mod.S_ISDIR(st.st_mode):
+                    size = st.st_size
+                    if size > 0 and offset >= size:
+                        msg = f"Offset={offset} out of the range [0, {size}); OPEN, path={path}"
+                        raise RemoteError(403, "IOException", msg)
+                    self._check(user, path, "READ")
             self._drain(req, consumed)
             self._redirect(req, "OPEN", path, params)
             return
         with self._lock:
             self.datanode_requests["OPEN"] += 1
+            st = self._require_file(path)
+            self._check(user, path, "READ")
         if offset > st.st_size:
-            raise RemoteError(
-                403, "IOException", f"Offset={offset} out of the range [0, {st.st_size}]; {path}"
-            )
+            raise RemoteError(403, "EOFException", "Cannot seek after EOF")
         with open(self._local(path), "rb") as f:
             f.seek(offset)
-            data = f.read(-1 if length is None else int(length))
+            data = f.read(-1 if length is None else length)
         self._drain(req, consumed)
         self._send(req, 200, data)
 
@@ -699,59 +822,63 @@ class WebHdfsServer:
         permission = params.get("permission")
         with self._lock:
             self.datanode_requests["CREATE"] += 1
-            if path == "/":
-                raise RemoteError(
-                    403, "FileAlreadyExistsException", "/ already exists as a directory"
-                )
             self._check_parents_are_dirs(path)
             st = self._stat(path)
             if st is not None and stat_mod.S_ISDIR(st.st_mode):
                 msg = f"{path} already exists as a directory"
                 raise RemoteError(403, "FileAlreadyExistsException", msg)
-            if st is not None and not overwrite:
-                msg = f"{path} for client 127.0.0.1 already exists"
-                raise RemoteError(403, "FileAlreadyExistsException", msg)
-            if st is None:
-                anc = self._existing_ancestor(path)
-                self._check(user, anc, "WRITE")
-            else:
-                self._check(user, posixpath.dirname(path), "WRITE")
-                self._check_lease(path, user, "CREATE_FILE")
+            if st is not None and overwrite:
+                self._check(user, path, "WRITE")
+            self._check(user, self._existing_ancestor(path), "WRITE")
+            if st is not None:
+                if not overwrite:
+                    self._check_lease(path, user, "CREATE_FILE")
+                    msg = f"{path} for client 127.0.0.1 already exists"
+                    raise RemoteError(403, "FileAlreadyExistsException", msg)
+                # Overwriting deletes the old file, a writer's lease on it included: that
+                # writer's upload fails when it ends.
+                self._drop_meta(path)
+                os.unlink(self._local(path))
             os.makedirs(os.path.dirname(self._local(path)), exist_ok=True)
             f = open(self._local(path), "wb")  # noqa: SIM115 (closed in _upload)
-            # A new inode: an old file's permission goes with it.
-            if self._perms.pop(path, None) is not None or permission:
-                if permission:
-                    self._perms[path] = int(permission, 8)
-                self._save_perms()
-            holder = self._take_lease(path, user)
+            if permission:
+                self._perms[path] = int(permission, 8) & 0o777  # no sticky bit on a file
+            self._owners[path] = user
+            self._save_meta()
+            holder = self._take_lease(path, user, 0)
         self._upload(req, path, f, holder, consumed, 201)
 
     def _op_append(self, req: _Handler, path: str, params: dict[str, str], user: str,
                    datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
-        with self._lock:
-            st = self._stat(path)
-            if st is None:
-                msg = f"Failed to append to non-existent file {path} for client 127.0.0.1"
-                raise _not_found(msg)
-            if stat_mod.S_ISDIR(st.st_mode):
-                raise _not_found(f"Path is not a file: {path}")
-            self._check(user, path, "WRITE")
         if not datanode:
+            # The namenode only looks the path up; the datanode's append checks the rest.
+            with self._lock:
+                self._traverse(user, path)
+                if self._stat(path) is None:
+                    raise _not_found(f"File {path} not found.")
             self._drain(req, consumed)
             self._redirect(req, "APPEND", path, params)
             return
         with self._lock:
             self.datanode_requests["APPEND"] += 1
+            self._check(user, path, "WRITE")
+            st = self._stat(path)
+            if st is None:
+                raise _not_found(
+                    f"Failed to append to non-existent file {path} for client 127.0.0.1"
+                )
+            if stat_mod.S_ISDIR(st.st_mode):
+                msg = f"Cannot append to directory {path}; already exists as a directory."
+                raise RemoteError(403, "FileAlreadyExistsException", msg)
             self._check_lease(path, user, "APPEND_FILE")
             f = open(self._local(path), "ab")  # noqa: SIM115 (closed in _upload)
-            holder = self._take_lease(path, user)
+            holder = self._take_lease(path, user, st.st_size)
         self._upload(req, path, f, holder, consumed, 200)
 
-    def _take_lease(self, path: str, user: str) -> str:
+    def _take_lease(self, path: str, user: str, start_length: int) -> str:
         self._holders += 1
         holder = f"DFSClient_webhdfs_{user}_{os.getpid()}_{self._holders}"
-        lease = _Lease(holder)
+        lease = _Lease(holder, start_length=start_length)
         self._leases[path] = lease
         self._save_lease(path, lease)
         return holder
@@ -759,7 +886,7 @@ class WebHdfsServer:
     def _upload(self, req: _Handler, path: str, f: Any, holder: str, consumed: list[bool],
                 status: int) -> None:  # fmt: skip
         generation = self._generation
-        complete = False
+        datanode_died = False
         consumed[0] = True
         with self._lock:
             cut_after, self.cut_next_upload_after = self.cut_next_upload_after, None
@@ -768,59 +895,69 @@ class WebHdfsServer:
             for data in self._body(req):
                 if cut_after is not None and received + len(data) >= cut_after:
                     f.write(data[: cut_after - received])
+                    datanode_died = True
                     raise _CutOff
                 f.write(data)
                 f.flush()  # what was received is on disk, as a datanode's replica would be
                 received += len(data)
-            complete = True
         finally:
             f.close()
+            found = False
             with self._lock:
                 if generation == self._generation:  # else a restart reloaded the leases
                     for p, lease in list(self._leases.items()):
                         if lease.holder != holder:
                             continue
-                        if complete:
-                            self._drop_lease(p)
-                        else:
+                        found = True
+                        if datanode_died:
                             lease.recovering_until = self._recovery_deadline()
+                        else:
+                            # Done, or the client went away: the datanode closes the file.
+                            self._drop_lease(p)
         if generation != self._generation:
             req.close_connection = True
             return
-        headers = {"Location": f"{self.uri}{quote(path)}"} if status == 201 else None
-        self._send(req, status, headers=headers)
+        if not found:  # the file was deleted or overwritten meanwhile: closing it fails
+            if status == 201:
+                msg = f"File does not exist: {path} Holder {holder} does not have any open files."
+                raise _not_found(msg)
+            msg = f"The file {path} does not exist or it is not under construction."
+            raise RemoteError(403, "IOException", msg)
+        headers = {"Location": f"hdfs://{self.host}:{self.port}{quote(path)}"}
+        self._send(req, status, headers=headers if status == 201 else None)
 
     def _op_truncate(self, req: _Handler, path: str, params: dict[str, str], user: str,
                      datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
-        try:
-            newlength = int(params["newlength"])
-        except (KeyError, ValueError):
-            raise RemoteError(
-                400, "IllegalArgumentException", f"newlength is missing or bad for {path}"
-            ) from None
+        newlength = _long_param(params, "newlength", None)
+        if newlength is None:
+            msg = "Required param newlength for op: TRUNCATE is null or empty"
+            raise RemoteError(400, "IllegalArgumentException", msg)
         with self._lock:
-            st = self._require_file(path)
             self._check(user, path, "WRITE")
-            if newlength < 0:
-                msg = f"Cannot truncate to a negative file size: {newlength}."
-                raise RemoteError(400, "HadoopIllegalArgumentException", msg)
-            if newlength > st.st_size:
-                msg = (
-                    "Cannot truncate to a larger file size. Current size: "
-                    f"{st.st_size}, truncate size: {newlength}."
-                )
-                raise RemoteError(400, "HadoopIllegalArgumentException", msg)
-            self._check_lease(path, user, "TRUNCATE_FILE")
-            done = True
-            if newlength < st.st_size:
-                os.truncate(self._local(path), newlength)
-                if self.truncate_recovery > 0:
-                    done = False
+            st = self._require_file(path)
+            lease = self._current_lease(path)
+            if lease is not None and lease.truncate_to == newlength:
+                done = False  # asked again while the block is recovered: the same answer
+            else:
+                self._check_lease(path, user, "TRUNCATE_FILE")
+                size = st.st_size
+                if newlength > size:
+                    msg = (
+                        "Cannot truncate to a larger file size. Current size: "
+                        f"{size}, truncate size: {newlength}."
+                    )
+                    raise RemoteError(400, "HadoopIllegalArgumentException", msg)
+                # On a block boundary whole blocks go; inside one, it must be recovered.
+                done = newlength == size or newlength % self.block_size == 0
+                if done or self.truncate_recovery <= 0:
+                    os.truncate(self._local(path), newlength)
+                else:
                     self._holders += 1
                     lease = _Lease(
-                        f"truncate-recovery-{self._holders}",
+                        f"DFSClient_truncate_{user}_{os.getpid()}_{self._holders}",
                         time.monotonic() + self.truncate_recovery,
-                        st.st_size,
+                        size,
+                        newlength,
                     )
                     self._leases[path] = lease
                     self._save_lease(path, lease)
@@ -834,6 +971,8 @@ class WebHdfsServer:
         options = {o.strip().upper() for o in params.get("renameoptions", "").split(",") if o}
         with_options = self.rename_options and bool(options)
         with self._lock:
+            self._traverse(user, path)
+            self._check_parents_are_dirs(dst)
             self._check(user, posixpath.dirname(path), "WRITE")
             self._check(user, self._existing_ancestor(dst), "WRITE")
             result: bool | None = None
@@ -867,36 +1006,36 @@ class WebHdfsServer:
         return True
 
     def _rename2(self, src: str, dst: str, overwrite: bool) -> None:
-        """Hadoop's rename2 (``renameoptions``): an error for each refusal."""
+        """Hadoop's rename2 (``renameoptions``): an error for each refusal, in Hadoop's order."""
         src_st = self._stat(src)
         if src_st is None:
             raise _not_found(f"rename source {src} is not found.")
+        if src == "/":
+            raise RemoteError(403, "IOException", "rename source cannot be the root")
         if src == dst:
             msg = f"The source {src} and destination {dst} are the same"
             raise RemoteError(403, "FileAlreadyExistsException", msg)
         if dst.startswith(src.rstrip("/") + "/"):
             msg = f"Rename destination {dst} is a directory or file under source {src}"
             raise RemoteError(403, "IOException", msg)
-        parent = self._stat(posixpath.dirname(dst))
-        if parent is None:
-            raise _not_found(f"rename destination parent {posixpath.dirname(dst)} not found.")
-        if not stat_mod.S_ISDIR(parent.st_mode):
-            msg = f"rename destination parent {posixpath.dirname(dst)} is a file."
-            raise RemoteError(403, "ParentNotDirectoryException", msg)
+        if dst == "/":
+            raise RemoteError(403, "IOException", "rename destination cannot be the root")
         dst_st = self._stat(dst)
         if dst_st is not None:
-            if not overwrite:
-                msg = f"rename destination {dst} already exists."
-                raise RemoteError(403, "FileAlreadyExistsException", msg)
             src_dir = stat_mod.S_ISDIR(src_st.st_mode)
             dst_dir = stat_mod.S_ISDIR(dst_st.st_mode)
             if src_dir != dst_dir:
-                kinds = ("a directory", "a file") if src_dir else ("a file", "a directory")
-                msg = f"Source {src} is {kinds[0]} but destination {dst} is {kinds[1]}"
+                msg = f"Source {src} and destination {dst} must both be directories"
                 raise RemoteError(403, "IOException", msg)
+            if not overwrite:
+                msg = f"rename destination {dst} already exists"
+                raise RemoteError(403, "FileAlreadyExistsException", msg)
             if dst_dir and os.listdir(self._local(dst)):
                 msg = f"rename destination directory is not empty: {dst}"
                 raise RemoteError(403, "IOException", msg)
+        elif self._stat(posixpath.dirname(dst)) is None:
+            raise _not_found(f"rename destination parent {dst} not found.")
+        if dst_st is not None:
             self._drop_meta(dst)
         os.replace(self._local(src), self._local(dst))
         self._move_meta(src, dst)
@@ -905,16 +1044,23 @@ class WebHdfsServer:
                    datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
         recursive = params.get("recursive", "false").lower() == "true"
         with self._lock:
+            self._traverse(user, path)
             st = self._stat(path)
-            if st is None or path == "/":
-                result = False
-            else:
+            is_dir = st is not None and stat_mod.S_ISDIR(st.st_mode)
+            local = self._local(path)
+            # Permissions first (the parent, all of the tree even when not recursive), then
+            # whether a directory is empty.
+            if path != "/":
                 self._check(user, posixpath.dirname(path), "WRITE")
-                local = self._local(path)
-                if stat_mod.S_ISDIR(st.st_mode):
-                    if os.listdir(local) and not recursive:
-                        msg = f"`{path} is non empty': Directory is not empty"
-                        raise RemoteError(403, "PathIsNotEmptyDirectoryException", msg)
+            if is_dir:
+                self._check_subtree(user, path)
+            if is_dir and not recursive and os.listdir(local):
+                msg = f"`{path} is non empty': Directory is not empty"
+                raise RemoteError(403, "PathIsNotEmptyDirectoryException", msg)
+            if st is None or path == "/":
+                result = False  # missing; and the root is never deleted
+            else:
+                if is_dir:
                     shutil.rmtree(local)
                 else:
                     os.unlink(local)
@@ -941,20 +1087,49 @@ class WebHdfsServer:
                     missing.append(p)
                     p = posixpath.dirname(p)
                 os.makedirs(self._local(path), exist_ok=True)
-                if permission != 0o755:  # the default is not stored
-                    for p in missing:
+                for p in missing:
+                    self._owners[p] = user
+                    if permission != 0o755:  # the default is not stored
                         self._perms[p] = permission
-                    self._save_perms()
+                self._save_meta()
         self._drain(req, consumed)
         self._send_json(req, 200, {"boolean": True})
 
     def _op_setpermission(self, req: _Handler, path: str, params: dict[str, str], user: str,
                           datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
         with self._lock:
+            self._traverse(user, path)
             if self._stat(path) is None:
                 raise _not_found(f"File does not exist: {path}")
+            if user not in (self.superuser, self._owner(path, user)):
+                msg = f"Permission denied. user={user} is not the owner of inode={path}"
+                raise RemoteError(403, "AccessControlException", msg)
             self._perms[path] = int(params.get("permission") or "755", 8)
-            self._save_perms()
+            self._save_meta()
+        self._drain(req, consumed)
+        self._send(req, 200)
+
+    def _op_settimes(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                     datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        def millis(name: str) -> int:
+            text = params.get(name) or "-1"
+            try:
+                return int(text)
+            except ValueError:
+                raise _bad_param(name, f'Failed to parse "{text}"') from None
+
+        mtime, atime = millis("modificationtime"), millis("accesstime")
+        with self._lock:
+            self._check(user, path, "WRITE")
+            st = self._stat(path)
+            if st is None:
+                raise _not_found(f"File/Directory {path} does not exist.")
+            if mtime >= 0 or atime >= 0:  # -1: left as it is
+                times = (
+                    atime * 1_000_000 if atime >= 0 else st.st_atime_ns,
+                    mtime * 1_000_000 if mtime >= 0 else st.st_mtime_ns,
+                )
+                os.utime(self._local(path), ns=times)
         self._drain(req, consumed)
         self._send(req, 200)
 
@@ -970,6 +1145,7 @@ class WebHdfsServer:
         ("DELETE", "DELETE"): _op_delete,
         ("PUT", "MKDIRS"): _op_mkdirs,
         ("PUT", "SETPERMISSION"): _op_setpermission,
+        ("PUT", "SETTIMES"): _op_settimes,
     }
 
 
@@ -1027,7 +1203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--soft-limit", type=float, default=1.0, help="lease recovery seconds")
-    parser.add_argument("--truncate-recovery", type=float, default=0.0)
+    parser.add_argument("--truncate-recovery", type=float, default=0.1)
     args = parser.parse_args(argv)
     os.makedirs(args.root, exist_ok=True)
     server = WebHdfsServer(

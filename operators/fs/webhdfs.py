@@ -134,7 +134,7 @@ class WebHdfsFileSystem:
     def exists(self, path: str) -> bool:
         try:
             self.status(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # missing, or under a file
             return False
         return True
 
@@ -179,7 +179,13 @@ class WebHdfsFileSystem:
             if overwrite:  # replacing a file another writer holds waits for its lease
                 self._lease_wait("CREATE", path, send)
             else:
-                self._call("CREATE", path, send)
+                try:
+                    self._call("CREATE", path, send)
+                except BlockingIOError as err:
+                    # HDFS looks at the lease before it says the file exists: a file another
+                    # writer holds (or one being recovered) is refused as a lease conflict.
+                    msg = f"{err.strerror} (the file exists)"
+                    raise FileExistsError(errno.EEXIST, msg, self.display(path)) from None
         except BaseException:
             claim.release()
             raise
@@ -244,6 +250,13 @@ class WebHdfsFileSystem:
             if attempts[0] > 1 and not self.exists(src) and self.exists(dst):
                 return  # an earlier attempt was done; only its answer was lost
             raise
+        except OSError as err:
+            # rename2 compares the kinds before it looks at the overwrite flag: a target of
+            # the other kind (a file onto a directory) is an IOException, not "exists".
+            if not overwrite and "must both be directories" in str(err):
+                msg = "RENAME: target exists"
+                raise FileExistsError(errno.EEXIST, msg, self.display(dst)) from None
+            raise
         if not res.content:
             self._rename2 = True  # rename2 answers nothing and raises for each refusal
             return
@@ -295,6 +308,9 @@ class WebHdfsFileSystem:
             if "as a directory" in remote:
                 return IsADirectoryError(errno.EISDIR, text, where)
             return FileExistsError(errno.EEXIST, text, where)
+        if exc == "AccessControlException" and "(is not a directory)" in remote.split("\n")[0]:
+            # Hadoop refuses a path through a file so (CREATE and MKDIRS: ParentNotDirectory).
+            return NotADirectoryError(errno.ENOTDIR, text, where)
         if exc in ("AccessControlException", "SecurityException", "AuthorizationException") or (
             "Authentication failure" in remote
         ):

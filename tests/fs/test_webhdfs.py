@@ -46,11 +46,12 @@ def wait_for(condition: object, what: str) -> None:
         time.sleep(0.005)
 
 
-def start_raw_upload(server: WebHdfsServer, path: str, first: bytes, total: int) -> socket.socket:
-    """An APPEND whose body is still being sent: the client part the other writer plays."""
+def send_raw_upload(server: WebHdfsServer, path: str, first: bytes, total: int) -> socket.socket:
+    """An APPEND whose body is still being sent: the client part another writer (another
+    process of the file's owner: HDFS lets no one else append) plays."""
     step1 = requests.post(
         f"{server.url}/webhdfs/v1{path}",
-        params={"op": "APPEND", "user.name": "other"},
+        params={"op": "APPEND", "user.name": "tester"},
         allow_redirects=False,
         timeout=5,
     )
@@ -62,8 +63,22 @@ def start_raw_upload(server: WebHdfsServer, path: str, first: bytes, total: int)
         f"Host: {location.netloc}\r\nContent-Length: {total}\r\n\r\n"
     )
     sock.sendall(head.encode() + first)
+    return sock
+
+
+def start_raw_upload(server: WebHdfsServer, path: str, first: bytes, total: int) -> socket.socket:
+    """:func:`send_raw_upload`, once the server holds its lease."""
+    sock = send_raw_upload(server, path, first, total)
     wait_for(lambda: server.lease_state(path) == "writing", "the upload to start")
     return sock
+
+
+def datanode_dies_mid_upload(server: WebHdfsServer, path: str, landed: bytes) -> None:
+    """Another writer's APPEND whose datanode dies once ``landed`` arrived: its lease goes into
+    recovery (the namenode learns of the landed bytes when the recovery ends)."""
+    server.cut_next_upload_after = len(landed)
+    send_raw_upload(server, path, landed + b".", len(landed) + 100).close()
+    wait_for(lambda: server.lease_state(path) == "recovering", "the lease recovery")
 
 
 def test_create_append_and_open_follow_the_307_redirect(server: WebHdfsServer) -> None:
@@ -83,21 +98,35 @@ def test_create_append_and_open_follow_the_307_redirect(server: WebHdfsServer) -
 
 
 def test_server_answers_remote_exceptions_with_hadoop_codes(server: WebHdfsServer) -> None:
+    """A few answers checked without Java (tests/fs/test_standin_agrees.py compares them all
+    with a real HDFS)."""
     base = f"{server.url}/webhdfs/v1"
-    missing = requests.get(f"{base}/nope", params={"op": "GETFILESTATUS"}, timeout=5)
+    tester = {"user.name": "tester"}
+    missing = requests.get(f"{base}/nope", params={"op": "GETFILESTATUS", **tester}, timeout=5)
     assert missing.status_code == 404
     assert missing.json()["RemoteException"]["exception"] == "FileNotFoundException"
     assert missing.json()["RemoteException"]["javaClassName"] == "java.io.FileNotFoundException"
     put(make_fs(server), "/f", b"abc")
-    longer = requests.post(f"{base}/f", params={"op": "TRUNCATE", "newlength": "9"}, timeout=5)
+    longer = requests.post(
+        f"{base}/f", params={"op": "TRUNCATE", "newlength": "9", **tester}, timeout=5
+    )
     assert longer.status_code == 400
     assert longer.json()["RemoteException"]["exception"] == "HadoopIllegalArgumentException"
-    legacy = requests.put(f"{base}/f", params={"op": "RENAME", "destination": "/f"}, timeout=5)
+    # The file is the tester's (0644): another user may read it, not write it.
+    other = {"op": "TRUNCATE", "newlength": "0", "user.name": "other"}
+    refused = requests.post(f"{base}/f", params=other, timeout=5)
+    assert refused.status_code == 403
+    assert refused.json()["RemoteException"]["exception"] == "AccessControlException"
+    legacy = requests.put(
+        f"{base}/f", params={"op": "RENAME", "destination": "/f", **tester}, timeout=5
+    )
     assert legacy.json() == {"boolean": True}
     onto_missing_parent = requests.put(
-        f"{base}/f", params={"op": "RENAME", "destination": "/no/g"}, timeout=5
+        f"{base}/f", params={"op": "RENAME", "destination": "/no/g", **tester}, timeout=5
     )
     assert onto_missing_parent.json() == {"boolean": False}
+    past_the_end = requests.get(f"{base}/f", params={"op": "OPEN", "offset": "3"}, timeout=5)
+    assert past_the_end.status_code == 403  # at the namenode step, as Hadoop does
     bad = requests.get(f"{base}/f", params={"op": "NOSUCHOP"}, timeout=5)
     assert bad.status_code == 400
 
@@ -110,13 +139,14 @@ def test_an_upload_in_progress_holds_the_lease(server: WebHdfsServer) -> None:
         with pytest.raises(BlockingIOError) as info:
             fs.truncate("/f", 1)
         assert f"{server.uri}/f" in str(info.value)
-        with pytest.raises(BlockingIOError):
-            fs.create("/f", overwrite=True)
+        # HDFS answers AlreadyBeingCreatedException before it says the file exists.
+        with pytest.raises(FileExistsError):
+            fs.create("/f")
         w = fs.append("/f")
         w.write(b"x")
         with pytest.raises(BlockingIOError):
             w.flush()
-        assert server.lease_refusals["AlreadyBeingCreatedException"] >= 3
+        assert server.lease_refusals["AlreadyBeingCreatedException"] >= 4
         sock.sendall(b"3456789")
         assert sock.recv(100).startswith(b"HTTP/1.1 200")
     finally:
@@ -132,25 +162,65 @@ def test_an_upload_in_progress_holds_the_lease(server: WebHdfsServer) -> None:
     assert fs.read("/f") == b"abc0123456789x"
 
 
-def test_append_waits_while_a_cut_off_writers_lease_is_recovered(server: WebHdfsServer) -> None:
+def test_a_client_gone_mid_upload_leaves_a_closed_file(server: WebHdfsServer) -> None:
+    fs = make_fs(server)
+    put(fs, "/f", b"abc")
+    start_raw_upload(server, "/f", b"0123", 100).close()
+    # The datanode closes the file with what arrived: no lease to recover.
+    wait_for(lambda: server.lease_state("/f") is None, "the file to be closed")
+    w = fs.append("/f")
+    w.write(b"!")
+    w.close()
+    assert fs.read("/f") == b"abc0123!"
+    assert sum(server.lease_refusals.values()) == 0
+
+
+def test_overwriting_a_file_being_written_wins(server: WebHdfsServer) -> None:
+    fs = make_fs(server)
+    put(fs, "/f", b"abc")
+    sock = start_raw_upload(server, "/f", b"0", 5)
+    put(fs, "/f", b"new")  # HDFS deletes the file being written and makes a new one
+    sock.sendall(b"1234")
+    assert sock.recv(100).startswith(b"HTTP/1.1 403")  # that writer fails when it closes
+    sock.close()
+    assert fs.read("/f") == b"new"
+
+
+def test_append_waits_while_a_dead_writers_lease_is_recovered(server: WebHdfsServer) -> None:
     fs = make_fs(server, lease_recovery_timeout=5.0)
     put(fs, "/f", b"abc")
-    sock = start_raw_upload(server, "/f", b"0123456789", 100)
-    sock.close()  # the other writer dies mid-upload: what arrived stays
-    wait_for(lambda: server.lease_state("/f") == "recovering", "the lease recovery")
+    datanode_dies_mid_upload(server, "/f", b"")
     server.on_lease_refusal = server.recover_leases  # recovery ends after one refusal
     w = fs.append("/f")
     w.write(b"xyz")
     w.close()
     assert server.lease_refusals["RecoveryInProgressException"] == 1
+    assert fs.read("/f") == b"abcxyz"
+
+
+def test_bytes_a_dead_writer_left_appear_when_its_lease_is_recovered(
+    server: WebHdfsServer,
+) -> None:
+    fs = make_fs(server, lease_recovery_timeout=5.0)
+    put(fs, "/f", b"abc")
+    datanode_dies_mid_upload(server, "/f", b"0123456789")
+    assert fs.status("/f").size == 3  # what the namenode knows until the recovery ends
+    server.on_lease_refusal = server.recover_leases
+    w = fs.append("/f")  # sized while the recovery runs
+    w.write(b"xyz")
+    with pytest.raises(OSError, match="another writer changed it"):
+        w.close()  # refused once; then 10 bytes more than it expected
+    assert fs.read("/f") == b"abc0123456789"
+    w = fs.append("/f")
+    w.write(b"xyz")
+    w.close()
     assert fs.read("/f") == b"abc0123456789xyz"
 
 
 def test_a_lease_never_recovered_ends_in_blocking_io_error(server: WebHdfsServer) -> None:
     fs = make_fs(server, lease_recovery_timeout=0.2)
     put(fs, "/f", b"abc")
-    start_raw_upload(server, "/f", b"0", 100).close()
-    wait_for(lambda: server.lease_state("/f") == "recovering", "the lease recovery")
+    datanode_dies_mid_upload(server, "/f", b"0")
     w = fs.append("/f")
     w.write(b"x")
     with pytest.raises(BlockingIOError) as info:
@@ -184,7 +254,11 @@ def test_server_restart_keeps_the_lease_of_a_cut_off_upload(server: WebHdfsServe
     server.start()
     assert server.port == port
     assert server.lease_state("/f") == "recovering"
-    server.on_lease_refusal = server.recover_leases
+    assert fs.status("/f").size == 3
+    with pytest.raises(FileExistsError):  # refused for the lease; it exists all the same
+        fs.create("/f")
+    server.recover_leases()
+    assert fs.status("/f").size == 5
     w = fs.append("/f")
     w.write(b"!")
     w.close()
@@ -275,9 +349,11 @@ def test_no_credentials_in_messages_or_logs(
 
 
 def test_truncate_waits_for_block_recovery(tmp_path: Path) -> None:
-    with WebHdfsServer(tmp_path / "root", truncate_recovery=0.1) as server:
+    with WebHdfsServer(tmp_path / "root", truncate_recovery=0.1, block_size=4) as server:
         fs = make_fs(server, lease_recovery_timeout=5.0)
         put(fs, "/f", b"0123456789")
+        fs.truncate("/f", 8)  # a block boundary: whole blocks go at once
+        assert server.truncate_answers == {True: 1}
         fs.truncate("/f", 3)
         assert server.truncate_answers[False] == 1  # the server said "recovering"
         assert fs.status("/f").size == 3
@@ -286,6 +362,23 @@ def test_truncate_waits_for_block_recovery(tmp_path: Path) -> None:
         w.write(b"x")
         w.close()
         assert fs.read("/f") == b"012x"
+
+
+def test_paths_under_a_file_and_kinds_that_differ(server: WebHdfsServer) -> None:
+    """Hadoop refuses a path through a file with AccessControlException "(is not a
+    directory)", and a rename of a file onto a directory with "must both be directories"."""
+    fs = make_fs(server)
+    put(fs, "/f", b"x")
+    fs.mkdirs("/d")
+    with pytest.raises(NotADirectoryError):
+        fs.status("/f/x")
+    assert not fs.exists("/f/x")
+    fs.rename("/f", "/g")  # the first rename finds out the server does rename2
+    with pytest.raises(FileExistsError):
+        fs.rename("/g", "/d")
+    with pytest.raises(OSError, match="must both be directories"):
+        fs.rename("/g", "/d", overwrite=True)
+    assert fs.read("/g") == b"x"
 
 
 def test_rename_on_a_server_without_rename_options(tmp_path: Path) -> None:
