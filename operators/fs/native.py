@@ -265,6 +265,9 @@ class NativeHdfsFileSystem:
             st = self._status_or_none(path)
             if st is not None and st.is_dir:
                 raise IsADirectoryError(errno.EISDIR, "CREATE: is a directory", self.display(path))
+            if st is not None and not overwrite:
+                # HDFS answers a lease error first when another client is writing it.
+                raise FileExistsError(errno.EEXIST, "CREATE: file exists", self.display(path))
             options = WriteOptions(
                 overwrite=overwrite,
                 create_parent=True,
