@@ -60,18 +60,13 @@ class SparkPlan:
     def __init__(self, config: PipelineConfig) -> None:
         self.config = config
         cp_settings, cp_path = config.locate(config.region.checkpoint_dir)
-        if cp_settings.kind == "webhdfs":
-            msg = (
-                f"[region] checkpoint_dir: {config.display(config.region.checkpoint_dir)!r}: "
-                "Spark cannot keep its checkpoint on webhdfs:// (its bundled client is broken); "
-                "use a local path or hdfs://"
-            )
-            raise ConfigError(msg)
         self.checkpoint_dir = cp_path
         self.checkpoint_settings = cp_settings
         #: Environment variables to set before the JVM starts (see :data:`SECRET_ENV`).
         self.secret_env: dict[str, str] = {}
-        self.spark_checkpoint = _hadoop_uri(cp_settings.display(posixpath.join(cp_path, SPARK_DIR)))
+        #: The Hadoop user and configuration of Spark's JVM (see :func:`_jvm_environment`).
+        self.jvm_env = _jvm_environment(config)
+        self.spark_checkpoint = _spark_checkpoint(config)
         self.query_name = (
             "hdfs_region_" + hashlib.sha256(config.pipeline_id().encode()).hexdigest()[:12]
         )
@@ -187,9 +182,107 @@ def _join(path: str, name: str) -> str:
     return path.rstrip("/") + "/" + name
 
 
-def _hadoop_uri(display: str) -> str:
-    # file:///a/b is what Hadoop wants for local paths; hdfs:// URIs pass through.
-    return display
+def _jvm_environment(config: PipelineConfig) -> dict[str, str]:
+    """``HADOOP_USER_NAME`` and ``HADOOP_CONF_DIR`` for Spark's JVM, from ``[filesystem]``.
+
+    Spark's own Hadoop client (its checkpoint, and anything Spark itself reads or writes) acts
+    as the login user of the JVM unless ``HADOOP_USER_NAME`` says otherwise, and reads the
+    Hadoop configuration from ``HADOOP_CONF_DIR``. Our data sources act as ``user`` with the
+    configuration of ``config_dir``: the JVM is given the same (simple authentication only; with
+    Kerberos the JVM needs its own login, e.g. ``spark.kerberos.principal`` / ``keytab``).
+    """
+    fs = config.filesystem
+    env: dict[str, str] = {}
+    if fs.config_dir is not None:
+        env["HADOOP_CONF_DIR"] = fs.config_dir
+    if fs.user is not None and fs.kerberos_principal is None:
+        env["HADOOP_USER_NAME"] = fs.user
+    return env
+
+
+def _check_jvm_environment(env: dict[str, str]) -> None:
+    """Refuse a ``HADOOP_USER_NAME`` of this process that names another user than ``env``
+    (Spark's JVM, like hdfs-native, acts as one user per process)."""
+    user, current = env.get("HADOOP_USER_NAME"), os.environ.get("HADOOP_USER_NAME")
+    if user is not None and current is not None and current != user:
+        msg = (
+            f"[filesystem] user: {user!r} conflicts with HADOOP_USER_NAME={current!r}, the "
+            "user Spark's JVM would act as: unset it or give the same user"
+        )
+        raise ConfigError(msg)
+
+
+def _spark_checkpoint(config: PipelineConfig) -> str:
+    """Spark's checkpoint location, a URI for Spark's own Hadoop client: the ``spark`` folder
+    of ``[region] checkpoint_dir``.
+
+    Spark's bundled Hadoop client cannot use ``webhdfs://`` at all: its shaded WebHDFS client
+    parses every answer through a JAX-RS ``MediaType`` whose implementation (Jersey) the shaded
+    jars leave out (``ClassNotFoundException: org.apache.hadoop.shaded.org.glassfish.jersey.
+    internal.RuntimeDelegateImpl``). So for a checkpoint directory on ``webhdfs://``, Spark keeps
+    its part in the same directory of the same cluster through ``hdfs://``, whose NameNode
+    address comes from the Hadoop configuration (``config_dir`` or ``HADOOP_CONF_DIR``).
+    """
+    settings, checkpoint_dir = config.locate(config.region.checkpoint_dir)
+    path = posixpath.join(checkpoint_dir, SPARK_DIR)
+    if settings.kind != "webhdfs":
+        return settings.display(path)
+    conf_dir = config.filesystem.config_dir or os.environ.get("HADOOP_CONF_DIR")
+    rpc = hdfs_uri_of_webhdfs(settings.hosts(), conf_dir)
+    if rpc is None:
+        msg = (
+            f"[region] checkpoint_dir: {config.display(config.region.checkpoint_dir)!r}: "
+            "Spark's bundled Hadoop client cannot use webhdfs:// (its WebHDFS client lacks "
+            "Jersey), so Spark keeps its checkpoint there through hdfs://, but the cluster's "
+            "NameNode RPC address is not known: give [filesystem] config_dir (or "
+            "HADOOP_CONF_DIR) with the cluster's core-site.xml / hdfs-site.xml, or put "
+            "checkpoint_dir on hdfs:// or a local path"
+        )
+        raise ConfigError(msg)
+    return rpc + path
+
+
+def hdfs_uri_of_webhdfs(hosts: list[tuple[str, int]], conf_dir: str | None) -> str | None:
+    """``hdfs://<name service or rpc host:port>`` of the cluster whose NameNodes serve WebHDFS
+    at ``hosts``, from the Hadoop configuration in ``conf_dir``; ``None`` when it names none.
+
+    Matched on ``dfs.namenode.http-address[.<nameservice>.<id>]`` (a wildcard host ``0.0.0.0``
+    matches by port), else on the host of an ``hdfs://`` ``fs.defaultFS`` when the
+    configuration gives no HTTP address.
+    """
+    from operators.fs.native import _properties
+
+    props = _properties(conf_dir)
+
+    def serves(http: str | None) -> bool:
+        if not http or ":" not in http:
+            return False
+        host, _, port = http.strip().rpartition(":")
+        return any(port == str(p) and host in (h, "0.0.0.0") for h, p in hosts)
+
+    for ns in (n.strip() for n in props.get("dfs.nameservices", "").split(",")):
+        ids = props.get(f"dfs.ha.namenodes.{ns}", "") if ns else ""
+        keys = [f"dfs.namenode.http-address.{ns}.{i.strip()}" for i in ids.split(",") if i]
+        if any(serves(props.get(k)) for k in keys):
+            return f"hdfs://{ns}"
+    default = props.get("fs.defaultFS", "")
+    default_authority = (
+        default[len("hdfs://") :].split("/")[0] if default.startswith("hdfs://") else ""
+    )
+    http = props.get("dfs.namenode.http-address")
+    if http is not None:
+        if not serves(http):
+            return None
+        rpc = props.get("dfs.namenode.rpc-address") or default_authority
+        if not rpc:
+            return None
+        host, _, port = rpc.rpartition(":")
+        if host == "0.0.0.0":  # the NameNode listens on every address: use the one given
+            rpc = f"{hosts[0][0]}:{port}"
+        return f"hdfs://{rpc}"
+    if default_authority and default_authority.rsplit(":", 1)[0] in (h for h, _ in hosts):
+        return f"hdfs://{default_authority}"
+    return None
 
 
 def plan_spark(config: PipelineConfig) -> SparkPlan:
@@ -326,6 +419,7 @@ def run_spark(
         find_java()
     except ConfigError as exc:
         raise ConfigError(f"{exc}; or run without Spark: --engine local") from None
+    _check_jvm_environment(plan.jvm_env)
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
     region = config.region
     stopper = _Stopper()
@@ -366,8 +460,11 @@ def run_spark(
                     "Executors need the environment variables %s (e.g. spark.executorEnv.*)",
                     ", ".join(sorted(plan.secret_env)),
                 )
+        # Before the JVM starts: it inherits them (see _jvm_environment).
+        os.environ.update(plan.jvm_env)
         with stopper.installed():
             spark = _session(config)
+            _check_jvm_user(spark, plan.jvm_env.get("HADOOP_USER_NAME"))
             supervisor = _supervisor(spark, plan, available_now, totals)
             stopper.target = supervisor
             if stopper.requested:  # a signal while the session started
@@ -386,6 +483,22 @@ def run_spark(
         return final
     finally:
         lock.release()
+
+
+def _check_jvm_user(spark: SparkSession, user: str | None) -> None:
+    """Warn when Spark's JVM acts as another user than ``[filesystem] user`` (a session that
+    was already running when this pipeline started keeps its user)."""
+    if user is None:
+        return
+    actual = spark.sparkContext.sparkUser()
+    if actual != user:
+        logger.warning(
+            "Spark's JVM acts as %r, not as the [filesystem] user %r (the SparkSession was "
+            "started before): Spark's checkpoint files will belong to %r",
+            actual,
+            user,
+            actual,
+        )
 
 
 def _supervisor(

@@ -283,7 +283,7 @@ def encode_records(values: pa.Array, *, binary: bool, encoding: str = "utf-8") -
             offset=values.offset * (8 if large else 4),
         )
         data = values.buffers()[2]
-        return [memoryview(data)[int(offsets[0]) : int(offsets[-1])]]  # type: ignore[list-item]
+        return [_unsigned(data)[int(offsets[0]) : int(offsets[-1])]]  # type: ignore[list-item]
     if large:
         listed = pa.LargeListArray.from_arrays(pa.array([0, len(values)], pa.int64()), values)
     else:
@@ -295,7 +295,15 @@ def encode_records(values: pa.Array, *, binary: bool, encoding: str = "utf-8") -
     joined = pc.binary_join(listed, sep)[0].as_buffer()
     if pa.types.is_string(values.type) and not _is_utf8(encoding):
         return [(joined.to_pybytes().decode("utf-8") + "\n").encode(encoding)]
-    return [memoryview(joined), b"\n"]  # type: ignore[list-item]
+    return [_unsigned(joined), b"\n"]  # type: ignore[list-item]
+
+
+def _unsigned(buffer: pa.Buffer) -> memoryview:
+    """A view of ``buffer`` as unsigned bytes, without a copy. Arrow exports its buffers as
+    signed bytes (format ``b``), and hdfs-native's ``write`` converts the items of a buffer
+    to ``u8``: any byte above 0x7F (non-ASCII text, binary data) failed with ``OverflowError:
+    number too small to fit in target type`` on ``hdfs://``."""
+    return memoryview(buffer).cast("B")
 
 
 def _is_utf8(encoding: str) -> bool:

@@ -56,8 +56,11 @@ FS_FIELDS = (
     "password_env",
     "token_env",
     "keytab_env",
+    "config_dir",
+    "webhdfs_uri",
     "timeout",
     "lease_recovery_timeout",
+    "safe_mode_timeout",
     "retries",
     "retry_backoff",
 )
