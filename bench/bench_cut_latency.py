@@ -67,7 +67,7 @@ class Feeder(threading.Thread):
         next_at = time.monotonic()
         while not self.stop_event.is_set():
             name = f"in-{self.files:06d}.txt"
-            lines = []
+            lines: list[str] = []
             size = 0
             while size < self.file_bytes:
                 line = f"{name}:{len(lines):06d} " + "x" * 90
@@ -82,10 +82,20 @@ class Feeder(threading.Thread):
 
 
 def build_runner(
-    fs: FileSystem, landing: str, out: str, checkpoints: str, *, period: float, roll: int
+    fs: FileSystem,
+    landing: str,
+    out: str,
+    checkpoints: str,
+    *,
+    period: float,
+    roll: int,
+    source_fs: FileSystem | None = None,
 ) -> PipelineRunner:
-    scan = HDFS2DirectoryScan(ScanSettings(directory=landing, sleep_time=0.05), fs)
-    source = HDFS2FileSource(SourceSettings(), fs, files=scan)
+    """Output and checkpoints on ``fs``; the landing directory on ``source_fs`` (default
+    ``fs``)."""
+    in_fs = fs if source_fs is None else source_fs
+    scan = HDFS2DirectoryScan(ScanSettings(directory=landing, sleep_time=0.05), in_fs)
+    source = HDFS2FileSource(SourceSettings(), in_fs, files=scan)
     sink = HDFS2FileSink(
         SinkSettings(file=out + "/part-%FILENUM.txt", bytes_per_file=roll), fs, name="sink"
     )
@@ -101,10 +111,15 @@ def measure(
     out: str,
     checkpoints: str,
     args: argparse.Namespace,
+    *,
+    source_fs: FileSystem | None = None,
 ) -> dict[str, Any]:
-    """Cut durations (seconds) of one run of ``args.cuts`` cuts, then a check of the output."""
+    """Cut durations (seconds) of one run of ``args.cuts`` cuts, then a check of the output.
+    ``source_fs``: the filesystem of ``landing`` when it is not ``fs``."""
     feeder = Feeder(landing_local, args.rate_mb * 1e6, args.file_kb * 1000)
-    runner = build_runner(fs, landing, out, checkpoints, period=args.period, roll=args.roll_bytes)
+    runner = build_runner(
+        fs, landing, out, checkpoints, period=args.period, roll=args.roll_bytes, source_fs=source_fs
+    )
     samples: list[float] = []
     done = threading.Event()
 
@@ -134,7 +149,9 @@ def measure(
     elapsed = time.perf_counter() - started
 
     # Finish the input from the last cut, then compare the published output with the input.
-    final = build_runner(fs, landing, out, checkpoints, period=args.period, roll=args.roll_bytes)
+    final = build_runner(
+        fs, landing, out, checkpoints, period=args.period, roll=args.roll_bytes, source_fs=source_fs
+    )
     final.run(available_now=True)
     inputs = sorted(
         (p for p in landing_local.iterdir() if not p.name.startswith(".")),

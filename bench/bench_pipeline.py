@@ -40,6 +40,7 @@ from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.sink import HDFS2FileSink, SinkSettings
 from operators.source import HDFS2FileSource, SourceSettings
 from region.checkpoint import CheckpointStore
+from region.fs import FileSystem
 from region.runtime import Pipeline, PipelineRunner
 from region.settings import RegionSettings
 
@@ -61,12 +62,19 @@ def run_plain(inputs: list[Path], out: Path) -> tuple[float, float]:
 
 
 def build_runner(
-    src: Path, out: Path, checkpoints: Path, *, period: float, batch_size: int
+    src: Path | str,
+    out: Path | str,
+    checkpoints: Path | str,
+    *,
+    period: float,
+    batch_size: int,
+    fs: FileSystem | None = None,
 ) -> PipelineRunner:
-    fs = LocalFileSystem()
+    """The pipeline on ``fs`` (default the local disk): input, output and checkpoints."""
+    fs = LocalFileSystem() if fs is None else fs
     scan = HDFS2DirectoryScan(ScanSettings(directory=str(src), sleep_time=0.1), fs)
     source = HDFS2FileSource(SourceSettings(), fs, files=scan)
-    sink = HDFS2FileSink(SinkSettings(file=str(out / "out-%FILENUM.txt")), fs)
+    sink = HDFS2FileSink(SinkSettings(file=f"{out}/out-%FILENUM.txt"), fs)
     settings = RegionSettings(period=period, checkpoint_dir=str(checkpoints))
     store = CheckpointStore(fs, str(checkpoints), retain=settings.retain)
     pipeline = Pipeline(source, sinks=[sink], batch_size=batch_size)
@@ -74,11 +82,17 @@ def build_runner(
 
 
 def run_pipeline(
-    src: Path, out: Path, checkpoints: Path, *, period: float, batch_size: int
+    src: Path | str,
+    out: Path | str,
+    checkpoints: Path | str,
+    *,
+    period: float,
+    batch_size: int,
+    fs: FileSystem | None = None,
 ) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds) from start to the final cut (everything published), cuts."""
     started, cpu = time.perf_counter(), time.process_time()
-    runner = build_runner(src, out, checkpoints, period=period, batch_size=batch_size)
+    runner = build_runner(src, out, checkpoints, period=period, batch_size=batch_size, fs=fs)
     stats = runner.run(available_now=True)
     return time.perf_counter() - started, time.process_time() - cpu, stats.region.cuts
 

@@ -44,6 +44,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import REPO, add_common_args, print_table, scratch, write_json
+from region.fs import FileSystem
 
 PACE_MODULE = '''\
 """Slows the pipeline down to a steady record rate, so that faults land mid-run."""
@@ -136,6 +137,13 @@ class Workspace:
 
     ``data_root`` is where the landing and output directories live on the local disk (the
     backing directory of the WebHDFS server for a ``webhdfs://`` pipeline).
+
+    On a real cluster nothing mirrors the remote directories locally: ``remote_root`` is the
+    directory on ``fs_uri`` that holds ``landing``, ``out`` and ``ck`` (default its root),
+    ``remote_fs`` the filesystem through which :meth:`progress` and :meth:`output` read them,
+    ``landing_uri`` a directory to scan instead of the remote landing (``file://`` + the local
+    :attr:`landing`, where :class:`Arrivals` places files) and ``filesystem`` replaces or adds
+    ``[filesystem]`` settings (``config_dir``, ``user``, ...).
     """
 
     def __init__(
@@ -146,6 +154,10 @@ class Workspace:
         delivery: str = "exactly_once",
         fs_uri: str | None = None,
         data_root: Path | None = None,
+        remote_root: str = "",
+        remote_fs: FileSystem | None = None,
+        landing_uri: str | None = None,
+        filesystem: dict[str, str | int] | None = None,
         records_per_s: float = 0.0,
         period: str = "250ms",
         late_window: str = "60s",
@@ -161,6 +173,18 @@ class Workspace:
         self.engine = engine
         self.delivery = delivery
         self.fs_uri = fs_uri
+        self.remote_root = remote_root.rstrip("/")
+        self.remote_fs = remote_fs
+        self.landing_uri = landing_uri
+        self.filesystem: dict[str, str | int] = {
+            "uri": fs_uri or "",
+            "user": "campaign",
+            "timeout": "5s",
+            "retries": 2,
+            "retry_backoff": "200ms",
+            "lease_recovery_timeout": "10s",
+            **(filesystem or {}),
+        }
         self.data_root = data_root if data_root is not None else root
         self.landing = self.data_root / "landing"
         self.out = output_dir if output_dir is not None else self.data_root / "out"
@@ -188,13 +212,15 @@ class Workspace:
         self.settings.update(changes)
         s = self.settings
         remote = self.fs_uri is not None
-        landing = "/landing" if remote else str(self.landing)
-        out = "/out" if remote else str(self.out)
+        landing = self.remote_path("landing") if remote else str(self.landing)
+        if self.landing_uri is not None:
+            landing = self.landing_uri
+        out = self.remote_path("out") if remote else str(self.out)
         lines = [
             f'engine = "{self.engine}"',
             "[region]",
             f'period = "{s["period"]}"',
-            f'checkpoint_dir = "{"/ck" if remote else self.checkpoints}"',
+            f'checkpoint_dir = "{self.remote_path("ck") if remote else self.checkpoints}"',
             f"max_consecutive_reset_attempts = {s['max_resets']}",
             'drain_timeout = "60s"',
             "[scan]",
@@ -211,14 +237,10 @@ class Workspace:
         if self.engine == "local":
             lines += ["[transform]", 'function = "campaign_pace:pace"']
         if remote:
+            lines.append("[filesystem]")
             lines += [
-                "[filesystem]",
-                f'uri = "{self.fs_uri}"',
-                'user = "campaign"',
-                'timeout = "5s"',
-                "retries = 2",
-                'retry_backoff = "200ms"',
-                'lease_recovery_timeout = "10s"',
+                f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}"
+                for key, value in self.filesystem.items()
             ]
         if self.engine == "spark":
             lines += ["[spark]", 'master = "local[2]"']
@@ -269,18 +291,46 @@ class Workspace:
             f.seek(start)
             return code, f.read().decode(errors="replace")
 
+    def remote_path(self, name: str) -> str:
+        """``landing``, ``out`` or ``ck`` on the pipeline's remote filesystem."""
+        return f"{self.remote_root}/{name}"
+
+    def _remote_names(self, name: str) -> list[str]:
+        assert self.remote_fs is not None
+        try:
+            return [s.name for s in self.remote_fs.list_dir(self.remote_path(name))]
+        except FileNotFoundError:
+            return []
+
     def progress(self) -> int:
         """How many cuts (local) or committed batches (Spark) exist so far."""
         if self.engine == "spark":
             commits = self.checkpoints / "spark" / "commits"
             ids = [int(p.name) for p in commits.glob("[0-9]*")] if commits.exists() else []
             return max(ids, default=-1) + 1
-        ids = [int(p.name[4:16]) for p in self.checkpoints.glob("cut-*.json")]
+        if self.remote_fs is not None:
+            names = self._remote_names("ck")
+        else:
+            names = [p.name for p in self.checkpoints.glob("cut-*.json")]
+        ids = [int(n[4:16]) for n in names if n.startswith("cut-") and n.endswith(".json")]
         return max(ids, default=0)
+
+    def output_names(self) -> set[str]:
+        """The names of the published output files (``part-*``)."""
+        if self.remote_fs is not None:
+            return {n for n in self._remote_names("out") if n.startswith("part-")}
+        return {p.name for p in self.out.glob("part-*")} if self.out.exists() else set()
 
     def output(self) -> Counter[str]:
         """Every record a plain directory reader sees (hidden ``.``/``_`` names skipped)."""
         got: Counter[str] = Counter()
+        if self.remote_fs is not None:
+            out = self.remote_path("out")
+            for name in sorted(self._remote_names("out")):
+                if not name.startswith((".", "_")):
+                    data = self.remote_fs.read(f"{out}/{name}")
+                    got.update(data.decode("utf-8", "replace").splitlines())
+            return got
         if not self.out.exists():
             return got
         for path in self.out.rglob("*"):

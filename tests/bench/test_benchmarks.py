@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from operators.sandbox import Sandbox
+
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
 
@@ -128,6 +130,71 @@ def test_run_all_tabulates_the_results(results: Path) -> None:
     assert any(n.startswith("4 cut latency local") for n in names)
     assert any(n.startswith("5 restart after SIGKILL") for n in names)
     assert "All benchmarks" in done.stdout
+
+
+@pytest.mark.slow
+def test_hdfs_benchmark_runs_every_part_on_the_real_cluster(
+    hdfs_sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """bench_hdfs.py on the session's cluster (named by flags: no second cluster started)."""
+    info = hdfs_sandbox.info
+    work = tmp_path / "work"
+    done = run_script(
+        "bench_hdfs.py",
+        *("--hdfs", info.hdfs, "--webhdfs", info.webhdfs, "--conf-dir", info.conf_dir),
+        *("--mb", "1", "--files", "2", "--repeat", "1", "--period", "0.2"),
+        *("--cuts", "2", "--rate-mb", "0.5", "--file-kb", "16", "--durable-writes", "3"),
+        *("--trials", "1", "--lines", "1000"),
+        *("--json", str(tmp_path / "hdfs.json"), "--work", str(work)),
+        timeout=600,
+    )
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "load average before" in done.stdout and "results:" in done.stdout
+    assert not any(work.iterdir()), "the benchmark left its scratch files behind"
+    data = load(tmp_path, "hdfs")
+    assert data["output_correct"] is True
+    assert data["cluster"]["sandbox"] is None  # the flags' cluster, not a new sandbox
+    assert len(data["load_average"]["before"]) == len(data["load_average"]["after"]) == 3
+
+    pipeline = data["pipeline"]
+    assert set(pipeline["backends"]) == {"hdfs", "webhdfs"}
+    for backend in pipeline["backends"].values():
+        assert backend["output_correct"] is True
+        ours, plain = backend["pipeline"], backend["plain_copy"]
+        assert ours["mb_per_s"] > 0 and plain["mb_per_s"] > 0
+        assert backend["ratio"] == pytest.approx(ours["mb_per_s"] / plain["mb_per_s"], rel=0.05)
+        assert ours["cuts"][0] >= 1 and ours["output_files"][0] >= 1
+
+    cuts = data["cut_latency"]["hdfs"]
+    assert cuts["cuts"]["output_correct"] is True
+    assert cuts["cuts"]["cuts"] >= 2 and len(cuts["cuts"]["samples_ms"]) == cuts["cuts"]["cuts"]
+    assert 0 < cuts["cuts"]["p50_ms"] <= cuts["cuts"]["p99_ms"] <= cuts["cuts"]["max_ms"]
+    floor = cuts["durable_write"]
+    assert floor["writes"] == 3 and set(floor["step_p50_ms"]) == {
+        "create",
+        "write",
+        "hsync",
+        "close",
+    }
+
+    recovery = data["recovery"]
+    assert recovery["output_correct"] is True
+    for side in ("after_sigkill_s", "fresh_start_s"):
+        times = recovery[side]
+        assert 0 < times["recovered"] <= times["first_cut"]
+        assert times["first_file"] > 0
+    assert [r["run"] for r in recovery["restarts"]] == [2]
+    assert recovery["restarts"][0]["reset_s"] is not None  # read from the restart's log
+
+    # run_all tabulates it.
+    table = run_script("run_all.py", "--table-only", "--results", str(tmp_path))
+    assert table.returncode == 0, table.stderr
+    names = [
+        row["benchmark"] for row in json.loads((tmp_path / "summary.json").read_text())["table"]
+    ]
+    assert any(n.startswith("6 real HDFS: pipeline") for n in names)
+    assert any(n.startswith("6 real HDFS: cut latency hdfs://") for n in names)
+    assert any(n.startswith("6 real HDFS: restart after SIGKILL") for n in names)
 
 
 def test_a_failing_benchmark_is_reported_not_hidden(tmp_path: Path) -> None:

@@ -1,0 +1,602 @@
+"""Benchmark 6: on a real HDFS (Hadoop's MiniDFSCluster): throughput, cut latency, recovery.
+
+Every figure has a baseline measured in the same run, on the same cluster, through the same
+client:
+
+1. pipeline: the pipeline of bench_pipeline.py (scan -> source -> sink, exactly once, one output
+   file, periodic cut) with its input, output and checkpoints on the cluster, once through
+   ``hdfs://`` (hdfs-native) and once through ``webhdfs://``. Baseline: a plain copy loop through
+   the same FileSystem object: each input file read whole (``fs.read``) and written into one
+   output file (create, write, hsync, close). MB/s, and ours / plain. Both outputs are checked
+   byte for byte against the input.
+2. cuts: the measurement of bench_cut_latency.py with the sink's output and the checkpoints on
+   ``hdfs://`` (input fed on the local disk at ``--rate-mb``): p50 / p99 of a cut (drain with
+   hsync, checkpoint: create + write + hsync + close + rename, publish, retire). Baseline: one
+   durable small write through the same client (create, write 300 bytes, hsync, close), each
+   step timed.
+3. recovery: the kills of bench_recovery.py (the real ``operators.cli run`` command, SIGKILLed
+   mid-file after a cut, then started again) with output and checkpoints on ``hdfs://`` (input
+   on the local disk): seconds from the restart to recovered (the killed writer's lease ended
+   by ``recover_lease``, its file cut back to the checkpoint), first new cut, first new
+   published file. Baseline: a fresh start of the same command. The output after the kills must
+   hold every record exactly once.
+
+A sandbox cluster is started for the run (about 5 s; needs Java, and Maven the first time),
+unless ``--hdfs`` names a running one (then also ``--webhdfs`` and ``--conf-dir``). The sandbox
+writes 1 MB blocks (``dfs.blocksize``; the results record the size): a 64 MB file is 64 blocks, an
+addBlock and a new DataNode pipeline every MB, where a production cluster's 128 MB blocks need one.
+
+    python bench/bench_hdfs.py                          # 64 MB in 8 files, 50 cuts, 3 kills
+    python bench/bench_hdfs.py --mb 16 --cuts 10 --trials 1    # a quick run
+    python bench/bench_hdfs.py --parts pipeline --backends hdfs
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import bench_cut_latency, bench_pipeline, bench_recovery
+from bench.common import (
+    add_common_args,
+    make_text_files,
+    median,
+    percentile,
+    print_table,
+    scratch,
+    write_json,
+)
+from bench.fault_campaign import Arrivals, Workspace, kill_all
+from operators.fs import FileSystemSettings, LocalFileSystem, open_path
+from operators.sandbox import Sandbox, SandboxSetupError
+from region.fs import FileStatus, FileSystem
+
+PARTS = ("pipeline", "cuts", "recovery")
+BACKENDS = ("hdfs", "webhdfs")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where the cluster is and how to reach it."""
+
+    hdfs: str
+    webhdfs: str
+    conf_dir: str | None
+    user: str
+    sandbox: dict[str, Any] | None  # the sandbox's ready line; None for a cluster named by flags
+
+    def settings(self, backend: str) -> FileSystemSettings:
+        uri = self.hdfs if backend == "hdfs" else self.webhdfs
+        values: dict[str, Any] = {"uri": uri, "user": self.user, "timeout": 60.0}
+        if backend == "hdfs" and self.conf_dir:
+            values["config_dir"] = self.conf_dir
+        return FileSystemSettings.model_validate(values)
+
+    def open(self, backend: str, root: str) -> FileSystem:
+        uri = self.hdfs if backend == "hdfs" else self.webhdfs
+        fs, _ = open_path(uri + root, self.settings(backend))
+        return fs
+
+
+@contextlib.contextmanager
+def cluster(args: argparse.Namespace, work: Path) -> Iterator[Cluster]:
+    """The cluster named by the flags, else a sandbox started for this run."""
+    if args.hdfs:
+        yield Cluster(args.hdfs, args.webhdfs, args.conf_dir, args.user, None)
+        return
+    started = time.perf_counter()
+    sandbox = Sandbox.start(work / "sandbox", datanodes=args.datanodes)
+    try:
+        info = dict(sandbox.info.raw)
+        info["python_start_seconds"] = round(time.perf_counter() - started, 2)
+        yield Cluster(
+            sandbox.info.hdfs, sandbox.info.webhdfs, sandbox.info.conf_dir, args.user, info
+        )
+    finally:
+        sandbox.stop()
+
+
+def block_layout(c: Cluster, root: str) -> dict[str, int | None]:
+    """The block size and replication the cluster gives a new file (of its defaults)."""
+    fs = c.open("hdfs", root)
+    probe = f"{root}/.probe"
+    write_file(fs, probe, [b"x"])
+    try:
+        client = getattr(fs, "client", None)  # NativeHdfsFileSystem's hdfs_native.Client
+        info = client.get_file_info(probe) if client is not None else None
+        return {
+            "block_size": int(info.blocksize) if info is not None else None,
+            "replication": int(info.replication) if info is not None else None,
+        }
+    finally:
+        fs.delete(probe)
+
+
+# -- 1. pipeline vs plain copy ---------------------------------------------------------------
+
+
+def write_file(fs: FileSystem, path: str, chunks: Iterable[bytes], *, sync: bool = False) -> None:
+    """Create ``path``, write ``chunks``, hsync if ``sync``, close. A failed write is raised as
+    it is (the close that follows it fails too, later, and would hide it)."""
+    writer = fs.create(path)
+    try:
+        for chunk in chunks:
+            writer.write(chunk)
+        if sync:
+            writer.sync()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            writer.close()
+        raise
+    writer.close()
+
+
+def upload(fs: FileSystem, local: Path, remote: str) -> None:
+    """Every file of ``local`` into the directory ``remote``, in name order."""
+    fs.mkdirs(remote)
+    for path in sorted(local.iterdir()):
+        write_file(fs, f"{remote}/{path.name}", [path.read_bytes()])
+
+
+def visible_files(fs: FileSystem, directory: str) -> list[FileStatus]:
+    """What a plain directory reader sees (hidden ``.``/``_`` names skipped)."""
+    return [s for s in fs.list_dir(directory) if not s.is_dir and not s.name.startswith((".", "_"))]
+
+
+def _filenum(name: str) -> int:
+    digits = re.findall(r"\d+", name)
+    return int(digits[-1]) if digits else -1
+
+
+def published_bytes(fs: FileSystem, directory: str) -> tuple[bytes, int]:
+    """The published output in file-number order, and how many files."""
+    files = sorted(visible_files(fs, directory), key=lambda s: _filenum(s.name))
+    return b"".join(fs.read(s.path) for s in files), len(files)
+
+
+def plain_copy(fs: FileSystem, inputs: list[str], out: str) -> tuple[float, float]:
+    """The baseline: each input read whole through ``fs``, written into one output file, hsync
+    and close at the end. Returns (wall seconds, CPU seconds)."""
+    started, cpu = time.perf_counter(), time.process_time()
+    write_file(fs, out, (fs.read(path) for path in inputs), sync=True)
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def run_pipeline_part(
+    c: Cluster, root: str, work: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Part 1 for each backend: the input uploaded once, then plain copy and pipeline,
+    alternating, ``args.repeat`` times each."""
+    local = work / "input"
+    total_bytes, total_lines = make_text_files(local, args.mb, args.files)
+    data = {p.name: p.read_bytes() for p in local.iterdir()}
+    remote_in = f"{root}/pipeline/input"
+    started = time.perf_counter()
+    upload(c.open("hdfs", root), local, remote_in)
+    upload_s = time.perf_counter() - started
+    results: dict[str, Any] = {
+        "input_mb": round(total_bytes / 1e6, 1),
+        "input_files": args.files,
+        "input_lines": total_lines,
+        "upload_seconds": round(upload_s, 2),
+        "backends": {},
+    }
+    for backend in args.backends:
+        fs = c.open(backend, root)
+        # The scan's order: (mtime, name).
+        statuses = sorted(visible_files(fs, remote_in), key=lambda s: (s.mtime_ns, s.name))
+        inputs = [s.path for s in statuses]
+        expected = b"".join(data[s.name] for s in statuses)
+        plain_s: list[float] = []
+        plain_cpu: list[float] = []
+        ours_s: list[float] = []
+        ours_cpu: list[float] = []
+        cuts: list[int] = []
+        out_files: list[int] = []
+        for i in range(args.repeat):
+            base = f"{root}/pipeline/{backend}-{i}"
+            plain_out = f"{base}/plain.txt"
+            seconds, cpu = plain_copy(fs, inputs, plain_out)
+            plain_s.append(seconds)
+            plain_cpu.append(cpu)
+            if fs.read(plain_out) != expected:
+                raise RuntimeError(f"{backend}: plain copy run {i}: output differs from the input")
+            out, ck = f"{base}/out", f"{base}/ck"
+            fs.mkdirs(out)
+            seconds, cpu, n_cuts = bench_pipeline.run_pipeline(
+                remote_in, out, ck, period=args.period, batch_size=args.batch_size, fs=fs
+            )
+            ours_s.append(seconds)
+            ours_cpu.append(cpu)
+            cuts.append(n_cuts)
+            got, files = published_bytes(fs, out)
+            out_files.append(files)
+            if got != expected:
+                raise RuntimeError(
+                    f"{backend}: pipeline run {i}: published output ({files} files, {len(got)} "
+                    f"bytes) differs from the input ({len(expected)} bytes)"
+                )
+            fs.delete(base, recursive=True)
+        mb = total_bytes / 1e6
+        plain_mbs, ours_mbs = mb / median(plain_s), mb / median(ours_s)
+        results["backends"][backend] = {
+            "uri": c.hdfs if backend == "hdfs" else c.webhdfs,
+            "pipeline": {
+                "seconds": [round(s, 3) for s in ours_s],
+                "cpu_seconds": [round(s, 3) for s in ours_cpu],
+                "mb_per_s": round(ours_mbs, 1),
+                "cuts": cuts,
+                "output_files": out_files,
+            },
+            "plain_copy": {
+                "seconds": [round(s, 3) for s in plain_s],
+                "cpu_seconds": [round(s, 3) for s in plain_cpu],
+                "mb_per_s": round(plain_mbs, 1),
+            },
+            "ratio": round(ours_mbs / plain_mbs, 3),
+            "cpu_ratio": round(median(plain_cpu) / median(ours_cpu), 3),
+            "output_correct": True,
+        }
+    return results
+
+
+# -- 2. cut latency vs one durable write -------------------------------------------------------
+
+
+def durable_write_floor(fs: FileSystem, directory: str, count: int) -> dict[str, Any]:
+    """The baseline: one durable small write through ``fs`` (create, write 300 bytes, hsync,
+    close), ``count`` times; p50 / p99 of the whole and of each step (ms)."""
+    fs.mkdirs(directory)
+    steps: dict[str, list[float]] = {"create": [], "write": [], "hsync": [], "close": []}
+    totals: list[float] = []
+    for i in range(count):
+        t0 = time.perf_counter()
+        writer = fs.create(f"{directory}/f{i:05d}")
+        t1 = time.perf_counter()
+        try:
+            writer.write(b"x" * 300)
+            t2 = time.perf_counter()
+            writer.sync()
+            t3 = time.perf_counter()
+        except BaseException:
+            with contextlib.suppress(OSError):
+                writer.close()
+            raise
+        writer.close()
+        t4 = time.perf_counter()
+        for name, a, b in (("create", t0, t1), ("write", t1, t2), ("hsync", t2, t3)):
+            steps[name].append((b - a) * 1000)
+        steps["close"].append((t4 - t3) * 1000)
+        totals.append((t4 - t0) * 1000)
+    fs.delete(directory, recursive=True)
+    return {
+        "writes": count,
+        "p50_ms": round(percentile(totals, 50), 2),
+        "p99_ms": round(percentile(totals, 99), 2),
+        "max_ms": round(max(totals), 2),
+        "step_p50_ms": {k: round(percentile(v, 50), 2) for k, v in steps.items()},
+        "step_p99_ms": {k: round(percentile(v, 99), 2) for k, v in steps.items()},
+        "samples_ms": [round(t, 3) for t in totals],
+    }
+
+
+def run_cuts_part(c: Cluster, root: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for backend in args.cut_backends:
+        fs = c.open(backend, root)
+        floor = durable_write_floor(fs, f"{root}/cuts/{backend}-floor", args.durable_writes)
+        landing = work / f"cuts-{backend}-landing"
+        landing.mkdir(parents=True)
+        measure_args = argparse.Namespace(
+            cuts=args.cuts,
+            period=args.period,
+            rate_mb=args.rate_mb,
+            file_kb=args.file_kb,
+            roll_bytes=max(1, int(args.roll_mb * 1e6)),
+        )
+        cuts = bench_cut_latency.measure(
+            fs,
+            landing,
+            str(landing),
+            f"{root}/cuts/{backend}/out",
+            f"{root}/cuts/{backend}/ck",
+            measure_args,
+            source_fs=LocalFileSystem(),
+        )
+        results[backend] = {
+            "uri": c.hdfs if backend == "hdfs" else c.webhdfs,
+            "cuts": cuts,
+            "durable_write": floor,
+            "p50_over_durable_write": round(cuts["p50_ms"] / max(floor["p50_ms"], 1e-3), 2),
+            "p99_over_durable_write": round(cuts["p99_ms"] / max(floor["p99_ms"], 1e-3), 2),
+        }
+    return results
+
+
+# -- 3. recovery after SIGKILL ----------------------------------------------------------------
+
+_RESET = re.compile(rb"Region recovered to [^\n]*? at start in ([0-9.]+) s")
+_LEASE = re.compile(rb"lease recovered in ([0-9.]+)s")
+
+
+def restarts_from_log(log: Path, runs: range) -> list[dict[str, Any]]:
+    """For each run in ``runs`` (1-based, as Workspace numbers them): the seconds the region's
+    reset at start took and the seconds each lease recovery took, from the run's log."""
+    text = log.read_bytes()
+    parts = re.split(rb"\n===== run (\d+) ", text)
+    by_run = {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+    out = []
+    for run in runs:
+        segment = by_run.get(run, b"")
+        reset = _RESET.search(segment)
+        out.append(
+            {
+                "run": run,
+                "reset_s": float(reset.group(1)) if reset else None,
+                "lease_recovered_s": [float(m) for m in _LEASE.findall(segment)],
+            }
+        )
+    return out
+
+
+def run_recovery_part(
+    c: Cluster, root: str, work: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    fs = c.open("hdfs", root)
+    ns = argparse.Namespace(
+        trials=args.trials,
+        period=f"{args.period:g}s",
+        lines=args.lines,
+        records_per_s=args.records_per_s,
+        seed=args.seed,
+        timeout=args.timeout,
+    )
+    filesystem: dict[str, str | int] = {
+        "user": c.user,
+        "timeout": "20s",
+        "retries": 4,
+        "retry_backoff": "500ms",
+        "lease_recovery_timeout": "60s",
+    }
+    if c.conf_dir:
+        filesystem["config_dir"] = c.conf_dir
+
+    def make(name: str, seconds: float) -> tuple[Workspace, Arrivals]:
+        local = work / "recovery" / name
+        ws = Workspace(
+            local,
+            fs_uri=c.hdfs,
+            remote_root=f"{root}/recovery/{name}",
+            remote_fs=fs,
+            landing_uri=f"file://{local / 'landing'}",
+            filesystem=filesystem,
+            records_per_s=ns.records_per_s,
+            period=ns.period,
+            bytes_per_file=1_000_000,
+            max_resets=3,
+        )
+        return ws, bench_recovery.place_input(ws, ns, seconds)
+
+    try:
+        # Listing the cluster every 5 ms would load the machine it measures: every 20 ms.
+        recoveries, baseline, ws = bench_recovery.measure_recovery(make, ns, poll=0.02)
+        # Run 1 was killed; runs 2 .. trials + 1 are the restarts after a kill.
+        restarts = restarts_from_log(ws.log, range(2, args.trials + 2))
+    finally:
+        kill_all()
+    rec, base, ratios = bench_recovery.summarize(recoveries, baseline)
+    leases = [s for r in restarts for s in r["lease_recovered_s"]]
+    resets = [r["reset_s"] for r in restarts if r["reset_s"] is not None]
+    return {
+        "uri": c.hdfs,
+        "trials": args.trials,
+        "period": ns.period,
+        "records_per_s": ns.records_per_s,
+        "after_sigkill_s": rec,
+        "fresh_start_s": base,
+        "ratio_to_fresh_start": ratios,
+        "region_reset_at_restart_s": round(median(resets), 3) if resets else None,
+        "lease_recovery_s": round(median(leases), 3) if leases else None,
+        "restarts_with_lease_recovery": sum(1 for r in restarts if r["lease_recovered_s"]),
+        "restarts": restarts,
+        "samples": {"after_sigkill": recoveries, "fresh_start": baseline},
+        "output_correct": True,
+    }
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def _choices(value: str, known: tuple[str, ...], flag: str) -> list[str]:
+    chosen = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [v for v in chosen if v not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{flag}: unknown {unknown} (known: {', '.join(known)})")
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default=",".join(PARTS), help="default pipeline,cuts,recovery")
+    parser.add_argument("--period", type=float, default=1.0, help="cut period in s (default 1)")
+    group = parser.add_argument_group("1. pipeline vs plain copy")
+    group.add_argument("--mb", type=float, default=64.0, help="input size in MB (default 64)")
+    group.add_argument("--files", type=int, default=8, help="input files (default 8)")
+    group.add_argument("--repeat", type=int, default=3, help="timed runs of each (default 3)")
+    group.add_argument("--batch-size", type=int, default=1024, help="records per batch")
+    group.add_argument("--backends", default="hdfs,webhdfs", help="default hdfs,webhdfs")
+    group = parser.add_argument_group("2. cut latency vs one durable write")
+    group.add_argument("--cuts", type=int, default=50, help="cuts per backend (default 50)")
+    group.add_argument("--rate-mb", type=float, default=2.0, help="input MB/s (default 2)")
+    group.add_argument("--file-kb", type=int, default=256, help="input file size in kB")
+    group.add_argument("--roll-mb", type=float, default=4.0, help="output file size in MB")
+    group.add_argument(
+        "--durable-writes", type=int, default=50, help="baseline writes timed (default 50)"
+    )
+    group.add_argument("--cut-backends", default="hdfs", help="default hdfs (also: webhdfs)")
+    group = parser.add_argument_group("3. recovery after SIGKILL")
+    group.add_argument("--trials", type=int, default=3, help="kills and restarts (default 3)")
+    group.add_argument("--lines", type=int, default=5000, help="lines per file (default 5000)")
+    group.add_argument(
+        "--records-per-s", type=float, default=50_000, help="pace of the pipeline (default 50000)"
+    )
+    group.add_argument("--seed", type=int, default=5)
+    group.add_argument("--timeout", type=float, default=180.0, help="per run, in s")
+    group = parser.add_argument_group("cluster (default: a sandbox started for the run)")
+    group.add_argument("--hdfs", help="a running cluster's hdfs:// URI")
+    group.add_argument("--webhdfs", help="its webhdfs:// URI (with --hdfs)")
+    group.add_argument("--conf-dir", help="its Hadoop client configuration directory")
+    group.add_argument("--datanodes", type=int, default=1, help="DataNodes of the sandbox")
+    group.add_argument(
+        "--user",
+        default=os.environ.get("HADOOP_USER_NAME") or "bench",
+        help="the user to act as (default $HADOOP_USER_NAME, else bench)",
+    )
+    add_common_args(parser, "hdfs")
+    args = parser.parse_args(argv)
+    try:
+        parts = _choices(args.parts, PARTS, "--parts")
+        args.backends = _choices(args.backends, BACKENDS, "--backends")
+        args.cut_backends = _choices(args.cut_backends, BACKENDS, "--cut-backends")
+    except argparse.ArgumentTypeError as err:
+        parser.error(str(err))
+    if args.hdfs and not args.webhdfs:
+        parser.error("--hdfs needs --webhdfs (the same cluster's WebHDFS)")
+
+    load_before = load_average()
+    print(f"load average before: {load_before}", flush=True)
+    started = time.perf_counter()
+    result: dict[str, Any] = {
+        "benchmark": "hdfs",
+        "parts": parts,
+        "period_s": args.period,
+        "hdfs_native": importlib.metadata.version("hdfs-native"),
+    }
+    try:
+        run(args, parts, result)
+    except SandboxSetupError as err:
+        print(f"bench_hdfs: cannot start the HDFS sandbox: {err}", file=sys.stderr)
+        return 2
+    load_after = load_average()
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    result["load_average"] = {"before": load_before, "after": load_after}
+    result["output_correct"] = True
+    print_results(args, result)
+    print(f"load average before: {load_before}, after: {load_after}")
+    write_json(args.json, result)
+    return 0
+
+
+def run(args: argparse.Namespace, parts: list[str], result: dict[str, Any]) -> None:
+    """The parts asked for, on one cluster; their results into ``result``."""
+    with scratch(args.work, "bench-hdfs-") as work, cluster(args, work) as c:
+        result["cluster"] = {
+            "hdfs": c.hdfs,
+            "webhdfs": c.webhdfs,
+            "sandbox": c.sandbox,
+            "datanodes": c.sandbox["datanodes"] if c.sandbox else None,
+        }
+        root = f"/bench-hdfs-{os.getpid()}-{time.time_ns()}"
+        try:
+            result["cluster"].update(block_layout(c, root))
+            if "pipeline" in parts:
+                result["pipeline"] = run_pipeline_part(c, root, work, args)
+            if "cuts" in parts:
+                result["cut_latency"] = run_cuts_part(c, root, work, args)
+            if "recovery" in parts:
+                result["recovery"] = run_recovery_part(c, root, work, args)
+        finally:
+            with contextlib.suppress(OSError):
+                c.open("hdfs", root).delete(root, recursive=True)
+
+
+def print_results(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    info = result["cluster"]
+    where = f"{info['datanodes']} DataNode sandbox" if info["sandbox"] else info["hdfs"]
+    if info.get("block_size"):
+        where += f", {info['block_size'] / 2**20:g} MB blocks, replication {info['replication']}"
+    if "pipeline" in result:
+        p = result["pipeline"]
+        print_table(
+            f"Benchmark 6.1: pipeline (exactly once, period {args.period:g} s) vs a plain copy "
+            f"through the same client, on a real HDFS ({where}); {p['input_mb']:.0f} MB in "
+            f"{p['input_files']} files, median of {args.repeat}",
+            ["client", "pipeline MB/s", "plain copy MB/s", "ratio", "CPU ratio", "cuts"],
+            [
+                [
+                    r["uri"].split(":")[0] + "://",
+                    r["pipeline"]["mb_per_s"],
+                    r["plain_copy"]["mb_per_s"],
+                    r["ratio"],
+                    r["cpu_ratio"],
+                    max(r["pipeline"]["cuts"]),
+                ]
+                for r in p["backends"].values()
+            ],
+        )
+    if "cut_latency" in result:
+        rows = []
+        for name, r in result["cut_latency"].items():
+            cuts, floor = r["cuts"], r["durable_write"]
+            steps = ", ".join(f"{k} {v:g}" for k, v in floor["step_p50_ms"].items())
+            rows += [
+                [f"{name}:// cut", cuts["cuts"], cuts["p50_ms"], cuts["p99_ms"], cuts["max_ms"]],
+                [
+                    f"{name}:// one durable write (p50 ms: {steps})",
+                    floor["writes"],
+                    floor["p50_ms"],
+                    floor["p99_ms"],
+                    floor["max_ms"],
+                ],
+            ]
+        print_table(
+            f"Benchmark 6.2: cut latency (drain + checkpoint + commit), output and checkpoints "
+            f"on the cluster, period {args.period:g} s, input {args.rate_mb:g} MB/s",
+            ["what", "samples", "p50 ms", "p99 ms", "max ms"],
+            rows,
+        )
+        for name, r in result["cut_latency"].items():
+            print(
+                f"{name}:// cut / durable write: p50 {r['p50_over_durable_write']:g}, "
+                f"p99 {r['p99_over_durable_write']:g}"
+            )
+    if "recovery" in result:
+        r = result["recovery"]
+        rec, base, ratios = r["after_sigkill_s"], r["fresh_start_s"], r["ratio_to_fresh_start"]
+        print_table(
+            f"Benchmark 6.3: restart after SIGKILL mid-file on hdfs:// (period {r['period']}, "
+            f"median of {r['trials']} kills) vs a fresh start",
+            ["seconds from process start to", "after SIGKILL", "fresh start", "ratio"],
+            [
+                *([m.replace("_", " "), rec[m], base[m], ratios[m]] for m in rec),
+                ["(region reset at restart)", r["region_reset_at_restart_s"], "-", "-"],
+                ["(of which lease recovery)", r["lease_recovery_s"], "-", "-"],
+            ],
+        )
+        print(
+            f"lease recovered in {r['restarts_with_lease_recovery']} of {r['trials']} restarts; "
+            f"output after {r['trials']} kills: every record exactly once"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
