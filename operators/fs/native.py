@@ -27,9 +27,11 @@ import errno
 import logging
 import os
 import posixpath
+import queue
 import re
 import threading
 import time
+import weakref
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -39,6 +41,7 @@ from region.fs import FileStatus
 from .claims import WriterClaim, claim_path
 from .errors import scrub
 from .settings import FileSystemSettings, split_uri
+from .waits import Patience
 
 __all__ = ["NativeHdfsFileSystem", "NativeHdfsWriter", "hadoop_http_addresses"]
 
@@ -192,13 +195,10 @@ class NativeHdfsFileSystem:
                 )
                 return None
             uri = "webhdfs://" + ",".join(addresses)
-        fields = self.settings.model_dump(exclude={"uri", "webhdfs_uri", "config_dir"})
-        fields = {k: v for k, v in fields.items() if v is not None}
-        for secret in ("password", "token", "keytab"):
-            value = getattr(self.settings, secret)
-            if value is not None:
-                fields[secret] = value.get_secret_value()
-        return WebHdfsFileSystem(FileSystemSettings.model_validate({**fields, "uri": uri}))
+        # The same cluster, user and credentials, over HTTP.
+        validated = FileSystemSettings(uri=uri)  # a bad webhdfs_uri fails here, named
+        update = {"uri": validated.uri, "webhdfs_uri": None, "config_dir": None}
+        return WebHdfsFileSystem(self.settings.model_copy(update=update))
 
     def display(self, path: str) -> str:
         return self.settings.display(path)
@@ -344,8 +344,7 @@ class NativeHdfsFileSystem:
         lock): a live writer loses the file.
         """
         started = time.monotonic()
-        deadline = started + self.settings.lease_recovery_timeout
-        delay = 0.05
+        patience = Patience(self.settings.lease_recovery_timeout, most=_MAX_LEASE_POLL)
         first = True
         while not self._call("RECOVERLEASE", path, lambda: self.client.recover_lease(path)):
             if first:
@@ -354,12 +353,9 @@ class NativeHdfsFileSystem:
                     self.display(path),
                 )
                 first = False
-            if time.monotonic() >= deadline:
-                timeout = self.settings.lease_recovery_timeout
-                msg = f"RECOVERLEASE: the file is still open after {timeout:g}s"
+            if not patience.pause():
+                msg = f"RECOVERLEASE: the file is still open after {patience.timeout:g}s"
                 raise BlockingIOError(errno.EWOULDBLOCK, msg, self.display(path))
-            time.sleep(delay)
-            delay = min(delay * 2, _MAX_LEASE_POLL)
         took = time.monotonic() - started
         if not first:
             logger.info("%s: lease recovered in %.2fs", self.display(path), took)
@@ -413,8 +409,7 @@ class NativeHdfsFileSystem:
         """``fn()`` with errors mapped. The client has already retried connection failures
         ``retries`` times (and failed over between the NameNodes of an HA cluster); a NameNode
         in safe mode is waited for, up to ``safe_mode_timeout``."""
-        deadline: float | None = None
-        delay = 0.1
+        patience: Patience | None = None
         while True:
             try:
                 return fn()
@@ -428,30 +423,24 @@ class NativeHdfsFileSystem:
                     raise ConnectionError(errno.ECONNABORTED, msg + "retries: " + first) from None
                 if not any(m in text for m in _SAFE_MODE_MARKERS):
                     raise self._error(err, op, path) from None
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.settings.safe_mode_timeout
+                if patience is None:
+                    patience = Patience(self.settings.safe_mode_timeout, first=0.1)
                     logger.warning("%s: %s waits for the NameNode to leave safe mode", path, op)
-                if now >= deadline:
+                if not patience.pause():
                     raise self._error(err, op, path) from None
-                time.sleep(min(delay, deadline - now))
-                delay = min(delay * 2, 2.0)
 
     def _lease_wait(self, op: str, path: str, fn: Callable[[], T]) -> T:
         """``_call`` that waits while another writer holds the lease (or it is recovered)."""
-        timeout = self.settings.lease_recovery_timeout
-        deadline = time.monotonic() + timeout
-        delay = 0.05
+        patience = Patience(self.settings.lease_recovery_timeout, most=_MAX_LEASE_POLL)
         while True:
             try:
                 return self._call(op, path, fn)
             except BlockingIOError as err:
-                if time.monotonic() >= deadline:
+                logger.info("%s: %s waits for the lease (%s)", self.display(path), op, err)
+                if not patience.pause():
+                    timeout = patience.timeout
                     msg = f"{op}: the lease is still held after {timeout:g}s: {err.strerror}"
                     raise BlockingIOError(errno.EWOULDBLOCK, msg, self.display(path)) from None
-                logger.info("%s: %s waits for the lease (%s)", self.display(path), op, err)
-                time.sleep(delay)
-                delay = min(delay * 2, _MAX_LEASE_POLL)
 
 
 class NativeHdfsWriter:
@@ -464,6 +453,7 @@ class NativeHdfsWriter:
         self._claim = claim
         self._closed = False
         self._broken: TimeoutError | None = None
+        self._worker: _CallThread | None = None
 
     @property
     def path(self) -> str:
@@ -473,33 +463,25 @@ class NativeHdfsWriter:
         """``fn(*args)`` within the settings' ``timeout``, else ``TimeoutError`` naming the file.
 
         The client waits for DataNode acknowledgements without a time limit: a DataNode that
-        dies mid-write has left an hsync waiting forever. The stuck call is left behind in its
-        thread (the writer is unusable; the caller resets and opens a new one).
+        dies mid-write has left an hsync waiting forever. Calls run on this writer's own daemon
+        thread (one per writer, not per call: writes are the sink's hot path); a stuck call is
+        left behind on it, and the writer is unusable (the caller resets and opens a new one).
         """
         if self._broken is not None:
             raise self._broken
-        outcome: list[BaseException | None] = []
-
-        def call() -> None:
-            try:
-                fn(*args)
-            except BaseException as err:  # handed to the caller's thread
-                outcome.append(err)
-            else:
-                outcome.append(None)
-
-        worker = threading.Thread(target=call, name=f"hdfs-{op.lower()}", daemon=True)
-        worker.start()
-        worker.join(self._fs.settings.timeout)
-        if not outcome:
+        if self._worker is None:
+            self._worker = _CallThread(f"hdfs-writer {self._path}")
+            weakref.finalize(self, self._worker.stop)  # a writer dropped without close
+        outcome = self._worker.call(fn, args, self._fs.settings.timeout)
+        if outcome is _NO_ANSWER:
             msg = (
                 f"{op}: no answer from the DataNodes within {self._fs.settings.timeout:g}s "
                 "(a DataNode of the write pipeline died?); this writer is abandoned"
             )
             self._broken = TimeoutError(errno.ETIMEDOUT, msg, self._fs.display(self._path))
             raise self._broken
-        if outcome[0] is not None:
-            raise outcome[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
 
     def write(self, data: bytes) -> None:
         if self._closed:
@@ -525,9 +507,49 @@ class NativeHdfsWriter:
             self._fs._call("CLOSE", self._path, lambda: self._bounded("CLOSE", self._stream.close))
         finally:
             self._claim.release()
+            if self._worker is not None and self._broken is None:
+                self._worker.stop()
 
     def __enter__(self) -> NativeHdfsWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_NO_ANSWER = object()
+_STOP = object()
+
+
+class _CallThread:
+    """A daemon thread that runs calls handed to it, one at a time; the caller waits for each
+    with a time limit. Daemon: a call stuck forever never holds up the interpreter's exit."""
+
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name=name, daemon=True).start()
+
+    def _loop(self) -> None:
+        while (item := self._calls.get()) is not _STOP:
+            fn, args, done, box = item
+            try:
+                fn(*args)
+                box.append(None)
+            except BaseException as err:  # handed to the caller's thread
+                box.append(err)
+            # Hold nothing between calls: a writer dropped without close must free its stream
+            # (and so its lease).
+            item = fn = args = None
+            done.set()
+
+    def call(self, fn: Callable[..., object], args: tuple[object, ...], timeout: float) -> object:
+        """``None``, the exception ``fn`` raised, or ``_NO_ANSWER`` after ``timeout``."""
+        done = threading.Event()
+        box: list[BaseException | None] = []
+        self._calls.put((fn, args, done, box))
+        if not done.wait(timeout):
+            return _NO_ANSWER
+        return box[0]
+
+    def stop(self) -> None:
+        self._calls.put(_STOP)

@@ -29,6 +29,7 @@ from region.fs import FileStatus
 from .claims import WriterClaim, claim_path
 from .errors import install_log_scrubbing, register_secret, scrub
 from .settings import FileSystemSettings
+from .waits import Patience
 
 __all__ = ["WebHdfsFileSystem", "WebHdfsWriter"]
 
@@ -347,8 +348,7 @@ class WebHdfsFileSystem:
     def _call(self, op: str, path: str, fn: Callable[[], T]) -> T:
         """``fn()`` with connection failures retried and WebHDFS errors mapped to built-ins."""
         attempt = 0
-        deadline: float | None = None
-        delay = 0.1
+        patience: Patience | None = None
         while True:
             try:
                 return fn()
@@ -361,14 +361,11 @@ class WebHdfsFileSystem:
                 if getattr(err, "exception", None) not in _SAFE_MODE_EXCEPTIONS:
                     raise self._error(err, op, path) from None
                 # A NameNode that just started refuses changes until its blocks are reported.
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.settings.safe_mode_timeout
+                if patience is None:
+                    patience = Patience(self.settings.safe_mode_timeout, first=0.1)
                     logger.warning("%s: %s waits for the NameNode to leave safe mode", path, op)
-                if now >= deadline:
+                if not patience.pause():
                     raise self._error(err, op, path) from None
-                time.sleep(min(delay, deadline - now))
-                delay = min(delay * 2, 2.0)
             except _CONNECTION_ERRORS as err:
                 attempt += 1
                 self._backoff(attempt, op, path, err)
