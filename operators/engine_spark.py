@@ -250,9 +250,9 @@ def hdfs_uri_of_webhdfs(hosts: list[tuple[str, int]], conf_dir: str | None) -> s
     matches by port), else on the host of an ``hdfs://`` ``fs.defaultFS`` when the
     configuration gives no HTTP address.
     """
-    from operators.fs.native import _properties
+    from operators.fs.native import hadoop_properties
 
-    props = _properties(conf_dir)
+    props = hadoop_properties(conf_dir)
 
     def serves(http: str | None) -> bool:
         if not http or ":" not in http:

@@ -43,7 +43,12 @@ from .errors import scrub
 from .settings import FileSystemSettings, split_uri
 from .waits import Patience
 
-__all__ = ["NativeHdfsFileSystem", "NativeHdfsWriter", "hadoop_http_addresses"]
+__all__ = [
+    "NativeHdfsFileSystem",
+    "NativeHdfsWriter",
+    "hadoop_http_addresses",
+    "hadoop_properties",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +99,7 @@ def _conf_dir(settings: FileSystemSettings) -> str | None:
     return settings.config_dir or os.environ.get("HADOOP_CONF_DIR") or None
 
 
-def _properties(conf_dir: str | None) -> dict[str, str]:
+def hadoop_properties(conf_dir: str | None) -> dict[str, str]:
     """The properties of ``core-site.xml`` and ``hdfs-site.xml`` in ``conf_dir``."""
     out: dict[str, str] = {}
     if not conf_dir:
@@ -117,7 +122,7 @@ def _properties(conf_dir: str | None) -> dict[str, str]:
 def hadoop_http_addresses(authority: str, conf_dir: str | None) -> list[str]:
     """The NameNodes' HTTP ``host:port`` for an ``hdfs://`` authority, from the Hadoop
     configuration: ``dfs.namenode.http-address[.<nameservice>.<id>]``."""
-    props = _properties(conf_dir)
+    props = hadoop_properties(conf_dir)
     ids = props.get(f"dfs.ha.namenodes.{authority}")
     if ids:
         keys = [f"dfs.namenode.http-address.{authority}.{i.strip()}" for i in ids.split(",")]
