@@ -1,9 +1,8 @@
 """HDFS2DirectoryScan: emit each new file of a directory once, in the strict order (mtime_ns, name).
 
-The scan resumes strictly after the checkpointed key, whatever the number of files sharing an
-mtime. An optional late window also emits, once, files that appear with an mtime older than the
-key (copies that keep their mtime, write-then-rename): the names emitted within the window below
-the key are part of the state, so that state is bounded by the window, not by the directory.
+Which files are new is the rule of :mod:`operators.cursor`, shared with the Spark source: every
+file that lands is emitted once, also one that lands late (an mtime before files already read:
+``cp -p``, write-then-rename), and a file that can only be passed over is reported.
 
 Every effect happens inside :meth:`HDFS2DirectoryScan.next_batch` / :meth:`next_file`, which the
 runtime calls only under a permit: whatever they return is covered by the next cut, and nothing
@@ -12,20 +11,18 @@ runs in the background that could emit a file across a reset.
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import logging
-import operator
 import os
 import posixpath
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from operators.errors import BadRecordError
+from operators.cursor import ScanCursor
+from operators.errors import BadRecordError, OperatorError
 from operators.listing import ScanKey, list_ready_keyed
 from operators.safepath import path_problem
 from region.fs import FileStatus, FileSystem, ListingEntry
@@ -37,9 +34,6 @@ __all__ = ["HDFS2DirectoryScan", "ScanSettings", "within_roots"]
 logger = logging.getLogger(__name__)
 
 _NS = 1_000_000_000
-
-_mtime_and_name = operator.itemgetter(0, 1)
-_path_of = operator.itemgetter(2)
 
 
 def _alias(*names: str) -> Any:
@@ -73,9 +67,14 @@ class ScanSettings(BaseModel):
     strict_mode: bool = Field(False, validation_alias=_alias("strict_mode", "strictMode"))
     #: Files younger than this (by mtime) are still being written: left for a later listing.
     min_file_age: Duration = Field(0.0, validation_alias=_alias("min_file_age", "minFileAge"))
-    #: Files appearing with an mtime at most this much older than the last emitted file are still
-    #: emitted once. 0 turns it off (the state then has a constant size).
-    late_window: Duration = Field(0.0, validation_alias=_alias("late_window", "lateWindow"))
+    #: Late files (an mtime before files already read: ``cp -p``, write-then-rename) within this
+    #: much of the newest file read are kept by name across restarts; later ones by the census.
+    #: 0 is IBM's strict rule: a file that sorts before one already read is passed over.
+    late_window: Duration = Field(600.0, validation_alias=_alias("late_window", "lateWindow"))
+    #: What a file that can only be passed over does: a WARNING and a count, or an error.
+    on_late_file: Literal["warn", "fail"] = Field(
+        "warn", validation_alias=_alias("on_late_file", "onLateFile")
+    )
     #: Directories a control input may switch to (the directory or below). ``None``: any.
     roots: tuple[str, ...] | None = None
 
@@ -109,9 +108,8 @@ class ScanSettings(BaseModel):
 class HDFS2DirectoryScan(StartOperator):
     """Emits the full path of each new ready file of a directory, once, in (mtime_ns, name) order.
 
-    State: ``{"directory": str | None, "key": ScanKey dict | None, "late": {name: mtime_ns}}``.
-    ``key`` is the greatest file emitted; ``late`` holds the names emitted with an mtime inside
-    the late window below the key (always empty without a window).
+    Which files are new is :class:`operators.cursor.ScanCursor`'s rule. State:
+    ``{"directory": str | None, **cursor state}``.
     """
 
     def __init__(
@@ -127,22 +125,21 @@ class HDFS2DirectoryScan(StartOperator):
         self._fs = fs
         self._clock = clock
         self._pattern = re.compile(settings.pattern) if settings.pattern is not None else None
-        self._window_ns = round(settings.late_window * _NS)
         self._min_age_ns = round(settings.min_file_age * _NS)
         self._not_before = clock() + settings.init_delay
         self.files_scanned = 0
         self.files_emitted = 0
         self.listings = 0
-        # Checkpointed state. The key is a plain (mtime_ns, name) tuple: it is compared with
-        # every listed file, and tuples compare several times faster than ScanKeys.
+        # Checkpointed state: the directory and the cursor.
         self._directory = settings.directory
-        self._key: tuple[int, str] | None = None
-        self._late: dict[str, int] = {}
-        # Derived from the state, rebuilt on reset: (mtime_ns, name) of ``_late``, oldest first.
-        self._late_heap: list[tuple[int, str]] = []
-        # The last listing, sorted (never state): it only saves work, the key decides what is
-        # emitted.
-        self._listing: list[ListingEntry] = []
+        self._cursor = ScanCursor(
+            window_ns=round(settings.late_window * _NS),
+            on_late_file=settings.on_late_file,
+            name=name,
+            display=fs.display,
+        )
+        # The new files of the last listing, in order (never state: the cursor decides).
+        self._new: list[ListingEntry] = []
         self._pos = 0
         self._next_list_at = 0.0
         self._missing_warned = False
@@ -157,16 +154,6 @@ class HDFS2DirectoryScan(StartOperator):
             raise ValueError(f"{self.name}: max_records must be >= 1, got {max_records}")
         paths: list[str] = []
         while len(paths) < max_records:
-            if self._window_ns <= 0 and self._pos < len(self._listing):
-                # Without a late window the listing after the position is all new: it is sorted,
-                # starts after the key, and the key only moves along it.
-                take = self._listing[self._pos : self._pos + max_records - len(paths)]
-                paths += map(_path_of, take)
-                self._pos += len(take)
-                self.files_emitted += len(take)
-                last = take[-1]
-                self._key = (last[0], last[1])
-                continue
             status = self.next_file()
             if status is None:
                 break
@@ -177,61 +164,27 @@ class HDFS2DirectoryScan(StartOperator):
 
     def next_file(self) -> FileStatus | None:
         """The next file to emit, or ``None`` when none is ready now. The file counts as emitted
-        (the key moves past it), so call this only where the next cut covers the result."""
+        (the cursor accounts for it), so call this only where the next cut covers the result."""
         if self._directory is None or self._clock() < self._not_before:
             return None
-        listed = False
-        while True:
-            listing = self._listing
-            while self._pos < len(listing):
-                mtime_ns, name, path, size, _ = listing[self._pos]
-                self._pos += 1
-                if self._is_new(mtime_ns, name):
-                    self._emit(mtime_ns, name, path)
-                    return FileStatus(path, size, mtime_ns)
+        if self._pos >= len(self._new):
             # At most one listing per call: with sleep_time=0 the clock alone never stops it.
-            if listed or self._clock() < self._next_list_at:
+            if self._clock() < self._next_list_at:
                 return None
             self._relist()
-            listed = True
-            if not self._listing:
+            if not self._new:
                 return None
-
-    def _is_new(self, mtime_ns: int, name: str) -> bool:
-        key = self._key
-        if key is None or (mtime_ns, name) > key:
-            return True
-        return (
-            self._window_ns > 0 and mtime_ns >= key[0] - self._window_ns and name not in self._late
-        )
-
-    def _emit(self, mtime_ns: int, name: str, path: str) -> None:
-        key = self._key
-        self.files_emitted += 1
-        if key is not None and (mtime_ns, name) < key:
+        entry = self._new[self._pos]
+        self._pos += 1
+        if self._cursor.is_late(entry):
             logger.info(
-                "%s: emitting late file %s (mtime %s ns is before the last emitted file %s)",
+                "%s: emitting late file %s (its mtime is before the newest file emitted)",
                 self.name,
-                path,
-                mtime_ns,
-                key[1],
+                self._fs.display(entry[2]),
             )
-        else:
-            self._key = (mtime_ns, name)
-        if self._window_ns > 0:
-            self._late[name] = mtime_ns
-            heapq.heappush(self._late_heap, (mtime_ns, name))
-            self._prune_late()
-
-    def _prune_late(self) -> None:
-        assert self._key is not None
-        floor = self._key[0] - self._window_ns
-        heap = self._late_heap
-        while heap and heap[0][0] < floor:
-            mtime_ns, name = heapq.heappop(heap)
-            # A name re-emitted with a newer mtime has a newer heap entry: keep that one.
-            if self._late.get(name) == mtime_ns:
-                del self._late[name]
+        self._cursor.emit(entry)
+        self.files_emitted += 1
+        return FileStatus(entry[2], entry[3], entry[0])
 
     def _relist(self) -> None:
         directory = self._directory
@@ -262,17 +215,8 @@ class HDFS2DirectoryScan(StartOperator):
         else:
             self._missing_warned = False
         self.files_scanned += len(listing)
-        self._listing = listing
-        self._pos = self._start_index(listing)
-
-    def _start_index(self, listing: list[ListingEntry]) -> int:
-        """First position that may hold a file to emit: after the key, or at the window's floor."""
-        key = self._key
-        if key is None:
-            return 0
-        if self._window_ns > 0:
-            return bisect.bisect_left(listing, (key[0] - self._window_ns,))
-        return bisect.bisect_right(listing, key, key=_mtime_and_name)
+        self._new = self._cursor.new_files(listing)
+        self._pos = 0
 
     # -- control input ----------------------------------------------------------------------
 
@@ -293,8 +237,7 @@ class HDFS2DirectoryScan(StartOperator):
             return
         logger.info("%s: now watching %s (was %s)", self.name, path, self._directory)
         self._directory = path
-        self._key = None
-        self._late = {}
+        self._cursor.reset(None)
         self._forget_listing()
 
     def _refusal(self, path: str) -> str | None:
@@ -322,19 +265,26 @@ class HDFS2DirectoryScan(StartOperator):
 
     @property
     def key(self) -> ScanKey | None:
-        """The greatest file emitted so far (the scan resumes strictly after it)."""
-        return None if self._key is None else ScanKey(*self._key)
+        """The greatest file emitted so far."""
+        key = self._cursor.key
+        return None if key is None else ScanKey(*key)
+
+    @property
+    def passed_over(self) -> int:
+        """Files passed over since the scan started from scratch (state: survives restarts)."""
+        return self._cursor.passed_over
 
     def metrics(self) -> dict[str, int]:
         return {
             "files_scanned": self.files_scanned,
             "files_emitted": self.files_emitted,
             "listings": self.listings,
-            "late_names": len(self._late),
+            "late_names": self._cursor.window_size,
+            "files_passed_over": self._cursor.passed_over_now,
         }
 
     def poll_interval(self) -> float:
-        if self._pos < len(self._listing):
+        if self._pos < len(self._new):
             return 0.0
         wait = max(self._next_list_at, self._not_before) - self._clock()
         return wait if wait > 0 else 0.05
@@ -345,11 +295,7 @@ class HDFS2DirectoryScan(StartOperator):
         """Nothing is buffered: every emitted path is already downstream."""
 
     def checkpoint(self, cut_id: int) -> dict[str, Any]:
-        return {
-            "directory": self._directory,
-            "key": None if self._key is None else ScanKey(*self._key).to_dict(),
-            "late": dict(self._late),
-        }
+        return {"directory": self._directory, **self._cursor.state()}
 
     def reset(self, state: State) -> None:
         directory = state.get("directory")
@@ -360,30 +306,21 @@ class HDFS2DirectoryScan(StartOperator):
                 f"roots {list(roots)!r}"
             )
             raise ValueError(msg)
-        key = state.get("key")
         self._directory = directory
-        if key is None:
-            self._key = None
-        else:
-            restored = ScanKey.from_dict(key)
-            self._key = (restored.mtime_ns, restored.name)
-        self._late = {str(n): int(m) for n, m in (state.get("late") or {}).items()}
-        if self._window_ns <= 0:
-            self._late = {}
+        try:
+            self._cursor.reset(state)
+        except (KeyError, TypeError, ValueError) as exc:
+            msg = f"{self.name}: checkpointed scan state is not understood ({exc})"
+            raise OperatorError(msg) from None
         self._forget_listing()
 
     def reset_to_initial_state(self) -> None:
         self._directory = self.settings.directory
-        self._key = None
-        self._late = {}
+        self._cursor.reset(None)
         self._forget_listing()
 
     def _forget_listing(self) -> None:
         # The next call lists again at once: a replay must not wait sleep_time.
-        self._listing = []
+        self._new = []
         self._pos = 0
         self._next_list_at = 0.0
-        self._late_heap = [(m, n) for n, m in self._late.items()]
-        heapq.heapify(self._late_heap)
-        if self._key is not None and self._window_ns > 0:
-            self._prune_late()

@@ -456,9 +456,10 @@ class Schedule:
 class LandingModel:
     """Which arriving files the directory scan promises to read (the rest it may skip).
 
-    The scan emits files in (mtime, name) order and resumes after the greatest one emitted. A
-    file that sorts after every file already visible is always read. One that sorts before is
-    read only within the late window: its mtime at most ``late_window`` older than the newest.
+    The scan emits files in (mtime, name) order (the rule is :mod:`operators.cursor`). With a
+    late window every file that lands under a new name is read, whatever its mtime. With
+    ``late_window = 0`` (IBM's strict rule) only a file that sorts after every file already
+    visible is; the others are passed over (with a warning).
     """
 
     def __init__(self, late_window: float = 0.0) -> None:
@@ -470,9 +471,7 @@ class LandingModel:
         if name in self.visible:
             return False
         newest = self.newest
-        if newest is None or (mtime_ms, name) > newest:
-            return True
-        return self.window_ms > 0 and mtime_ms >= newest[0] - self.window_ms
+        return self.window_ms > 0 or newest is None or (mtime_ms, name) > newest
 
     def appear(self, files: Sequence[tuple[str, int]]) -> list[bool]:
         """Files becoming visible at once; whether each one is promised."""

@@ -6,6 +6,7 @@ import logging
 import pytest
 from pydantic import ValidationError
 
+from operators.cursor import describe_state
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from tests.operators.conftest import FakeClock, Landing
 
@@ -39,7 +40,7 @@ def test_ibm_names_are_aliases_and_defaults_match_ibm() -> None:
     assert (s.sleep_time, s.init_delay, s.strict_mode) == (0.25, 2.0, True)
     d = ScanSettings(directory="/in")
     assert (d.sleep_time, d.init_delay, d.strict_mode) == (5.0, 0.0, False)
-    assert (d.min_file_age, d.late_window, d.roots) == (0.0, 0.0, None)
+    assert (d.min_file_age, d.late_window, d.on_late_file, d.roots) == (0.0, 600.0, "warn", None)
 
 
 def test_bad_pattern_error_names_the_pattern() -> None:
@@ -129,7 +130,12 @@ def test_weakness9_checkpoint_before_anything_is_a_valid_state(
     scan = HDFS2DirectoryScan(ScanSettings(directory=landing.dir), landing.fs, clock=clock)
     scan.drain()
     state = scan.checkpoint(1)
-    assert state == {"directory": landing.dir, "key": None, "late": {}}
+    assert (state["directory"], state["key"], state["window"], state["passed_over"]) == (
+        landing.dir,
+        None,
+        {},
+        0,
+    )
     landing.put("a", "a", T0)
     fresh = HDFS2DirectoryScan(ScanSettings(directory=landing.dir), landing.fs, clock=clock)
     fresh.reset(json.loads(json.dumps(state)))
@@ -177,14 +183,16 @@ def names_n(scan: HDFS2DirectoryScan, n: int) -> list[str]:
     return [s.name for s in out if s is not None]
 
 
-def test_state_without_a_window_stays_small(landing: Landing, clock: FakeClock) -> None:
+def test_strict_state_stays_small(landing: Landing, clock: FakeClock) -> None:
+    """late_window = 0 keeps no names: the census holds them all in a few kilobytes."""
     for i in range(300):
         landing.put(f"file-{i:04d}", "x", T0 + (i // 100) * S)  # groups of 100 equal mtimes
-    scan = make_scan(landing, clock)
+    scan = make_scan(landing, clock, late_window=0)
     assert len(names(scan)) == 300
     state = scan.checkpoint(1)
-    assert state["late"] == {}
-    assert len(json.dumps(state)) < 1024
+    assert describe_state(state)["names_in_window"] == 0
+    assert describe_state(state)["names_below_window"] == 300
+    assert len(json.dumps(state)) < 12 * 1024
 
 
 # -- weaknesses of the original ---------------------------------------------------------------
@@ -209,26 +217,36 @@ def test_weakness4_lone_file_with_the_checkpointed_mtime_is_not_skipped(
     assert names(rebuilt) == ["y"]
 
 
-def test_weakness5_late_file_with_an_older_mtime_is_emitted_once_within_the_window(
-    any_landing: Landing, clock: FakeClock
+def test_weakness5_late_file_with_an_older_mtime_is_emitted_once(
+    any_landing: Landing, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     any_landing.put("new", "n", T0 + 100 * S)
     scan = make_scan(any_landing, clock, late_window="60s")
-    off = make_scan(any_landing, clock)
-    assert names(scan) == ["new"] and names(off) == ["new"]
+    strict = make_scan(any_landing, clock, late_window=0)
+    assert names(scan) == ["new"] and names(strict) == ["new"]
     # A copy that kept its mtime (50 s older) and one far older than the window.
     any_landing.put("copied", "c", T0 + 50 * S)
     any_landing.put("ancient", "a", T0 + 1 * S)
     clock.advance(5)
-    assert names(scan) == ["copied"]
-    assert names(off) == []  # the IBM behaviour: late files are never seen
+    assert names(scan) == ["ancient", "copied"]  # a name new since the last listing
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert names(strict) == []  # IBM's rule: files sorting before the key are passed over
+    assert "ancient landed late (its mtime is 99.000s before" in caplog.text
+    assert "copied landed late (its mtime is 50.000s before" in caplog.text
+    assert strict.passed_over == 2 and strict.metrics()["files_passed_over"] == 2
     state = scan.checkpoint(1)
-    assert state["late"] == {"copied": T0 + 50 * S, "new": T0 + 100 * S}
+    described = describe_state(state)
+    assert (described["names_in_window"], described["names_below_window"]) == (2, 1)
     clock.advance(5)
     assert names(scan) == []  # once only
     rebuilt = make_scan(any_landing, clock, late_window="60s")
     rebuilt.reset(json.loads(json.dumps(state)))
     assert names(rebuilt) == []  # once only, across a restart too
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        clock.advance(5)
+        assert names(strict) == []
+    assert caplog.text == ""  # passed over once, reported once
 
 
 def test_weakness5_late_memory_is_bounded_by_the_window(landing: Landing, clock: FakeClock) -> None:
@@ -238,10 +256,11 @@ def test_weakness5_late_memory_is_bounded_by_the_window(landing: Landing, clock:
         landing.put(f"f{i:03d}", "x", T0 + i * S)  # one file per second
         clock.advance(5)
         assert names(scan) == [f"f{i:03d}"]
-        sizes.append(len(scan.checkpoint(i)["late"]))
-    # Names within [key - 10 s, key]: 11 at most, however many files went by.
+        sizes.append(describe_state(scan.checkpoint(i))["names_in_window"])
+    # Names within [key - 10 s, key]: 11 at most, however many files went by; the others are
+    # in the census.
     assert max(sizes) == 11 and sizes[-1] == 11
-    assert sorted(scan.checkpoint(99)["late"]) == [f"f{i:03d}" for i in range(29, 40)]
+    assert describe_state(scan.checkpoint(99))["names_below_window"] == 29
 
 
 def test_weakness6_files_still_being_written_are_not_emitted(
@@ -260,7 +279,7 @@ def test_weakness6_files_still_being_written_are_not_emitted(
     any_landing.fs.rename(any_landing.path("big.csv._COPYING_"), any_landing.path("big.csv"))
     any_landing.put("young.csv", "still growing, done", now_ns + 2 * S)
     clock.advance(5)
-    assert names(scan) == []  # young.csv is only 3 s old now
+    assert names(scan) == ["big.csv"]  # landed late (its mtime ties done.csv); young.csv is 3 s old
     clock.advance(10)
     assert names(scan) == ["young.csv"]
     clock.advance(60)
