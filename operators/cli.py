@@ -150,9 +150,25 @@ def _iso(seconds: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
 
 
+def _readable(state: Any) -> Any:
+    """``state`` with every scan cursor state shown as counts (its window and census are
+    compressed), whatever operator nests it."""
+    from operators.cursor import describe_state
+
+    if isinstance(state, dict):
+        if "census" in state:
+            rest = {k: _readable(v) for k, v in state.items() if k not in _CURSOR_FIELDS}
+            return {**rest, **describe_state(state)}
+        return {k: _readable(v) for k, v in state.items()}
+    return state
+
+
+_CURSOR_FIELDS = frozenset({"key", "floor", "window", "census", "passed_over"})
+
+
 def _print_state(name: str, state: Any, out: TextIO) -> None:
     print(f"  operator {name!r}:", file=out)
-    text = json.dumps(_redact(state), indent=2, sort_keys=True, ensure_ascii=False)
+    text = json.dumps(_redact(_readable(state)), indent=2, sort_keys=True, ensure_ascii=False)
     for line in text.splitlines():
         print(f"    {line}", file=out)
 

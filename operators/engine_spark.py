@@ -110,7 +110,7 @@ class SparkPlan:
         scan, source = config.scan, config.source
         options = self._fs_options()
         options["directory"] = self._without_password("[scan] directory", config.scan_directory)
-        for field in ("pattern", "strict_mode", "min_file_age", "late_window"):
+        for field in ("pattern", "strict_mode", "min_file_age", "late_window", "on_late_file"):
             if field in scan.model_fields_set and getattr(scan, field) is not None:
                 options[field] = _text(getattr(scan, field))
         for field in ("init_delay", "roots"):
@@ -372,9 +372,12 @@ class _Totals:
         self.last_batch: int | None = None
         self.status = "starting"
         self.has_transform = has_transform
+        self.passed_over = 0
 
     def on_batch(self, batch: BatchProgress) -> None:
         self.records += batch.num_input_rows
+        if batch.passed_over is not None:
+            self.passed_over = batch.passed_over
         self.batches += 1
         self.last_batch = batch.batch_id
         self.status = "processing"
@@ -388,6 +391,7 @@ class _Totals:
             status=self.status,
             files_in=None,
             files_out=None,
+            files_passed_over=self.passed_over,
             records_in=self.records,
             records_out=None if self.has_transform else self.records,
             bytes_in=None,

@@ -8,7 +8,7 @@ neither pydantic nor the settings modules: every worker process starts faster.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from operators.fs.local import LocalFileSystem
 from region.fs import FileSystem
@@ -38,6 +38,7 @@ class ScanConfig:
     strict_mode: bool
     min_file_age_ns: int
     late_window_ns: int
+    on_late_file: Literal["warn", "fail"]
     binary: bool
     encoding: str
     on_decode_error: str

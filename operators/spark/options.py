@@ -194,7 +194,14 @@ class SinkOptions(BaseModel):
 _NS = 1_000_000_000
 _SOURCE = "hdfs_scan"
 _SINK = "hdfs_sink"
-_SCAN_FIELDS = ("directory", "pattern", "strict_mode", "min_file_age", "late_window")
+_SCAN_FIELDS = (
+    "directory",
+    "pattern",
+    "strict_mode",
+    "min_file_age",
+    "late_window",
+    "on_late_file",
+)
 _FILE_FIELDS = ("format", "encoding", "on_decode_error", "block_size", "read_chunk")
 _SINK_FIELDS = (
     "file",
@@ -246,6 +253,7 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         strict_mode=scan.strict_mode,
         min_file_age_ns=round(scan.min_file_age * _NS),
         late_window_ns=round(scan.late_window * _NS),
+        on_late_file=scan.on_late_file,
         binary=file.format == "binary",
         encoding=file.encoding,
         on_decode_error=file.on_decode_error,

@@ -6,12 +6,12 @@
 
 Offset (JSON, written by Spark to ``<checkpoint>/offsets/N``)::
 
-    {"v": 1, "seq": 7, "key": {"mtime_ns": ..., "name": ...} | null, "pos": int | null,
-     "late": {name: mtime_ns}, "plan": "<digest>" | null}
+    {"v": 2, "seq": 7, "pos": int | null, "plan": "<digest>" | null, **scan cursor state}
 
-``key`` is the greatest file planned so far in the scan order (mtime_ns, name); ``pos`` is where
-the next batch continues that file when a batch ended inside it (``null``: the file is done);
-``late`` the names planned within ``late_window`` below the key; ``seq`` counts batches.
+The scan cursor (:mod:`operators.cursor`, the same rule as the in-process scan) says which files
+are new; its state holds the key (the greatest file planned so far in the scan order), the names
+within ``late_window`` and the census below it. ``pos`` is where the next batch continues the
+key file when a batch ended inside it (``null``: the file is done); ``seq`` counts batches.
 
 Plan log (``plan_dir``, by default ``<directory>/_hdfs_scan``): ``<seq:020d>-<digest>.json``
 holds the exact byte ranges (path, start, end, size when planned) of the batch that ends at the
@@ -45,10 +45,11 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from operators.listing import ScanKey, list_ready
+from operators.cursor import ScanCursor
+from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
 from region.checkpoint import dir_permission
-from region.fs import FileStatus, FileSystem
+from region.fs import FileSystem, ListingEntry
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -75,14 +76,18 @@ class ScanPartition(InputPartition):
 
 
 def _initial_offset() -> dict[str, Any]:
-    return {"v": 1, "seq": 0, "key": None, "pos": None, "late": {}, "plan": None}
+    return {"v": 2, "seq": 0, "pos": None, "plan": None, **ScanCursor(window_ns=0).state()}
 
 
 @dataclass(frozen=True, slots=True)
 class _Range:
-    status: FileStatus
+    entry: ListingEntry  # (mtime_ns, name, path, size when listed, is_dir)
     start: int
     end: int
+
+    @property
+    def size(self) -> int:
+        return int(self.entry[3])
 
 
 class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -95,10 +100,15 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: availableNow: the files (name -> (mtime_ns, size)) present when the run started.
         self._target: dict[str, tuple[int, int]] | None = None
         self._missing_warned = False
+        # The cursor of the offset last returned (``_at``: its seq and plan): it remembers the
+        # last listing, so names new since then are found whatever their mtime.
+        self._cursor: ScanCursor | None = None
+        self._at: tuple[Any, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_fs"] = None  # opened again where it is used
+        state["_cursor"] = state["_at"] = None  # the driver's memory, not the executors'
         return state
 
     @property
@@ -121,16 +131,16 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {s.name: (s.mtime_ns, s.size) for s in self._list()}
+        self._target = {e[1]: (e[0], e[3]) for e in self._list()}
         logger.info(
             "%s: availableNow run over the %s files present now",
             self.fs.display(self.config.directory),
             len(self._target),
         )
 
-    def _list(self) -> list[FileStatus]:
+    def _list(self) -> list[ListingEntry]:
         try:
-            listing = list_ready(
+            listing = list_ready_keyed(
                 self.fs,
                 self.config.directory,
                 pattern=self._pattern,
@@ -148,30 +158,40 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             target = self._target
             listing = [
-                FileStatus(s.path, min(s.size, target[s.name][1]), s.mtime_ns)
-                for s in listing
-                if s.name in target and target[s.name][0] == s.mtime_ns
+                (e[0], e[1], e[2], min(e[3], target[e[1]][1]), e[4])
+                for e in listing
+                if e[1] in target and target[e[1]][0] == e[0]
             ]
         return listing
 
+    def _cursor_at(self, start: dict[str, Any]) -> ScanCursor:
+        """The cursor of ``start``: the one in memory when ``start`` is what it last returned."""
+        at = (start.get("seq"), start.get("plan"))
+        if self._cursor is None or self._at != at:
+            config = self.config
+            self._cursor = ScanCursor(
+                window_ns=config.late_window_ns,
+                on_late_file=config.on_late_file,
+                name=_SOURCE,
+                display=self.fs.display,
+            )
+            self._cursor.reset(start)
+            self._at = at
+        return self._cursor
+
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start = start or _initial_offset()
-        key = ScanKey.from_dict(start["key"]) if start.get("key") else None
+        cursor = self._cursor_at(start)
+        key = cursor.key
         pos: int | None = start.get("pos")
-        late: dict[str, int] = {str(k): int(v) for k, v in (start.get("late") or {}).items()}
-        window_ns = self.config.late_window_ns
+        listing = self._list()
         # 1. Candidates in scan order: late files (whole), the rest of a file cut by the last
         #    batch, then the files after the key.
-        candidates: list[tuple[FileStatus, int, bool]] = []  # (file, from byte, is late)
-        for status in self._list():
-            k = ScanKey.of(status)
-            if key is not None and k == key:
-                if pos is not None and pos < status.size:
-                    candidates.append((status, pos, False))
-            elif key is None or k > key:
-                candidates.append((status, 0, False))
-            elif window_ns and status.mtime_ns >= key.mtime_ns - window_ns and k.name not in late:
-                candidates.append((status, 0, True))
+        new = cursor.new_files(listing)
+        candidates = [(e, 0, True) for e in new if cursor.is_late(e)]
+        if key is not None and pos is not None:
+            candidates += [(e, pos, False) for e in listing if (e[0], e[1]) == key and pos < e[3]]
+        candidates += [(e, 0, False) for e in new if not cursor.is_late(e)]
         # 2. Admission control: the engine's limit (ReadAllAvailable ignores the options).
         max_files = max_bytes = None
         if not isinstance(limit, ReadAllAvailable):
@@ -184,50 +204,40 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         whole_files = self.config.whole_files
         planned: list[_Range] = []
         used = 0
-        for status, begin, is_late in candidates:
+        for entry, begin, is_late in candidates:
             if max_files is not None and len(planned) >= max_files:
                 break
-            rest = status.size - begin
+            rest = entry[3] - begin
             room = rest if max_bytes is None else max_bytes - used
             if rest <= room or (not planned and (whole_files or is_late)):
-                planned.append(_Range(status, begin, status.size))
+                planned.append(_Range(entry, begin, entry[3]))
                 used += rest
                 continue
             if not whole_files and not is_late and room > 0:
-                planned.append(_Range(status, begin, begin + room))
+                planned.append(_Range(entry, begin, begin + room))
             break
         if not planned:
             return start
         # 3. The new offset and its plan.
-        new_key, new_pos = key, pos
+        new_pos = pos
         for r in planned:
-            k = ScanKey.of(r.status)
-            if new_key is None or k >= new_key:
-                new_key = k
-                new_pos = r.end if r.end < r.status.size else None
-            if window_ns and r.end == r.status.size:
-                late[k.name] = k.mtime_ns
-        if new_key is not None and window_ns:
-            floor = new_key.mtime_ns - window_ns
-            late = {n: m for n, m in late.items() if m >= floor}
+            if r.start == 0:
+                cursor.emit(r.entry)
+            if (r.entry[0], r.entry[1]) == cursor.key:
+                new_pos = r.end if r.end < r.size else None
         seq = int(start["seq"]) + 1
         plan = {
             "v": 1,
             "seq": seq,
-            "start": start,
-            "ranges": [[r.status.path, r.start, r.end, r.status.size] for r in planned],
+            "start": {"seq": start["seq"], "plan": start.get("plan"), "pos": pos},
+            "ranges": [[r.entry[2], r.start, r.end, r.size] for r in planned],
         }
         body = json.dumps(plan, sort_keys=True).encode()
         digest = hashlib.sha256(body).hexdigest()[:16]
         self._write_plan(seq, digest, body)
-        return {
-            "v": 1,
-            "seq": seq,
-            "key": new_key.to_dict() if new_key is not None else None,
-            "pos": new_pos,
-            "late": late,
-            "plan": digest,
-        }
+        offset = {"v": 2, "seq": seq, "pos": new_pos, "plan": digest, **cursor.state()}
+        self._at = (seq, digest)
+        return offset
 
     def _plan_path(self, seq: int, digest: str) -> str:
         return posixpath.join(self.config.plan_dir, f"{seq:020d}-{digest}.json")

@@ -15,6 +15,7 @@ cleared by every batch that completes. Then :class:`region.errors.RegionFailedEr
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -50,6 +51,8 @@ class BatchProgress:
     timestamp: str
     #: 1 for the first start of the query, +1 for each restart.
     attempt: int
+    #: Files the hdfs_scan source passed over so far (its offset says; ``None``: no such source).
+    passed_over: int | None = None
 
 
 def source_options(settings: RegionSettings) -> dict[str, str]:
@@ -208,7 +211,20 @@ def _progress(raw: Any, attempt: int) -> BatchProgress | None:
         duration_ms=int(durations.get("triggerExecution", 0)),
         timestamp=str(raw.timestamp),
         attempt=attempt,
+        passed_over=_passed_over(raw),
     )
+
+
+def _passed_over(raw: Any) -> int | None:
+    """The ``passed_over`` count of the first source whose end offset has one."""
+    for source in raw.sources or ():
+        try:
+            offset = json.loads(source.endOffset)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(offset, dict) and isinstance(offset.get("passed_over"), int):
+            return int(offset["passed_over"])
+    return None
 
 
 def _exception(query: StreamingQuery) -> BaseException | None:

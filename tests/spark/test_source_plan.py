@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
 
+from operators.cursor import LateFileError
 from operators.spark.options import scan_config
 from operators.spark.source import HdfsScanStreamReader, ScanPartition
 from tests.spark.helpers import write_inputs
@@ -42,8 +45,10 @@ def test_a_replayed_batch_reads_its_plan_whatever_the_listing_says_now(tmp_path:
     os.utime(src / "b", ns=(mtime, mtime))
     restarted = reader(src)
     assert ranges(restarted, start, end) == planned == [("a", 0, 20), ("b", 0, 20)]
-    # The next batch starts after the key: the late file is behind it, the growth is ignored.
-    assert restarted.latestOffset(end, ReadAllAvailable()) == end
+    # The next batch reads the late file (the window keeps it), and ignores the growth of b.
+    after = restarted.latestOffset(end, ReadAllAvailable())
+    assert ranges(restarted, end, after) == [("late", 0, 2)]
+    assert restarted.latestOffset(after, ReadAllAvailable()) == after
 
 
 def test_admission_control_by_files_and_by_bytes(tmp_path: Path) -> None:
@@ -76,6 +81,35 @@ def test_late_files_within_the_window_are_planned_once(tmp_path: Path) -> None:
     o2 = r.latestOffset(o1, ReadAllAvailable())
     assert ranges(r, o1, o2) == [("a", 0, 2)]
     assert r.latestOffset(o2, ReadAllAvailable()) == o2
+    # Far beyond the window: a name new since the last listing is planned all the same, once,
+    # also by a reader restarted from the offset (the census knows it).
+    write_inputs(src, {"ancient": b"z\n"}, T0 - 3600_000_000_000)
+    o3 = r.latestOffset(o2, ReadAllAvailable())
+    assert ranges(r, o2, o3) == [("ancient", 0, 2)]
+    assert reader(src, late_window="1m").latestOffset(o3, ReadAllAvailable()) == o3
+    # A reader restarted from o2 (the batch of o3 not logged) finds it by the census.
+    again = reader(src, late_window="1m")
+    o3b = again.latestOffset(o2, ReadAllAvailable())
+    assert ranges(again, o2, o3b) == [("ancient", 0, 2)]
+
+
+def test_strict_window_passes_late_files_over_with_a_count(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    src = tmp_path / "in"
+    write_inputs(src, {"b": b"b\n"}, T0)
+    r = reader(src, late_window="0")
+    o1 = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    write_inputs(src, {"a": b"a\n"}, T0 - 10_000_000_000)
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert r.latestOffset(o1, ReadAllAvailable()) == o1
+    assert "a landed late (its mtime is 10.000s before the newest file read)" in caplog.text
+    write_inputs(src, {"c": b"c\n"}, T0 + 1)
+    o2 = r.latestOffset(o1, ReadAllAvailable())
+    assert ranges(r, o1, o2) == [("c", 0, 2)] and o2["passed_over"] == 1
+    failing = reader(src, late_window="0", on_late_file="fail")
+    with pytest.raises(LateFileError, match="passed over"):
+        failing.latestOffset(o1, ReadAllAvailable())
 
 
 def test_available_now_ignores_files_arriving_after_it_started(tmp_path: Path) -> None:
