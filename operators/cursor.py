@@ -279,15 +279,14 @@ class ScanCursor:
             unknown = max(1, diff.net - len(fresh) + len(diff.removed))
             message = (
                 f"{self.name}: more files with an mtime before the late window ({_seconds(floor)}) "
-                f"changed while the scan was stopped than its census tells apart; at least "
-                f"{unknown} file(s) that landed then are passed over (a larger late_window keeps "
-                "them by name)"
+                "changed while the scan was stopped than its census tells apart (a larger "
+                f"late_window keeps them by name); at least {unknown} file(s) that landed then"
             )
+            if self.on_late_file == "fail":
+                raise LateFileError(f"{message} cannot be told from files already read")
             self.passed_over += unknown
             self.passed_over_now += unknown
-            if self.on_late_file == "fail":
-                raise LateFileError(message)
-            logger.warning("%s", message)
+            logger.warning("%s are passed over", message)
         return fresh
 
     def _pass_over(self, entries: list[ListingEntry]) -> None:
@@ -299,11 +298,12 @@ class ScanCursor:
             message = (
                 f"{self.name}: file {self._display(entry[2])} landed late (its mtime is "
                 f"{_seconds(lateness)} before the newest file read) and late_window = 0 reads no "
-                "file that sorts before one already read: passed over"
+                "file that sorts before one already read"
             )
             if self.on_late_file == "fail":
-                raise LateFileError(message + " (on_late_file = 'fail')")
-            logger.warning("%s", message)
+                msg = f"{message} (on_late_file = 'fail': move it away, or set a late_window)"
+                raise LateFileError(msg)
+            logger.warning("%s: passed over", message)
         for entry in entries:
             self.passed_over += 1
             self.passed_over_now += 1

@@ -108,7 +108,7 @@ def test_strict_window_passes_late_files_over_with_a_count(
     o2 = r.latestOffset(o1, ReadAllAvailable())
     assert ranges(r, o1, o2) == [("c", 0, 2)] and o2["passed_over"] == 1
     failing = reader(src, late_window="0", on_late_file="fail")
-    with pytest.raises(LateFileError, match="passed over"):
+    with pytest.raises(LateFileError, match="on_late_file = 'fail'"):
         failing.latestOffset(o1, ReadAllAvailable())
 
 

@@ -1,0 +1,168 @@
+"""Files that land late (an mtime older than files already read), under the default settings,
+while the job is killed with SIGKILL and restarted: on both engines every record is published
+once. With ``late_window = 0`` (IBM's strict rule) a late file is passed over, never silently."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import PipelineDir, cli, cli_env, wait_for
+
+T0 = 1_700_000_000_000_000_000
+S = 1_000_000_000
+
+LOCAL = """\
+    engine = "local"
+    [region]
+    period = "60ms"
+    [scan]
+    directory = "landing"
+    sleep_time = "50ms"
+    [transform]
+    function = "pace:shout"
+    [sink]
+    file = "out/part-%FILENUM.txt"
+    tuples_per_file = 45
+"""
+
+SPARK = """\
+    engine = "spark"
+    [region]
+    period = "200ms"
+    [scan]
+    directory = "landing"
+    [transform]
+    sql = "SELECT upper(value) AS value FROM input"
+    [sink]
+    file = "out/part-%FILENUM.txt"
+    tuples_per_file = 45
+"""
+
+
+class Arrivals:
+    """Files landing by write-then-rename, on time or late by 10 s or by 2 hours."""
+
+    def __init__(self, pdir: PipelineDir, seed: int) -> None:
+        self.pdir = pdir
+        self.rng = random.Random(seed)
+        self.newest = T0
+        self.files: dict[str, list[str]] = {}
+
+    def land(self) -> None:
+        kind = self.rng.choice(["on_time", "on_time", "tie", "late_10s", "late_2h"])
+        mtime = {
+            "on_time": self.newest + S,
+            "tie": self.newest,
+            "late_10s": self.newest - 10 * S,
+            "late_2h": self.newest - 7200 * S,
+        }[kind]
+        self.newest = max(self.newest, mtime)
+        name = f"{kind}-{len(self.files):03d}.txt"
+        lines = [f"{name}-{j:03d}" for j in range(self.rng.randint(1, 60))]
+        landing = self.pdir.landing
+        landing.mkdir(parents=True, exist_ok=True)
+        hidden = landing / f".{name}.tmp"  # hidden while written, as copy tools do
+        hidden.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        os.utime(hidden, ns=(mtime, mtime))
+        hidden.rename(landing / name)
+        self.files[name] = lines
+
+    def check(self, got: list[str]) -> None:
+        """Every record once, and the records of each file in their order."""
+        expected = [line.upper() for lines in self.files.values() for line in lines]
+        assert len(got) == len(set(got)), "a record was published twice"
+        missing = sorted(set(expected) - set(got))
+        assert not missing, f"{len(missing)} records lost, e.g. {missing[:3]}"
+        assert sorted(got) == sorted(expected)
+        where = {line: i for i, line in enumerate(got)}
+        for lines in self.files.values():
+            places = [where[line.upper()] for line in lines]
+            assert places == sorted(places)
+
+
+def start(config: Path, **env: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "operators.cli", "run", str(config), "--no-progress"],
+        env=cli_env(**env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # one process group: the run and, on Spark, its JVM
+    )
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("engine", "rounds"),
+    [pytest.param("local", 4, id="local"), pytest.param("spark", 1, marks=pytest.mark.spark)],
+)
+def test_sigkill_while_files_land_late_publishes_every_record_once(
+    pdir: PipelineDir, engine: str, rounds: int
+) -> None:
+    arrivals = Arrivals(pdir, seed=11 if engine == "local" else 12)
+    for _ in range(4):
+        arrivals.land()
+    config = pdir.write_config(LOCAL if engine == "local" else SPARK)
+    for _ in range(rounds):
+        before = len(pdir.output_lines())
+        proc = start(config, PACE="0.001")
+        try:
+            wait_for(
+                lambda before=before: len(pdir.output_lines()) > before,
+                timeout=240,
+                what="output of this run",
+            )
+            # Files land while it runs, and it is killed at a random moment among them.
+            for _ in range(arrivals.rng.randint(2, 6)):
+                arrivals.land()
+                time.sleep(arrivals.rng.uniform(0.0, 0.3))
+        finally:
+            kill(proc)
+        for _ in range(3):  # and while it is down
+            arrivals.land()
+    done = cli("run", str(config), "--available-now", "--no-progress", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "passed over" not in done.stderr
+    arrivals.check(pdir.output_lines())
+
+
+def test_strict_window_passes_a_late_file_over_with_a_warning_a_count_or_an_error(
+    pdir: PipelineDir,
+) -> None:
+    pdir.add_file("b.txt", ["b1", "b2"])
+    config = pdir.write_config(LOCAL.replace('sleep_time = "50ms"', "late_window = 0"))
+    first = cli("run", str(config), "--available-now", "--no-progress")
+    assert first.returncode == 0, first.stderr
+    late = pdir.landing / "a.txt"
+    late.write_text("a1\n")
+    os.utime(late, ns=(T0 - 30 * S, T0 - 30 * S))
+    second = cli("run", str(config), "--available-now")
+    assert second.returncode == 0, second.stderr
+    assert "landing/a.txt landed late (its mtime is 31.000s before the newest file read)" in (
+        second.stderr
+    )
+    assert "1 PASSED OVER" in second.stderr  # the progress line
+    assert pdir.output_lines() == ["B1", "B2"]
+    shown = cli("inspect", str(pdir.root / "checkpoints" / "pipeline"))
+    assert '"passed_over": 1' in shown.stdout
+    # on_late_file = "fail": the same file stops the run, named, and nothing moves on.
+    strict = LOCAL.replace('sleep_time = "50ms"', 'late_window = 0\non_late_file = "fail"')
+    failing = pdir.write_config(
+        strict.replace("[region]", '[region]\ncheckpoint_dir = "checkpoints/pipeline"'), "f.toml"
+    )
+    pdir.add_file("c.txt", ["c1"])
+    late.rename(pdir.landing / "a2.txt")
+    failed = cli("run", str(failing), "--available-now", "--no-progress")
+    assert failed.returncode != 0
+    assert "a2.txt landed late" in failed.stderr and "on_late_file = 'fail': move" in failed.stderr
