@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import struct
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -33,7 +33,8 @@ _CELLS = _PER_TABLE * _TABLES
 #: Differences a census decodes 99 times in 100 (measured: 150 always, 300 98.5 %).
 CAPACITY = 250
 _CELL = struct.Struct("<iQI")
-_MASK64 = (1 << 64) - 1
+_TABLE = struct.Struct("<" + "iQI" * _CELLS)
+_SPARSE = struct.Struct("<HiQI")
 
 
 def name_key(name: str) -> int:
@@ -132,32 +133,41 @@ class Census:
     # -- plain values -----------------------------------------------------------------------
 
     def encode(self) -> str:
-        """The census as a short ASCII string (zlib + base64: empty cells cost nearly nothing)."""
-        raw = b"".join(
-            _CELL.pack(c, k, h)
-            for c, k, h in zip(self._count, self._keys, self._checks, strict=True)
-        )
-        packed = struct.pack("<q", self.size) + zlib.compress(raw, 6)
-        return base64.b64encode(packed).decode("ascii")
+        """The census as a short ASCII string (base64). A sparse census lists its non-empty
+        cells with their index; a dense one is the table as is: it does not compress, and zlib
+        took 0.4 ms of every cut trying."""
+        count, keys, checks = self._count, self._keys, self._checks
+        used = [i for i in range(_CELLS) if count[i] or keys[i] or checks[i]]
+        if len(used) * (_CELL.size + 2) < _TABLE.size:
+            body = b"".join(_SPARSE.pack(i, count[i], keys[i], checks[i]) for i in used)
+            head = b"s"
+        else:
+            cells = zip(count, keys, checks, strict=True)
+            body = _TABLE.pack(*itertools.chain.from_iterable(cells))
+            head = b"d"
+        return base64.b64encode(head + struct.pack("<q", self.size) + body).decode("ascii")
 
     @classmethod
     def decode(cls, text: str) -> Census:
         """The census :meth:`encode` gave; ``ValueError`` naming what is wrong otherwise."""
+        census = cls()
         try:
             packed = base64.b64decode(text.encode("ascii"), validate=True)
-            (size,) = struct.unpack_from("<q", packed)
-            raw = zlib.decompress(packed[8:])
-        except (ValueError, struct.error, zlib.error) as exc:
+            (census.size,) = struct.unpack_from("<q", packed, 1)
+            body = packed[9:]
+            cells: Iterable[tuple[int, tuple[int, int, int]]]
+            if packed[:1] == b"d" and len(body) == _TABLE.size:
+                cells = enumerate(_CELL.iter_unpack(body))
+            elif packed[:1] == b"s" and len(body) % _SPARSE.size == 0:
+                cells = ((i, (c, k, h)) for i, c, k, h in _SPARSE.iter_unpack(body))
+            else:
+                raise ValueError(f"{len(packed)} bytes of an unknown layout")
+            for i, (c, k, h) in cells:
+                census._count[i] = c
+                census._keys[i] = k
+                census._checks[i] = h
+        except (ValueError, IndexError, struct.error) as exc:
             raise ValueError(f"the scan census is not readable ({exc})") from None
-        if len(raw) != _CELLS * _CELL.size:
-            msg = f"the scan census has {len(raw)} bytes of cells, expected {_CELLS * _CELL.size}"
-            raise ValueError(msg)
-        census = cls()
-        for i, (c, k, h) in enumerate(_CELL.iter_unpack(raw)):
-            census._count[i] = c
-            census._keys[i] = k & _MASK64
-            census._checks[i] = h
-        census.size = size
         return census
 
     def __eq__(self, other: object) -> bool:

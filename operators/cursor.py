@@ -48,8 +48,8 @@ logger = logging.getLogger(__name__)
 _NS = 1_000_000_000
 _mtime_and_name = operator.itemgetter(0, 1)
 _name = operator.itemgetter(1)
-#: Buckets per window: a cut re-encodes about 1/16 of the window's names.
-_BUCKETS = 16
+#: Buckets per window: a cut re-encodes about 1/64 of the window's names (two buckets at most).
+_BUCKETS = 64
 
 
 class LateFileError(OperatorError):
@@ -316,7 +316,7 @@ def _encode_names(names: Mapping[str, int]) -> str:
     mtimes = [m for _, m in items]
     deltas = mtimes[:1] + [b - a for a, b in itertools.pairwise(mtimes)]
     raw = json.dumps([[n for n, _ in items], deltas], separators=(",", ":"), ensure_ascii=False)
-    return base64.b64encode(zlib.compress(raw.encode("utf-8", "surrogatepass"), 6)).decode()
+    return base64.b64encode(zlib.compress(raw.encode("utf-8", "surrogatepass"), 1)).decode()
 
 
 def _decode_names(text: str) -> list[tuple[str, int]]:
