@@ -8,11 +8,11 @@ that appeared (or disappeared) while it was stopped, as long as there are at mos
 :data:`CAPACITY` of them. Beyond that the difference cannot be decoded, which the scan reports
 instead of guessing.
 
-Each name hashes (BLAKE2b, stable across processes and machines) to a 64-bit key, and the key to
-a 32-bit check; the key goes into one cell of each of three sub-tables. A cell holds the number of
-names in it, the XOR of their keys and the XOR of their checks: a cell holding one name (count
-+-1 and a check that matches the key) gives that name's key, which is removed from its other
-cells, freeing more cells ("peeling").
+Each name hashes (BLAKE2b, stable across processes and machines) to a 64-bit key, and the key
+mixes to a 32-bit check; the key goes into one cell of each of three sub-tables. A cell holds
+the number of names in it, the XOR of their keys and the XOR of their checks: a cell holding
+one name (count +-1 and a check that matches the key) gives that name's key, which is removed
+from its other cells, freeing more cells ("peeling").
 """
 
 from __future__ import annotations
@@ -44,10 +44,9 @@ def name_key(name: str) -> int:
 
 
 def _check_of(key: int) -> int:
-    # A cell holds one name when its check XOR is the check of its key XOR.
-    return int.from_bytes(
-        hashlib.blake2b(key.to_bytes(8, "little"), digest_size=4).digest(), "little"
-    )
+    # A cell holds one name when its check XOR is the check of its key XOR. Keys are already
+    # uniform (BLAKE2b), so one multiplication mixes enough, at a third of a second hash's cost.
+    return (key * 0x9E3779B97F4A7C15 >> 32) & 0xFFFFFFFF
 
 
 def _cells_of(key: int) -> tuple[int, int, int]:

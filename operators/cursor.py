@@ -19,10 +19,11 @@ count is in the state (``passed_over``), and ``on_late_file = "fail"`` makes it 
 
 State (plain values, JSON)::
 
-    {"key": {"mtime_ns", "name"} | null, "floor": int | null, "window": {bucket: text},
+    {"key": {"mtime_ns", "name"} | null, "floor": int | null, "window": [text, ...],
      "census": text | null, "passed_over": int}
 
-The window is stored in buckets of mtime so that a cut encodes only the buckets that changed.
+The window is stored in segments of names in the order they were emitted: a segment is encoded
+once when it fills, so a cut encodes only the last one, however many files a burst brought.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ import json
 import logging
 import operator
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from operators.census import Census, name_key
@@ -48,8 +50,9 @@ logger = logging.getLogger(__name__)
 _NS = 1_000_000_000
 _mtime_and_name = operator.itemgetter(0, 1)
 _name = operator.itemgetter(1)
-#: Buckets per window: a cut re-encodes about 1/64 of the window's names (two buckets at most).
-_BUCKETS = 64
+_name_and_mtime = operator.itemgetter(1, 0)
+#: Names per window segment: a cut encodes at most this many (the open segment).
+_SEGMENT = 256
 
 
 class LateFileError(OperatorError):
@@ -58,6 +61,102 @@ class LateFileError(OperatorError):
 
 def _seconds(ns: int) -> str:
     return f"{ns / _NS:.3f}s"
+
+
+class _Segment:
+    """Names emitted one after the other: ``top`` is their greatest mtime."""
+
+    __slots__ = ("names", "text", "top")
+
+    def __init__(self, names: dict[str, int] | None = None, text: str | None = None) -> None:
+        self.names: dict[str, int] = names if names is not None else {}
+        self.top = max(self.names.values(), default=-(1 << 62))
+        self.text = text  # the encoded names, or None when they changed since
+
+
+class _Window:
+    """The names emitted at or above the floor (name -> mtime), kept in segments."""
+
+    def __init__(self) -> None:
+        self.where: dict[str, _Segment] = {}
+        self.segments: deque[_Segment] = deque([_Segment()])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.where
+
+    def __len__(self) -> int:
+        return len(self.where)
+
+    def put(self, name: str, mtime: int) -> None:
+        if name in self.where:
+            self.drop(name)
+        tail = self.segments[-1]
+        if len(tail.names) >= _SEGMENT:
+            tail = _Segment()
+            self.segments.append(tail)
+        tail.names[name] = mtime
+        tail.text = None
+        tail.top = max(tail.top, mtime)
+        self.where[name] = tail
+
+    def put_many(self, entries: Sequence[ListingEntry]) -> None:
+        """:meth:`put` for entries whose names are not in the window, in bulk."""
+        where = self.where
+        start = 0
+        while start < len(entries):
+            tail = self.segments[-1]
+            if len(tail.names) >= _SEGMENT:
+                tail = _Segment()
+                self.segments.append(tail)
+            chunk = entries[start : start + _SEGMENT - len(tail.names)]
+            tail.names.update(map(_name_and_mtime, chunk))
+            tail.top = max(tail.top, chunk[-1][0])  # entries are in (mtime, name) order
+            tail.text = None
+            where.update(zip(map(_name, chunk), itertools.repeat(tail)))
+            start += len(chunk)
+
+    def drop(self, name: str) -> None:
+        segment = self.where.pop(name)
+        del segment.names[name]
+        segment.text = None
+
+    def below(self, floor: int) -> list[str]:
+        """Remove and return the names of the leading segments wholly below ``floor``.
+
+        Segments are in emission order, so their tops rise but not strictly: a segment behind
+        a higher one waits for it, and its names stay in the window meanwhile (still known).
+        """
+        out: list[str] = []
+        segments = self.segments
+        while len(segments) > 1 and segments[0].top < floor:
+            segment = segments.popleft()
+            out += segment.names
+            for n in segment.names:
+                del self.where[n]
+        if len(segments) == 1 and segments[0].top < floor and segments[0].names:
+            last = segments[0]
+            out += last.names
+            for n in last.names:
+                del self.where[n]
+            segments[0] = _Segment()
+        return out
+
+    def encode(self) -> list[str]:
+        out = []
+        for segment in self.segments:
+            if not segment.names:
+                continue
+            if segment.text is None:
+                segment.text = _encode_names(segment.names)
+            out.append(segment.text)
+        return out
+
+    def load(self, texts: Iterable[str]) -> None:
+        for text in texts:
+            names = dict(_decode_names(text))
+            segment = _Segment(names, text)
+            self.segments.insert(len(self.segments) - 1, segment)
+            self.where.update(dict.fromkeys(names, segment))
 
 
 class ScanCursor:
@@ -79,7 +178,6 @@ class ScanCursor:
         self.on_late_file = on_late_file
         self.name = name
         self._display = display
-        self._width = max(self.window_ns // _BUCKETS, _NS)
         self.passed_over_now = 0  # this object's count (metrics), not state
         self.reset(None)
 
@@ -89,10 +187,7 @@ class ScanCursor:
         """Restore ``state`` (``None``: nothing emitted yet); forget every listing."""
         self.key: tuple[int, str] | None = None
         self.floor: int | None = None
-        # Names emitted at or above the floor (name -> mtime), indexed by mtime bucket.
-        self._window: dict[str, int] = {}
-        self._buckets: dict[int, set[str]] = {}
-        self._encoded: dict[int, str] = {}
+        self._window = _Window()
         self.census: Census | None = Census()
         self.passed_over = 0
         # Names of the last listing that are accounted for (emitted, or not new); None after a
@@ -107,28 +202,21 @@ class ScanCursor:
             # A checkpoint of the earlier format: {"key", "late": {name: mtime_ns}}.
             self.census = None
             for n, m in (state.get("late") or {}).items():
-                self._put(str(n), int(m))
+                self._window.put(str(n), int(m))
             self.floor = None if self.key is None else self._floor_for(self.key)
         else:
             census = state.get("census")
             self.census = Census.decode(census) if census is not None else None
             floor = state.get("floor")
             self.floor = None if floor is None else int(floor)
-            for text in (state.get("window") or {}).values():
-                for n, m in _decode_names(text):
-                    self._put(n, m)
+            self._window.load(state.get("window") or ())
             self.passed_over = int(state.get("passed_over", 0))
         if self.key is not None:
             self._advance_floor()
 
     def state(self) -> dict[str, Any]:
-        """The state as plain values; buckets unchanged since the last call are not encoded."""
-        window = {}
-        for bucket, names in self._buckets.items():
-            text = self._encoded.get(bucket)
-            if text is None:
-                text = self._encoded[bucket] = _encode_names({n: self._window[n] for n in names})
-            window[str(bucket)] = text
+        """The state as plain values (only the segments that changed are encoded again)."""
+        window = self._window.encode()
         return {
             "key": None if self.key is None else {"mtime_ns": self.key[0], "name": self.key[1]},
             "floor": self.floor,
@@ -193,7 +281,28 @@ class ScanCursor:
             if self.census is not None:
                 self.census.add(name)
         else:
-            self._put(name, mtime)
+            self._window.put(name, mtime)
+        self._advance_floor()
+
+    def emit_many(self, entries: Sequence[ListingEntry]) -> None:
+        """:meth:`emit` for each of ``entries``, in bulk when they all sort after the key (the
+        usual case: the files after the key, in order)."""
+        if not entries:
+            return
+        first = entries[0]
+        if (
+            self.key is None
+            or (first[0], first[1]) <= self.key
+            or not self._window.where.keys().isdisjoint(map(_name, entries))
+        ):
+            for entry in entries:
+                self.emit(entry)
+            return
+        if self._seen is not None:
+            self._seen.update(map(_name, entries))
+        last = entries[-1]
+        self.key = (last[0], last[1])
+        self._window.put_many(entries)
         self._advance_floor()
 
     # -- steps ------------------------------------------------------------------------------
@@ -219,35 +328,16 @@ class ScanCursor:
         if self.floor is not None and floor <= self.floor:
             return
         self.floor = floor
-        limit = floor // self._width
-        window = self._window
-        for bucket in [b for b in self._buckets if b <= limit]:
-            for n in [n for n in self._buckets[bucket] if window[n] < floor]:
-                self._drop(n)
-                if self.census is not None:
-                    self.census.add(n)
-
-    def _put(self, name: str, mtime: int) -> None:
-        if name in self._window:
-            self._drop(name)
-        self._window[name] = mtime
-        bucket = mtime // self._width
-        self._buckets.setdefault(bucket, set()).add(name)
-        self._encoded.pop(bucket, None)
-
-    def _drop(self, name: str) -> None:
-        bucket = self._window.pop(name) // self._width
-        names = self._buckets[bucket]
-        names.discard(name)
-        self._encoded.pop(bucket, None)
-        if not names:
-            del self._buckets[bucket]
+        below = self._window.below(floor)
+        if self.census is not None:
+            for n in below:
+                self.census.add(n)
 
     def _drop_vanished(self, gone: Iterable[str]) -> None:
         """Names accounted for that left the directory leave the window or the census."""
         for n in gone:
             if n in self._window:
-                self._drop(n)
+                self._window.drop(n)
             elif self.census is not None:
                 self.census.remove(n)
 
@@ -337,7 +427,7 @@ def describe_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """A short, readable form of a scan cursor's state (for ``inspect``)."""
     if "census" not in state:
         return dict(state)
-    window = sum(len(_decode_names(t)) for t in (state.get("window") or {}).values())
+    window = sum(len(_decode_names(t)) for t in state.get("window") or ())
     census = state.get("census")
     return {
         "key": state.get("key"),

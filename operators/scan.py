@@ -12,6 +12,7 @@ runs in the background that could emit a file across a reset.
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import posixpath
 import re
@@ -34,6 +35,7 @@ __all__ = ["HDFS2DirectoryScan", "ScanSettings", "within_roots"]
 logger = logging.getLogger(__name__)
 
 _NS = 1_000_000_000
+_path_of = operator.itemgetter(2)
 
 
 def _alias(*names: str) -> Any:
@@ -153,8 +155,19 @@ class HDFS2DirectoryScan(StartOperator):
         if max_records < 1:
             raise ValueError(f"{self.name}: max_records must be >= 1, got {max_records}")
         paths: list[str] = []
+        new, key = self._new, self._cursor.key
         while len(paths) < max_records:
+            pos = self._pos
+            if pos < len(new) and (key is None or (new[pos][0], new[pos][1]) > key):
+                # Files after the key, in order: accounted for in bulk (100 000s per listing).
+                take = new[pos : pos + max_records - len(paths)]
+                self._cursor.emit_many(take)
+                paths += map(_path_of, take)
+                self._pos += len(take)
+                self.files_emitted += len(take)
+                continue
             status = self.next_file()
+            new, key = self._new, self._cursor.key
             if status is None:
                 break
             paths.append(status.path)

@@ -83,18 +83,20 @@ def test_pipeline_copies_every_byte_and_reports_both_rates(results: Path) -> Non
     assert "function calls in" in data["profile_top"]  # a cProfile listing of one run
 
 
-def test_scan_emits_every_file_in_order_with_a_constant_small_checkpoint(results: Path) -> None:
+def test_scan_emits_every_file_in_order_with_a_bounded_checkpoint(results: Path) -> None:
     data = load(results, "scan")
     assert data["output_correct"] is True
     assert data["files"] == 600 and data["distinct_mtimes"] == 12
-    no_window = data["checkpoint_sizes"]["0"]
-    assert [s["files_emitted"] for s in no_window] == [6, 60, 600]
-    assert len({s["state_bytes"] for s in no_window}) == 1
-    assert all(s["late_names"] == 0 for s in no_window)
+    strict = data["checkpoint_sizes"]["0"]
+    assert [s["files_emitted"] for s in strict] == [6, 60, 600]
+    # Without a window every name is in the census, a table of fixed size.
+    assert all(s["late_names"] == 0 for s in strict)
+    assert [s["census_names"] for s in strict] == [6, 60, 600]
     assert data["target_met"]["checkpoint"] is True
-    # With a late window the state holds the names inside the window, never more than emitted.
+    # With a late window the state holds the names inside the window, the census the others.
     windowed = data["checkpoint_sizes"]["0.01"]
     assert all(0 < s["late_names"] <= s["files_emitted"] for s in windowed)
+    assert all(s["late_names"] + s["census_names"] == s["files_emitted"] for s in windowed)
     assert data["ratio"] > 0 and data["best_ratio"] > 0
 
 
