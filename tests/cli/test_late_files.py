@@ -166,3 +166,29 @@ def test_strict_window_passes_a_late_file_over_with_a_warning_a_count_or_an_erro
     failed = cli("run", str(failing), "--available-now", "--no-progress")
     assert failed.returncode != 0
     assert "a2.txt landed late" in failed.stderr and "on_late_file = 'fail': move" in failed.stderr
+
+
+def test_more_late_files_than_the_census_tells_apart_are_counted_not_lost_silently(
+    pdir: PipelineDir,
+) -> None:
+    """600 files land an hour late while the job is down: more than the census resolves. Those
+    it can name are read; the others are passed over, counted, with a WARNING."""
+    for i in range(20):
+        pdir.add_file(f"on-time-{i:02d}.txt", [f"on-time-{i:02d}"])
+    config = pdir.write_config(LOCAL.replace('sleep_time = "50ms"', 'late_window = "1s"'))
+    first = cli("run", str(config), "--available-now", "--no-progress")
+    assert first.returncode == 0, first.stderr
+    for i in range(600):
+        late = pdir.landing / f"late-{i:03d}.txt"
+        late.write_text(f"late-{i:03d}\n")
+        os.utime(late, ns=(T0 - 3600 * S, T0 - 3600 * S))
+    second = cli("run", str(config), "--available-now")
+    assert second.returncode == 0, second.stderr
+    assert "changed while the scan was stopped than its census tells apart" in second.stderr
+    read = [line for line in pdir.output_lines() if line.startswith("LATE-")]
+    assert len(read) == len(set(read))
+    shown = cli("inspect", str(pdir.root / "checkpoints" / "pipeline"))
+    passed_over = 600 - len(read)
+    assert passed_over > 0 and f'"passed_over": {passed_over}' in shown.stdout
+    assert f"at least {passed_over} file(s) that landed then are passed over" in second.stderr
+    assert f"{passed_over} PASSED OVER" in second.stderr
