@@ -331,3 +331,37 @@ def test_set_directory_is_confined_to_roots_and_starts_the_new_directory_afresh(
     assert names(scan) == []
     scan.reset(moved)
     assert scan.directory == other and names(scan) == []
+
+
+def test_late_window_changed_between_runs(landing: Landing, clock: FakeClock) -> None:
+    """10m -> 0 -> 10m on the same checkpoints: each run follows its own setting, nothing is
+    read twice, and a file passed over under 0 stays passed over (it was reported)."""
+    for i in range(5):
+        landing.put(f"f{i}", "x", T0 + i * S)
+    first = make_scan(landing, clock)
+    assert names(first) == [f"f{i}" for i in range(5)]
+    strict = make_scan(landing, clock, late_window=0)
+    strict.reset(json.loads(json.dumps(first.checkpoint(1))))
+    landing.put("late-a", "x", T0 + 2 * S)
+    landing.put("g", "x", T0 + 10 * S)
+    assert names(strict) == ["g"] and strict.passed_over == 1
+    wide = make_scan(landing, clock)
+    wide.reset(json.loads(json.dumps(strict.checkpoint(2))))
+    landing.put("late-b", "x", T0 + 3 * S)
+    assert names(wide) == ["late-b"] and wide.passed_over == 1
+    assert names(make_scan(landing, clock, late_window="1s")) != []  # a fresh scan reads all
+    narrow = make_scan(landing, clock, late_window="1s")
+    narrow.reset(json.loads(json.dumps(wide.checkpoint(3))))
+    clock.advance(5)
+    assert names(narrow) == []
+
+
+def test_a_file_that_matches_a_widened_pattern_is_new(landing: Landing, clock: FakeClock) -> None:
+    landing.put("a.txt", "x", T0)
+    landing.put("b.csv", "x", T0 + 1 * S)
+    landing.put("c.csv", "x", T0 + 3600 * S)
+    csv = make_scan(landing, clock, pattern=r".*\.csv")
+    assert names(csv) == ["b.csv", "c.csv"]
+    every = make_scan(landing, clock)
+    every.reset(json.loads(json.dumps(csv.checkpoint(1))))
+    assert names(every) == ["a.txt"]  # an hour below the window: the census names it
