@@ -247,10 +247,10 @@ class ScanCursor:
         """
         key = self.key
         seen = self._seen
-        names = set(map(_name, listing))
         if key is None:
             self._seen = set()
             return list(listing)
+        names = set(map(_name, listing))
         if seen is not None:
             self._drop_vanished(seen - names)
             fresh = names - seen
@@ -290,10 +290,9 @@ class ScanCursor:
         if not entries:
             return
         first = entries[0]
-        if (
-            self.key is None
-            or (first[0], first[1]) <= self.key
-            or not self._window.where.keys().isdisjoint(map(_name, entries))
+        where = self._window.where
+        if (self.key is not None and (first[0], first[1]) <= self.key) or (
+            where and not where.keys().isdisjoint(map(_name, entries))
         ):
             for entry in entries:
                 self.emit(entry)
