@@ -21,7 +21,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from operators.errors import BadRecordError, OperatorError
+from operators.decoding import LineDecoder, OnDecodeError, line_encoding_problem
+from operators.errors import OperatorError
 from region.fs import FileStatus, FileSystem
 from region.settings import Duration, Encoding
 from region.state import Batch, StartOperator, State, StateHandler
@@ -57,7 +58,8 @@ class SourceSettings(BaseModel):
     encoding: Encoding = "utf-8"
     #: Undecodable line: ``fail`` (error naming file and byte offset), ``replace`` (U+FFFD) or
     #: ``skip`` (dropped, with a WARNING naming file and offset, counted in ``records_skipped``).
-    on_decode_error: Literal["fail", "replace", "skip"] = Field(
+    #: The rule is :mod:`operators.decoding`'s, shared with the Spark source.
+    on_decode_error: OnDecodeError = Field(
         "fail", validation_alias=AliasChoices("on_decode_error", "onDecodeError")
     )
     #: Bytes per record in binary mode (the last block of a file may be shorter).
@@ -69,10 +71,9 @@ class SourceSettings(BaseModel):
 
     @model_validator(mode="after")
     def _lines_need_ascii_newlines(self) -> SourceSettings:
-        # Lines are split on the byte 0x0A before decoding, so LF must be that single byte.
-        if self.format == "line" and "\n".encode(self.encoding) != b"\n":
-            msg = f"encoding {self.encoding!r} cannot be read in line mode (LF is not one byte)"
-            raise ValueError(msg)
+        problem = line_encoding_problem(self.encoding) if self.format == "line" else None
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 
@@ -150,7 +151,7 @@ class HDFS2FileSource(StartOperator):
         self.files_opened = 0
         self.records = 0
         self.bytes = 0
-        self.records_skipped = 0
+        self._decoder = LineDecoder(settings.encoding, settings.on_decode_error)
         self.files_vanished = 0
         # Checkpointed state.
         self._path: str | None = settings.file
@@ -390,22 +391,17 @@ class HDFS2FileSource(StartOperator):
             self._block, self._block_pos, self._block_end = b"", 0, -1
 
     def _decode(self, lines: list[bytes], *, terminated: bool) -> list[str]:
-        """Decode ``lines`` (starting at ``_offset``) in one call; CR before LF is dropped."""
-        settings = self.settings
+        """Decode ``lines`` (starting at ``_offset``) in one call; CR before LF is dropped. The
+        rule and its errors are :class:`~operators.decoding.LineDecoder`'s."""
+        decoder = self._decoder
         raw = b"\n".join(lines)
-        errors = "replace" if settings.on_decode_error == "replace" else "strict"
         try:
-            text = raw.decode(settings.encoding, errors)
+            text = raw.decode(decoder.encoding, decoder.errors)
         except UnicodeDecodeError as exc:
-            if settings.on_decode_error == "fail":
+            if decoder.on_decode_error == "fail":
                 line_start = self._offset + raw.rfind(b"\n", 0, exc.start) + 1
-                assert self._path is not None
-                msg = (
-                    f"{self.name}: file {self._fs.display(self._path)}: the line at byte offset "
-                    f"{line_start} is not valid {settings.encoding} ({exc.reason} at byte "
-                    f"{self._offset + exc.start})"
-                )
-                raise BadRecordError(msg, file=self._path, offset=line_start) from None
+                self._name_file()
+                raise decoder.error(line_start, exc, self._offset + exc.start) from None
             return self._decode_each(lines, terminated=terminated)
         if terminated and "\r" in text:
             text = text.replace("\r\n", "\n")
@@ -417,30 +413,20 @@ class HDFS2FileSource(StartOperator):
         return out
 
     def _decode_each(self, lines: list[bytes], *, terminated: bool) -> list[str]:
-        settings = self.settings
-        errors = "replace" if settings.on_decode_error == "replace" else "strict"
-        out: list[str] = []
+        starts = []
         offset = self._offset
         for line in lines:
-            try:
-                text = line.decode(settings.encoding, errors)
-            except UnicodeDecodeError as exc:
-                assert self._path is not None
-                self.records_skipped += 1
-                logger.warning(
-                    "%s: file %s: skipped the line at byte offset %s, not valid %s (%s)",
-                    self.name,
-                    self._fs.display(self._path),
-                    offset,
-                    settings.encoding,
-                    exc.reason,
-                )
-            else:
-                if terminated and text.endswith("\r"):
-                    text = text[:-1]
-                out.append(text)
+            starts.append(offset)
             offset += len(line) + 1
+        if terminated:  # a CR right before the LF is part of the line end
+            lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+        self._name_file()
+        out, _ = self._decoder.decode_lines(lines, starts)
         return out
+
+    def _name_file(self) -> None:
+        assert self._path is not None
+        self._decoder.reading(self._path, self._fs.display(self._path))
 
     def _read_blocks(self, max_records: int) -> list[bytes]:
         size = self.settings.block_size
@@ -482,6 +468,11 @@ class HDFS2FileSource(StartOperator):
     def offset(self) -> int:
         """Byte offset of the next record of :attr:`path`."""
         return self._offset
+
+    @property
+    def records_skipped(self) -> int:
+        """Lines dropped by ``on_decode_error = "skip"`` (each logged)."""
+        return self._decoder.skipped
 
     def metrics(self) -> dict[str, int]:
         return {

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.errors import BadRecordError
+from operators.decoding import LineDecoder, OnDecodeError
 from region.fs import FileSystem
 
 __all__ = [
@@ -68,19 +68,21 @@ def _first_line_start(fs: FileSystem, path: str, start: int, size: int, chunk: i
 
 
 class _Decoder:
-    """Binary lines to a string array in ``encoding``; the error policy is the file source's."""
+    """Binary lines to a string array in ``encoding``; the rule and its errors are
+    :class:`operators.decoding.LineDecoder`'s (the in-process source's)."""
 
-    def __init__(self, encoding: str, on_error: str, display: str) -> None:
+    def __init__(self, encoding: str, on_error: OnDecodeError, path: str, display: str) -> None:
+        self.rule = LineDecoder(encoding, on_error)
+        self.rule.reading(path, display)
         self.encoding = encoding
         self.utf8 = _is_utf8(encoding)
-        self.on_error = on_error
-        self.display = display
 
     def decode(
-        self, lines: pa.Array, starts: np.ndarray, raw: bytes | None
+        self, lines: pa.Array, starts: np.ndarray, raw: bytes | None, *, keep_last_cr: bool
     ) -> tuple[pa.Array, np.ndarray | None]:
         """(decoded lines, the indices kept or ``None`` when all are). ``raw`` is the chunk the
-        lines were cut from (transcoded in one call for other encodings)."""
+        lines were cut from (transcoded in one call for other encodings); ``keep_last_cr``: its
+        last line is the file's, without LF (its CR is not a line end)."""
         if self.utf8:
             try:
                 return lines.cast(pa.string()), None
@@ -93,52 +95,42 @@ class _Decoder:
         if text is not None and raw is not None and text.count("\n") == raw.count(b"\n"):
             # Transcoding keeps LF bytes, so the line structure is the same.
             values = text.encode("utf-8")
-            return _split(values, len(lines), strip_cr=True)[0].cast(pa.string()), None
+            split = _split(values, len(lines), strip_cr=True, keep_last_cr=keep_last_cr)
+            return split[0].cast(pa.string()), None
         return self._each(lines, starts)
 
     def _each(self, lines: pa.Array, starts: np.ndarray) -> tuple[pa.Array, np.ndarray | None]:
         """The slow path, only for chunks holding undecodable bytes: line by line."""
-        out: list[str] = []
-        kept: list[int] = []
-        for i, value in enumerate(lines.to_pylist()):
-            try:
-                out.append(value.decode(self.encoding))
-                kept.append(i)
-            except UnicodeDecodeError as exc:
-                offset = int(starts[i]) + exc.start
-                if self.on_error == "fail":
-                    msg = (
-                        f"{self.display}: bytes not decodable as {self.encoding} at byte "
-                        f"offset {offset} (set on_decode_error to replace or skip)"
-                    )
-                    raise BadRecordError(msg, file=self.display, offset=offset) from None
-                if self.on_error == "replace":
-                    out.append(value.decode(self.encoding, "replace"))
-                    kept.append(i)
-                else:
-                    logger.warning(
-                        "%s: skipped a line not decodable as %s at byte offset %s",
-                        self.display,
-                        self.encoding,
-                        offset,
-                    )
-        index = None if len(kept) == len(lines) else np.asarray(kept, dtype=np.int64)
+        out, kept = self.rule.decode_lines(lines.to_pylist(), starts.tolist())
+        index = None if kept is None else np.asarray(kept, dtype=np.int64)
         return pa.array(out, pa.string()), index
 
 
-def _split(data: bytes, limit: int, *, strip_cr: bool) -> tuple[pa.Array, np.ndarray]:
+def _split(
+    data: bytes, limit: int, *, strip_cr: bool, keep_last_cr: bool = False
+) -> tuple[pa.Array, np.ndarray]:
     """The first ``limit`` LF-terminated lines of ``data`` (which ends with LF) without their
     line ends, as a binary array, and the offsets of their starts in ``data``."""
     buf = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(buf == _NL)[:limit]
-    return _cut(data, buf, ends, strip_cr=strip_cr and b"\r" in data)
+    all_ends = np.flatnonzero(buf == _NL)
+    ends = all_ends[:limit]
+    keep = keep_last_cr and len(ends) == len(all_ends)
+    return _cut(data, buf, ends, strip_cr=strip_cr and b"\r" in data, keep_last_cr=keep)
 
 
 def _cut(
-    data: bytes | memoryview, buf: np.ndarray, ends: np.ndarray, *, strip_cr: bool
+    data: bytes | memoryview,
+    buf: np.ndarray,
+    ends: np.ndarray,
+    *,
+    strip_cr: bool,
+    keep_last_cr: bool = False,
 ) -> tuple[pa.Array, np.ndarray]:
     """The lines of ``data`` (``buf`` is its bytes) ending at the LFs at ``ends``, without their
-    line ends (and a CR before the LF with ``strip_cr``), and where each starts."""
+    line ends (and a CR before the LF with ``strip_cr``), and where each starts.
+
+    ``keep_last_cr``: the last LF was added after the file's last line, so a CR before it is
+    the line's own (a CR is a line end only before a real LF: :mod:`operators.decoding`)."""
     n = len(ends)
     offsets = np.empty(n + 1, dtype=np.int32)
     offsets[0] = 0
@@ -151,6 +143,8 @@ def _cut(
     if strip_cr and n:
         before = np.maximum(ends - 1, 0)
         has_cr = (ends > starts) & (buf[before] == _CR)
+        if keep_last_cr:
+            has_cr[-1] = False
         if has_cr.any():
             lines = pc.if_else(pa.array(has_cr), pc.binary_slice(lines, 0, -1), lines)
     return lines, starts
@@ -164,17 +158,17 @@ def read_lines(
     *,
     size: int,
     encoding: str = "utf-8",
-    on_decode_error: str = "fail",
+    on_decode_error: OnDecodeError = "fail",
     chunk_size: int = 8 << 20,
     file_info: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the lines owned by ``[start, end)`` of a file of ``size`` bytes.
 
     ``size`` is the size when the range was planned: bytes appended later are never read, so a
-    replay yields the same lines. LF and CRLF ends are removed; a last line without LF counts.
+    replay yields the same lines. The line rule is :mod:`operators.decoding`'s.
     """
     display = fs.display(path)
-    decoder = _Decoder(encoding, on_decode_error, display)
+    decoder = _Decoder(encoding, on_decode_error, path, display)
     schema = record_schema(binary=False, file_info=file_info)
     base = _first_line_start(fs, path, start, size, chunk_size)
     want = chunk_size
@@ -189,10 +183,12 @@ def read_lines(
                 f"{base}, got {len(data)}); it was {size} bytes when planned"
             )
             raise OSError(msg)
+        unterminated = False
         if base + length >= size:
             consumed = length
             if data[-1] != _NL:
                 data += b"\n"  # the last line of the file has no LF
+                unterminated = True
             view = memoryview(data)
         else:
             consumed = data.rfind(b"\n") + 1
@@ -207,9 +203,11 @@ def read_lines(
         total = len(ends)
         limit = total if base + consumed <= end else _lines_before(ends, end - base)
         has_cr = data.find(b"\r", 0, len(view)) >= 0
-        lines, starts = _cut(view, buf, ends[:limit], strip_cr=has_cr)
+        keep_last_cr = unterminated and limit == total
+        lines, starts = _cut(view, buf, ends[:limit], strip_cr=has_cr, keep_last_cr=keep_last_cr)
         starts += base
-        values, kept = decoder.decode(lines, starts, None if decoder.utf8 else bytes(view))
+        raw = None if decoder.utf8 else bytes(view)
+        values, kept = decoder.decode(lines, starts, raw, keep_last_cr=keep_last_cr)
         if kept is not None:
             starts = starts[kept]
         columns = [values]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from operators.decoding import OnDecodeError
 from operators.fs.local import LocalFileSystem
 from region.fs import FileSystem
 
@@ -41,7 +42,7 @@ class ScanConfig:
     on_late_file: Literal["warn", "fail"]
     binary: bool
     encoding: str
-    on_decode_error: str
+    on_decode_error: OnDecodeError
     block_size: int
     read_chunk: int
     max_files_per_trigger: int | None
