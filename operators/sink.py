@@ -43,6 +43,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from operators.errors import BadRecordError, OperatorError
+from operators.publish import publish
+from operators.rolling import RollingPolicy
 from operators.safepath import confine, name_problem
 from operators.templating import FileNameTemplate
 from region.checkpoint import dir_permission
@@ -51,7 +53,7 @@ from region.fs import FileSystem, FileWriter, LeaseRecoverer
 from region.settings import Duration, Encoding, FileMode
 from region.state import Batch, SinkOperator, State
 
-__all__ = ["HDFS2FileSink", "SinkSettings"]
+__all__ = ["HDFS2FileSink", "SinkSettings", "rolling_policy"]
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +195,16 @@ class SinkSettings(BaseModel):
         return posixpath.join(self.directory, self.file) if self.directory else self.file
 
 
+def rolling_policy(settings: SinkSettings) -> RollingPolicy:
+    """The rolling policy the sink settings describe (also the Spark sink's)."""
+    return RollingPolicy(
+        tuples=settings.tuples_per_file,
+        bytes=settings.bytes_per_file,
+        seconds=settings.time_per_file,
+        on_punctuation=settings.close_on_punct,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Closed:
     """A closed, synced file waiting to be published."""
@@ -297,9 +309,7 @@ class HDFS2FileSink(SinkOperator):
         self._atomic = settings.publish == "atomic"
         self._line = settings.format == "line"
         self._attr = settings.file_attribute_name
-        self._tuples_limit = settings.tuples_per_file
-        self._bytes_limit = settings.bytes_per_file
-        self._time_limit = settings.time_per_file
+        self._rolling = rolling_policy(settings)
         self._encoding = settings.encoding
         # Encodings with a byte-order mark write it once, at the start of each file.
         self._bom = "".encode(self._encoding)
@@ -412,7 +422,7 @@ class HDFS2FileSink(SinkOperator):
                 self._write_run(records, 0, len(records))
             else:
                 self._write_named(records)
-        if batch.punctuation and self.settings.close_on_punct:
+        if batch.punctuation and self._rolling.on_punctuation:
             self._close_current()
 
     def on_tick(self, now: float) -> None:
@@ -431,8 +441,7 @@ class HDFS2FileSink(SinkOperator):
 
     def _roll_if_old(self, now: float) -> None:
         cur = self._cur
-        limit = self._time_limit
-        if limit is not None and cur is not None and now - cur.opened_at >= limit:
+        if cur is not None and self._rolling.expired(cur.opened_at, now):
             self._close_current()
 
     def _write_run(
@@ -451,8 +460,9 @@ class HDFS2FileSink(SinkOperator):
         while i < end:
             cur = self._cur if self._cur is not None else self._open(None)
             take = end - i
-            if self._tuples_limit is not None:
-                take = min(take, self._tuples_limit - cur.tuples)
+            room = self._rolling.room(cur.tuples)
+            if room is not None:
+                take = min(take, room)
                 if take <= 0:  # restored from a run with a larger limit
                     self._close_current()
                     continue
@@ -476,9 +486,7 @@ class HDFS2FileSink(SinkOperator):
             self.metrics.tuples_written += take
             self.metrics.bytes_written += len(data)
             i += take
-            if (self._tuples_limit is not None and cur.tuples >= self._tuples_limit) or (
-                self._bytes_limit is not None and cur.size >= self._bytes_limit
-            ):
+            if self._rolling.full(cur.tuples, cur.size):
                 self._close_current()
 
     def _encode(
@@ -498,19 +506,22 @@ class HDFS2FileSink(SinkOperator):
             for j, record in enumerate(chunk):
                 self._encode_one(record, start + j, cur)
             raise  # not reached: one record above failed alone
-        limit = self._bytes_limit
-        if limit is None or cur.size + len(data) < limit or take == 1:
+        rolling = self._rolling
+        if take == 1 or not rolling.crosses(cur.size, len(data)):
             return data, take
-        # This chunk crosses the limit: find the record that reaches it.
-        pieces = []
-        size = cur.size
+        # This chunk crosses the byte limit: encode record by record up to the one reaching it.
+        pieces: list[bytes] = []
+        cumulative: list[int] = []
+        added = 0
         for j, record in enumerate(chunk):
             piece = self._encode_one(record, start + j, cur)
             pieces.append(piece)
-            size += len(piece)
-            if size >= limit:
+            added += len(piece)
+            cumulative.append(added)
+            if rolling.crosses(cur.size, added):
                 break
-        return b"".join(pieces), len(pieces)
+        fit = rolling.fitting(cumulative, cur.size)
+        return b"".join(pieces[:fit]), fit
 
     def _encode_one(self, record: Any, index: int, cur: _Open) -> bytes:
         where = f"record {index} of the batch for {self._fs.display(cur.final)}"
@@ -759,33 +770,11 @@ class HDFS2FileSink(SinkOperator):
         logger.debug("sink %s: closed %s (%s bytes)", self.name, cur.work, cur.size)
 
     def _publish(self, done: _Closed, *, notify: bool = True, recovering: bool = False) -> None:
-        """Rename a covered file to its final name; safe to repeat (Beam's finalize rule).
-
-        When neither name exists, a live publish raises (someone deleted our in-progress file).
-        A recovering one only warns: the crashed process most likely renamed the file and a
-        reader has since moved it away, and failing the region forever would not bring it back.
-        """
+        """Rename a covered file to its final name; safe to repeat (:mod:`operators.publish`)."""
         if self._atomic:
-            try:
-                self._fs.rename(done.work, done.final)
-            except FileNotFoundError:
-                if not self._fs.exists(done.final):
-                    msg = (
-                        f"sink {self.name!r}: cannot publish {self._fs.display(done.final)}: "
-                        f"neither it nor {self._fs.display(done.work)} exists"
-                    )
-                    if not recovering:
-                        raise FileNotFoundError(msg) from None
-                    logger.warning("%s (published before the crash and moved away since?)", msg)
-                    return
-                # renamed before a crash
-            except FileExistsError:
-                if self._fs.exists(done.work):
-                    msg = (
-                        f"sink {self.name!r}: cannot publish {self._fs.display(done.work)}: "
-                        f"{self._fs.display(done.final)} exists and is never overwritten"
-                    )
-                    raise FileExistsError(msg) from None
+            publish(
+                self._fs, done.work, done.final, who=f"sink {self.name!r}", recovering=recovering
+            )
         if notify:
             self.metrics.files_published += 1
             self.metrics.published.append((done.final, done.size))

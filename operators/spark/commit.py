@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from operators.publish import publish
 from region.checkpoint import dir_permission
 from region.fs import FileSystem
 
@@ -187,17 +188,11 @@ class SinkLog:
             writer.close()
 
     def _apply(self, batch_id: int, renames: Sequence[Sequence[str]]) -> None:
-        """Perform the planned renames; each is skipped when already done (source gone,
-        target present), so a crash anywhere in here is repaired by running it again."""
+        """Perform the planned renames by the publish rule (:mod:`operators.publish`): each is
+        skipped when already done, so a crash anywhere in here is repaired by running it
+        again, and no rename ever overwrites a file."""
         for i, (src, dst) in enumerate(renames):
-            if self._fs.exists(src):
-                self._fs.rename(src, dst, overwrite=True)
-            elif not self._fs.exists(dst):
-                msg = (
-                    f"sink batch {batch_id}: cannot publish {self._fs.display(dst)}: neither it "
-                    f"nor its in-progress file {self._fs.display(src)} exists (deleted by hand?)"
-                )
-                raise FileNotFoundError(msg)
+            publish(self._fs, src, dst, who=f"sink batch {batch_id}")
             if i == 0:
                 self._fault_at("after_first_rename", batch_id)
 
@@ -290,6 +285,15 @@ class SinkLog:
         for f in ordered:
             dst = self._namer(f, next_filenum)
             next_filenum += 1
+            while self._fs.exists(dst):  # a file put there by someone else: never overwritten
+                taken, dst = dst, self._namer(f, next_filenum)
+                if dst == taken:
+                    shown = self._fs.display(dst)
+                    raise FileExistsError(
+                        f"sink batch {batch_id}: {shown} exists (never overwritten)"
+                    )
+                logger.info("sink batch %s: %s exists, skipping its number", batch_id, taken)
+                next_filenum += 1
             renames.append([f.path, dst])
             published.append({"path": dst, "rows": f.rows, "size": f.size})
         entry = {

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from operators.decoding import OnDecodeError
 from operators.fs.local import LocalFileSystem
+from operators.rolling import RollingPolicy
 from region.fs import FileSystem
 
 if TYPE_CHECKING:
@@ -67,8 +68,7 @@ class SinkConfig:
     time_format: str
     output_dir: str
     log_dir: str
-    tuples_per_file: int | None
-    bytes_per_file: int | None
+    rolling: RollingPolicy
     encoding: str
     binary: bool
     exactly_once: bool

@@ -22,7 +22,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from operators.fs import open_filesystem
 from operators.fs.settings import FileSystemSettings, split_uri
 from operators.scan import ScanSettings
-from operators.sink import SinkSettings
+from operators.sink import SinkSettings, rolling_policy
 from operators.source import SourceSettings
 from operators.spark.config import ScanConfig, SinkConfig
 from region.errors import ConfigError
@@ -312,8 +312,7 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         time_format=sink.time_format,
         output_dir=output_dir,
         log_dir=log_dir,
-        tuples_per_file=sink.tuples_per_file,
-        bytes_per_file=sink.bytes_per_file,
+        rolling=rolling_policy(sink),
         encoding=sink.encoding,
         binary=sink.format == "binary",
         exactly_once=sink.delivery == "exactly_once",

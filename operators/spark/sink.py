@@ -9,7 +9,7 @@ Plain directory readers (``spark.read.text``, ``hdfs dfs -cat``) see only comple
 committed files, each record once. ``%FILENUM`` is assigned at commit, in partition order.
 
 Files never span micro-batches: ``tuples_per_file`` / ``bytes_per_file`` roll within one task's
-output of one batch.
+output of one batch, by the in-process sink's rolling policy (:mod:`operators.rolling`).
 """
 
 from __future__ import annotations
@@ -185,9 +185,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                     size = sum(len(b) for b in data)
                     out.write(data, take, size)
                     start += take
-                    if (sink.tuples_per_file is not None and out.rows >= sink.tuples_per_file) or (
-                        sink.bytes_per_file is not None and out.size >= sink.bytes_per_file
-                    ):
+                    if sink.rolling.full(out.rows, out.size):
                         out.close()
             out.close()
         except BaseException:
@@ -196,24 +194,23 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         return SinkTaskMessage(out.partition, out.attempt, out.files)
 
     def _room(self, values: pa.Array, start: int, rows: int, size: int) -> int:
-        """How many records from ``start`` go into the current file before it rolls."""
-        sink = self.config
+        """How many records from ``start`` go into the current file before it rolls (the rule
+        is :class:`operators.rolling.RollingPolicy`'s, the in-process sink's)."""
+        rolling = self.config.rolling
         n = len(values) - start
-        if sink.tuples_per_file is not None:
-            return min(n, sink.tuples_per_file - rows)
-        if sink.bytes_per_file is not None:
-            import numpy as np
-            import pyarrow.compute as pc
+        room = rolling.room(rows)
+        if room is not None:
+            n = min(n, max(1, room))
+        if rolling.bytes is None:
+            return n
+        import numpy as np
+        import pyarrow.compute as pc
 
-            # Sizes of the records as written (UTF-8 + LF); the record reaching the limit is
-            # the file's last one.
-            piece = values.slice(start, n)
-            lengths = pc.binary_length(piece).fill_null(0).to_numpy(zero_copy_only=False)
-            lengths = lengths.astype(np.int64) + (0 if sink.binary else 1)
-            cumulative = np.cumsum(lengths)
-            reach = int(np.searchsorted(cumulative, sink.bytes_per_file - size, side="left"))
-            return min(n, reach + 1)
-        return n
+        # Sizes of the records as written (UTF-8 + LF).
+        piece = values.slice(start, n)
+        lengths = pc.binary_length(piece).fill_null(0).to_numpy(zero_copy_only=False)
+        cumulative = np.cumsum(lengths.astype(np.int64) + (0 if self.config.binary else 1))
+        return rolling.fitting(cumulative, size)
 
     def _log(self) -> SinkLog:
         template = FileNameTemplate(self.config.template, self.config.time_format)

@@ -180,3 +180,20 @@ def test_random_crash_points_publish_every_batch_exactly_once(
         assert leftovers(out) == []
     names = sorted(n for n in os.listdir(out) if not n.startswith((".", "_")))
     assert names == [f"part-{i:05d}.txt" for i in range(len(names))]
+
+
+def test_a_file_already_at_a_planned_name_is_skipped_never_overwritten(tmp_path: Path) -> None:
+    (tmp_path / "part-00001.txt").write_text("someone else's\n")
+    log = make_log(LocalFileSystem(), tmp_path)
+    result = log.commit(0, write_task_files(tmp_path, [["a"], ["b"]]))
+    assert [Path(p).name for p in result.published] == ["part-00000.txt", "part-00002.txt"]
+    assert (tmp_path / "part-00001.txt").read_text() == "someone else's\n"
+    # Appearing between the write-ahead entry and the renames: an error naming it, not a loss.
+    files = write_task_files(tmp_path, [["c"]])
+    (tmp_path / "part-00003.txt").write_text("raced\n")
+    log2 = make_log(LocalFileSystem(), tmp_path)
+    entry_renames = [[files[0].path, str(tmp_path / "part-00003.txt")]]
+    with pytest.raises(FileExistsError, match=r"part-00003\.txt exists and is never overwritten"):
+        log2._apply(1, entry_renames)
+    assert (tmp_path / "part-00003.txt").read_text() == "raced\n"
+    assert Path(files[0].path).exists()
