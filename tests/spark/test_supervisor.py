@@ -72,7 +72,8 @@ def test_a_failed_query_restarts_from_its_checkpoint(spark: Any, tmp_path: Path)
         on_restart=repair,
     )
     supervisor.run()
-    assert len(restarts) == 1 and "b.txt" in restarts[0] and "byte offset 4" in restarts[0]
+    assert len(restarts) == 1 and "b.txt: the line at byte offset 0" in restarts[0]
+    assert "at byte 4" in restarts[0]
     assert supervisor.attempt == 2
     assert published_lines(tmp_path / "out") == ["one", "two", "bad ?"]
     assert leftovers(tmp_path / "out") == []
