@@ -217,7 +217,13 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 planned.append(_Range(entry, begin, begin + room))
             break
         if not planned:
-            return start
+            if cursor.passed_over == start.get("passed_over", 0):
+                return start
+            # Files were passed over: an empty batch records it, so a restart does not report
+            # them again and progress shows the count.
+            seq = int(start["seq"]) + 1
+            self._at = (seq, None)
+            return {"v": 2, "seq": seq, "pos": pos, "plan": None, **cursor.state()}
         # 3. The new offset and its plan.
         new_pos = pos
         for r in planned:

@@ -102,11 +102,18 @@ def test_strict_window_passes_late_files_over_with_a_count(
     o1 = r.latestOffset(r.initialOffset(), ReadAllAvailable())
     write_inputs(src, {"a": b"a\n"}, T0 - 10_000_000_000)
     with caplog.at_level(logging.WARNING, logger="operators.cursor"):
-        assert r.latestOffset(o1, ReadAllAvailable()) == o1
+        passed = r.latestOffset(o1, ReadAllAvailable())
     assert "a landed late (its mtime is 10.000s before the newest file read)" in caplog.text
+    # An empty batch records the decision: a restart does not report the file again.
+    assert ranges(r, o1, passed) == [] and passed["passed_over"] == 1
+    assert r.latestOffset(passed, ReadAllAvailable()) == passed
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert reader(src, late_window="0").latestOffset(passed, ReadAllAvailable()) == passed
+    assert caplog.text == ""
     write_inputs(src, {"c": b"c\n"}, T0 + 1)
-    o2 = r.latestOffset(o1, ReadAllAvailable())
-    assert ranges(r, o1, o2) == [("c", 0, 2)] and o2["passed_over"] == 1
+    o2 = r.latestOffset(passed, ReadAllAvailable())
+    assert ranges(r, passed, o2) == [("c", 0, 2)] and o2["passed_over"] == 1
     failing = reader(src, late_window="0", on_late_file="fail")
     with pytest.raises(LateFileError, match="on_late_file = 'fail'"):
         failing.latestOffset(o1, ReadAllAvailable())
