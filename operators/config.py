@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -40,9 +42,11 @@ from pydantic import (
 )
 
 from operators.fs.settings import FileSystemSettings, split_uri
+from operators.listing import would_list
 from operators.scan import ScanSettings
 from operators.sink import SinkSettings
 from operators.source import SourceSettings
+from operators.templating import FileNameTemplate
 from region.errors import ConfigError
 from region.settings import RegionSettings, load_toml
 
@@ -183,7 +187,41 @@ class PipelineConfig(BaseModel):
                 f"[source] file: {self.source.file!r} is not used in a pipeline "
                 "(the scan names the files to read); remove it"
             )
+        self._output_outside_input()
         return self
+
+    def _output_outside_input(self) -> None:
+        """Refuse a sink that writes files the scan would read: it would read its own output
+        forever (every output record becomes input again)."""
+        watched = posixpath.normpath(self.display(self.scan_directory))
+        pattern = re.compile(self.scan.pattern) if self.scan.pattern is not None else None
+        sink = self.sink
+        template = sink.template
+        if template is None:  # file names come from the records, anywhere below the base
+            assert sink.directory is not None
+            base = posixpath.normpath(self.display(sink.directory))
+            if watched == base or watched.startswith(base.rstrip("/") + "/"):
+                raise ValueError(
+                    f"[sink] directory: {sink.directory!r} holds the watched directory "
+                    f"{self.scan_directory!r}, and records may name files there, which the scan "
+                    "would read again: write below another directory"
+                )
+            return
+        names = [template]
+        if sink.rejects_file is not None:
+            names.append(posixpath.join(posixpath.dirname(template), sink.rejects_file))
+        for name in names:
+            sample = FileNameTemplate(name, sink.time_format).render(filenum=0, now=time.time())
+            folder, base_name = posixpath.split(sample)
+            if posixpath.normpath(self.display(folder or ".")) == watched and would_list(
+                base_name, pattern
+            ):
+                key = "[sink] file" if name == template else "[sink] rejects_file"
+                raise ValueError(
+                    f"{key}: {name!r} writes into the watched directory {self.scan_directory!r} "
+                    f"and the scan would read its own output ({base_name!r} is read): write "
+                    "elsewhere, or set [scan] pattern so that it does not match"
+                )
 
     @property
     def scan_directory(self) -> str:

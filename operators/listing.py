@@ -12,7 +12,7 @@ from typing import Any
 
 from region.fs import EntryLister, FileStatus, FileSystem, ListingEntry
 
-__all__ = ["ScanKey", "is_in_flight", "list_ready", "list_ready_keyed"]
+__all__ = ["ScanKey", "is_in_flight", "list_ready", "list_ready_keyed", "would_list"]
 
 #: Suffix the HDFS shell gives a file while ``hdfs dfs -put`` copies it.
 COPYING_SUFFIX = "._COPYING_"
@@ -45,6 +45,11 @@ _name = operator.itemgetter(1)
 def is_in_flight(name: str) -> bool:
     """Hidden (``.x``, ``_x``) and ``._COPYING_`` names are files still being written."""
     return name.startswith(_IN_FLIGHT_PREFIXES) or name.endswith(COPYING_SUFFIX)
+
+
+def would_list(name: str, pattern: re.Pattern[str] | None) -> bool:
+    """Whether a file named ``name`` is one the scan reads (once complete and old enough)."""
+    return not is_in_flight(name) and (pattern is None or pattern.fullmatch(name) is not None)
 
 
 def list_ready(

@@ -95,6 +95,22 @@ CASES = [
         "[transform] function: 'not a function' is not 'module:function'",
         id="function-syntax",
     ),
+    pytest.param(
+        {"sink": 'file = "landing/out-%FILENUM.txt"'},
+        "[sink] file: 'landing/out-%FILENUM.txt' writes into the watched directory 'landing' and "
+        "the scan would read its own output ('out-0.txt' is read)",
+        id="output-inside-input",
+    ),
+    pytest.param(
+        {"sink": 'file = "p-%FILENUM.txt"\nrejects_file = "landing/r-%FILENUM.jsonl"'},
+        "[sink] rejects_file: 'landing/r-%FILENUM.jsonl' writes into the watched directory",
+        id="rejects-inside-input",
+    ),
+    pytest.param(
+        {"sink": 'directory = "."\nfile_attribute_name = "name"'},
+        "[sink] directory: '.' holds the watched directory 'landing', and records may name files",
+        id="attribute-base-holds-input",
+    ),
 ]
 
 
@@ -212,3 +228,17 @@ def test_missing_java_is_one_line_suggesting_the_local_engine(pdir: PipelineDir)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert "java was not found" in lines[0] and "--engine local" in lines[0]
+
+
+def test_output_in_the_watched_directory_is_allowed_when_the_pattern_excludes_it(
+    pdir: PipelineDir,
+) -> None:
+    from operators.config import load_pipeline
+
+    body = settings(
+        "local",
+        scan='directory = "landing"\npattern = ".*\\\\.csv"',
+        sink='file = "landing/out-%FILENUM.txt"',
+    )
+    config = load_pipeline(str(pdir.write_config(body)))
+    assert config.sink.template is not None and config.sink.template.endswith("out-%FILENUM.txt")
