@@ -163,7 +163,7 @@ def _readable(state: Any) -> Any:
     return state
 
 
-_CURSOR_FIELDS = frozenset({"key", "floor", "window", "census", "passed_over"})
+_CURSOR_FIELDS = frozenset({"key", "floor", "window", "census", "passed_over", "modified"})
 
 
 def _print_state(name: str, state: Any, out: TextIO) -> None:

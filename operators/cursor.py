@@ -43,7 +43,7 @@ from operators.census import Census, name_key
 from operators.errors import OperatorError
 from region.fs import ListingEntry
 
-__all__ = ["LateFileError", "ScanCursor", "describe_state"]
+__all__ = ["LateFileError", "ModifiedFileError", "ScanCursor", "describe_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,10 @@ _SEGMENT = 256
 
 class LateFileError(OperatorError):
     """A file would be passed over and ``on_late_file = "fail"``."""
+
+
+class ModifiedFileError(OperatorError):
+    """A file read before changed and ``on_modified = "fail"``."""
 
 
 def _seconds(ns: int) -> str:
@@ -115,6 +119,9 @@ class _Window:
             where.update(zip(map(_name, chunk), itertools.repeat(tail)))
             start += len(chunk)
 
+    def mtime(self, name: str) -> int:
+        return self.where[name].names[name]
+
     def drop(self, name: str) -> None:
         segment = self.where.pop(name)
         del segment.names[name]
@@ -171,14 +178,17 @@ class ScanCursor:
         *,
         window_ns: int,
         on_late_file: Literal["warn", "fail"] = "warn",
+        on_modified: Literal["warn", "fail", "reread"] = "warn",
         name: str = "scan",
         display: Callable[[str], str] = str,
     ) -> None:
         self.window_ns = max(0, window_ns)
         self.on_late_file = on_late_file
+        self.on_modified = on_modified
         self.name = name
         self._display = display
-        self.passed_over_now = 0  # this object's count (metrics), not state
+        self.passed_over_now = 0  # this object's counts (metrics), not state
+        self.modified_now = 0
         self.reset(None)
 
     # -- state ------------------------------------------------------------------------------
@@ -190,9 +200,10 @@ class ScanCursor:
         self._window = _Window()
         self.census: Census | None = Census()
         self.passed_over = 0
-        # Names of the last listing that are accounted for (emitted, or not new); None after a
-        # reset: the next listing is checked against the census instead.
-        self._seen: set[str] | None = None
+        self.modified = 0
+        # The last listing's files that are accounted for (emitted, or not new): name -> mtime;
+        # None after a reset: the next listing is checked against the census instead.
+        self._seen: dict[str, int] | None = None
         if state is None:
             return
         key = state.get("key")
@@ -211,6 +222,7 @@ class ScanCursor:
             self.floor = None if floor is None else int(floor)
             self._window.load(state.get("window") or ())
             self.passed_over = int(state.get("passed_over", 0))
+            self.modified = int(state.get("modified", 0))
         if self.key is not None:
             self._advance_floor()
 
@@ -223,6 +235,7 @@ class ScanCursor:
             "window": window,
             "census": None if self.census is None else self.census.encode(),
             "passed_over": self.passed_over,
+            "modified": self.modified,
         }
 
     def forget(self) -> None:
@@ -242,36 +255,54 @@ class ScanCursor:
     def new_files(self, listing: list[ListingEntry]) -> list[ListingEntry]:
         """The new files of ``listing`` (sorted by (mtime_ns, name)), in that order.
 
-        Files that can only be passed over are reported here (WARNING, count, or
-        :class:`LateFileError`) and accounted for, so they are reported once.
+        Files that can only be passed over, and files changed after they were read, are
+        reported here (WARNING and count, or an error) and accounted for, so each is reported
+        once; with ``on_modified = "reread"`` a changed file is new again.
         """
         key = self.key
         seen = self._seen
         if key is None:
-            self._seen = set()
+            self._seen = {}
             return list(listing)
-        names = set(map(_name, listing))
+        listed = dict(map(_name_and_mtime, listing))
+        changed: dict[str, int | None]
         if seen is not None:
-            self._drop_vanished(seen - names)
-            fresh = names - seen
+            self._drop_vanished(seen.keys() - listed.keys())
+            delta = listed.items() - seen.items()
+            fresh = {n for n, _ in delta if n not in seen}
+            changed = {n: seen[n] for n, _ in delta if n in seen}
         else:
-            fresh = self._check_census(listing)
+            fresh, changed = self._check_census(listing, listed)
+        again = self._modified(listing, changed) if changed else set()
         low, after_key = self._regions(listing)
-        out = [e for e in listing[:low] if e[1] in fresh]
+        out = [e for e in listing[:low] if e[1] in fresh or e[1] in again]
         if out and self.window_ns == 0:
             self._pass_over(out)
             out = []
         window = self._window
-        out += [e for e in listing[low:after_key] if e[1] not in window]
-        out += listing[after_key:]
-        self._seen = names.difference(e[1] for e in out)
+        out += [
+            e
+            for e in listing[low:after_key]
+            if (e[1] not in window and e[1] not in changed) or e[1] in again
+        ]
+        # After the key everything is new but names accounted for at that mtime (a changed
+        # file reported, or read again, before).
+        known = seen if seen is not None else window.where
+        out += [
+            e
+            for e in listing[after_key:]
+            if (e[1] not in known and e[1] not in changed) or e[1] in again
+        ]
+        for entry in out:
+            del listed[entry[1]]
+        self._seen = listed
         return out
 
     def emit(self, entry: ListingEntry) -> None:
         """Account for ``entry`` as emitted (call it where the next cut covers the emission)."""
         mtime, name = entry[0], entry[1]
         if self._seen is not None:
-            self._seen.add(name)
+            self._seen[name] = mtime
         key = self.key
         if key is None or (mtime, name) > key:
             self.key = (mtime, name)
@@ -298,7 +329,7 @@ class ScanCursor:
                 self.emit(entry)
             return
         if self._seen is not None:
-            self._seen.update(map(_name, entries))
+            self._seen.update(map(_name_and_mtime, entries))
         last = entries[-1]
         self.key = (last[0], last[1])
         self._window.put_many(entries)
@@ -340,12 +371,21 @@ class ScanCursor:
             elif self.census is not None:
                 self.census.remove(n)
 
-    def _check_census(self, listing: list[ListingEntry]) -> set[str]:
-        """After a reset: the names below the floor never accounted for (census difference)."""
+    def _check_census(
+        self, listing: list[ListingEntry], listed: dict[str, int]
+    ) -> tuple[set[str], dict[str, int | None]]:
+        """After a reset: the names below the floor never accounted for (census difference),
+        and the names accounted for whose file changed since (name -> mtime when read, or
+        ``None`` when the census, which keeps names only, had it)."""
         assert self.floor is not None
         floor = self.floor
         window = self._window
-        below = [e[1] for e in listing[: self._regions(listing)[0]] if e[1] not in window]
+        low = self._regions(listing)[0]
+        below = [e[1] for e in listing[:low] if e[1] not in window]
+        changed: dict[str, int | None] = {}
+        for n in window.where.keys() & listed.keys():
+            if window.mtime(n) != listed[n]:
+                changed[n] = window.mtime(n)
         current = Census.of(below)
         previous = self.census
         if previous is None:
@@ -357,10 +397,15 @@ class ScanCursor:
                 _seconds(floor),
             )
             self.census = current
-            return set()
+            return set(), changed
         diff = current.subtract(previous)
         by_key = {name_key(n): n for n in below} if diff.added else {}
         fresh = {by_key[k] for k in diff.added if k in by_key}
+        if diff.removed:
+            # A name read below the floor that is now listed above it: its file changed.
+            inside = set(below)
+            moved = {name_key(n): n for n in listed if n not in inside and n not in window}
+            changed.update((moved[k], None) for k in diff.removed if k in moved)
         for n in fresh:
             current.remove(n)
         self.census = current
@@ -376,7 +421,45 @@ class ScanCursor:
             self.passed_over += unknown
             self.passed_over_now += unknown
             logger.warning("%s are passed over", message)
-        return fresh
+        return fresh, changed
+
+    def _modified(self, listing: list[ListingEntry], changed: Mapping[str, int | None]) -> set[str]:
+        """Files read before that changed since (a new mtime): report them as ``on_modified``
+        says and account for their new mtime; the names to read again (``reread``)."""
+        if self.on_modified == "reread":
+            for n in changed:  # forgotten: read again whole, as new files
+                if n in self._window:
+                    self._window.drop(n)
+                elif self.census is not None:
+                    self.census.remove(n)
+            return set(changed)
+        for entry in listing:
+            name = entry[1]
+            if name not in changed:
+                continue
+            before = changed[name]
+            moved = "" if before is None else f" by {_seconds(entry[0] - before)}"
+            message = (
+                f"{self.name}: file {self._display(entry[2])} changed after it was read (its "
+                f"mtime moved{moved}): what changed is not read"
+            )
+            if self.on_modified == "fail":
+                msg = f"{message} (on_modified = 'fail'; 'reread' reads it again whole)"
+                raise ModifiedFileError(msg)
+            logger.warning("%s (on_modified = 'warn'; 'reread' reads it again whole)", message)
+            self.modified += 1
+            self.modified_now += 1
+            # Accounted for at its new mtime, so that it is reported once.
+            if name in self._window:
+                self._window.drop(name)
+            elif self.census is not None and before is not None:
+                self.census.remove(name)
+            if self.floor is not None and entry[0] < self.floor:
+                if self.census is not None:
+                    self.census.add(name)
+            else:
+                self._window.put(name, entry[0])
+        return set()
 
     def _pass_over(self, entries: list[ListingEntry]) -> None:
         """Report files that cannot be emitted, then account for them."""
@@ -434,4 +517,5 @@ def describe_state(state: Mapping[str, Any]) -> dict[str, Any]:
         "names_in_window": window,
         "names_below_window": Census.decode(census).size if census is not None else None,
         "passed_over": state.get("passed_over", 0),
+        "modified": state.get("modified", 0),
     }

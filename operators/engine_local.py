@@ -62,6 +62,7 @@ def progress_of(stats: PipelineStats, scan: HDFS2DirectoryScan, sink: HDFS2FileS
         files_in=scan.files_emitted,
         files_out=sink.files_published,
         files_passed_over=scan.passed_over,
+        files_modified=scan.modified,
         records_in=stats.records_in,
         records_out=stats.records_out,
         bytes_in=stats.bytes_in,

@@ -110,7 +110,8 @@ class SparkPlan:
         scan, source = config.scan, config.source
         options = self._fs_options()
         options["directory"] = self._without_password("[scan] directory", config.scan_directory)
-        for field in ("pattern", "strict_mode", "min_file_age", "late_window", "on_late_file"):
+        scan_fields = ("pattern", "strict_mode", "min_file_age", "late_window", "on_late_file")
+        for field in (*scan_fields, "on_modified"):
             if field in scan.model_fields_set and getattr(scan, field) is not None:
                 options[field] = _text(getattr(scan, field))
         for field in ("init_delay", "roots"):
@@ -373,11 +374,14 @@ class _Totals:
         self.status = "starting"
         self.has_transform = has_transform
         self.passed_over = 0
+        self.modified = 0
 
     def on_batch(self, batch: BatchProgress) -> None:
         self.records += batch.num_input_rows
         if batch.passed_over is not None:
             self.passed_over = batch.passed_over
+        if batch.modified is not None:
+            self.modified = batch.modified
         self.batches += 1
         self.last_batch = batch.batch_id
         self.status = "processing"
@@ -392,6 +396,7 @@ class _Totals:
             files_in=None,
             files_out=None,
             files_passed_over=self.passed_over,
+            files_modified=self.modified,
             records_in=self.records,
             records_out=None if self.has_transform else self.records,
             bytes_in=None,

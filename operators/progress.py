@@ -33,8 +33,10 @@ class Progress:
     #: Input files read / output files published (``None``: the engine does not count them).
     files_in: int | None = 0
     files_out: int | None = 0
-    #: Files the scan could only pass over (late beyond what it can tell apart), each logged.
+    #: Files the scan could only pass over (late beyond what it can tell apart), and files that
+    #: changed after they were read (not read again), each logged.
     files_passed_over: int = 0
+    files_modified: int = 0
     records_in: int = 0
     #: Records handed to the sink (``None``: unknown, e.g. after a Spark SQL transform).
     records_out: int | None = 0
@@ -81,6 +83,8 @@ def render(p: Progress, records_per_s: float, bytes_per_s: float) -> str:
         parts.append(f"files {p.files_in} in, {p.files_out} out")
     if p.files_passed_over:
         parts.append(f"{p.files_passed_over} PASSED OVER (see the warnings)")
+    if p.files_modified:
+        parts.append(f"{p.files_modified} CHANGED AFTER READ (see the warnings)")
     parts.append(f"records {format_count(p.records_in)} ({format_count(records_per_s)}/s)")
     if p.bytes_in is not None:
         parts.append(f"{format_bytes(p.bytes_in)} ({format_bytes(bytes_per_s)}/s)")

@@ -77,6 +77,11 @@ class ScanSettings(BaseModel):
     on_late_file: Literal["warn", "fail"] = Field(
         "warn", validation_alias=_alias("on_late_file", "onLateFile")
     )
+    #: What a file that changes after it was read (a new mtime: it grew, or was replaced) does:
+    #: a WARNING and a count (not read again), an error, or ``reread`` (read again, whole).
+    on_modified: Literal["warn", "fail", "reread"] = Field(
+        "warn", validation_alias=_alias("on_modified", "onModified")
+    )
     #: Directories a control input may switch to (the directory or below). ``None``: any.
     roots: tuple[str, ...] | None = None
 
@@ -137,6 +142,7 @@ class HDFS2DirectoryScan(StartOperator):
         self._cursor = ScanCursor(
             window_ns=round(settings.late_window * _NS),
             on_late_file=settings.on_late_file,
+            on_modified=settings.on_modified,
             name=name,
             display=fs.display,
         )
@@ -287,6 +293,11 @@ class HDFS2DirectoryScan(StartOperator):
         """Files passed over since the scan started from scratch (state: survives restarts)."""
         return self._cursor.passed_over
 
+    @property
+    def modified(self) -> int:
+        """Files that changed after they were read and were not read again (state)."""
+        return self._cursor.modified
+
     def metrics(self) -> dict[str, int]:
         return {
             "files_scanned": self.files_scanned,
@@ -294,6 +305,7 @@ class HDFS2DirectoryScan(StartOperator):
             "listings": self.listings,
             "late_names": self._cursor.window_size,
             "files_passed_over": self._cursor.passed_over_now,
+            "files_modified": self._cursor.modified_now,
         }
 
     def poll_interval(self) -> float:

@@ -41,6 +41,7 @@ class ScanConfig:
     min_file_age_ns: int
     late_window_ns: int
     on_late_file: Literal["warn", "fail"]
+    on_modified: Literal["warn", "fail", "reread"]
     binary: bool
     encoding: str
     on_decode_error: OnDecodeError

@@ -201,6 +201,7 @@ _SCAN_FIELDS = (
     "min_file_age",
     "late_window",
     "on_late_file",
+    "on_modified",
 )
 _FILE_FIELDS = ("format", "encoding", "on_decode_error", "block_size", "read_chunk")
 _SINK_FIELDS = (
@@ -254,6 +255,7 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         min_file_age_ns=round(scan.min_file_age * _NS),
         late_window_ns=round(scan.late_window * _NS),
         on_late_file=scan.on_late_file,
+        on_modified=scan.on_modified,
         binary=file.format == "binary",
         encoding=file.encoding,
         on_decode_error=file.on_decode_error,

@@ -172,6 +172,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._cursor = ScanCursor(
                 window_ns=config.late_window_ns,
                 on_late_file=config.on_late_file,
+                on_modified=config.on_modified,
                 name=_SOURCE,
                 display=self.fs.display,
             )
@@ -217,10 +218,11 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 planned.append(_Range(entry, begin, begin + room))
             break
         if not planned:
-            if cursor.passed_over == start.get("passed_over", 0):
+            counts = (cursor.passed_over, cursor.modified)
+            if counts == (start.get("passed_over", 0), start.get("modified", 0)):
                 return start
-            # Files were passed over: an empty batch records it, so a restart does not report
-            # them again and progress shows the count.
+            # Files were passed over or changed: an empty batch records it, so a restart does
+            # not report them again and progress shows the count.
             seq = int(start["seq"]) + 1
             self._at = (seq, None)
             return {"v": 2, "seq": seq, "pos": pos, "plan": None, **cursor.state()}

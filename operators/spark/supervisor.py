@@ -51,8 +51,10 @@ class BatchProgress:
     timestamp: str
     #: 1 for the first start of the query, +1 for each restart.
     attempt: int
-    #: Files the hdfs_scan source passed over so far (its offset says; ``None``: no such source).
+    #: Files the hdfs_scan source passed over so far, and files that changed after they were
+    #: read (its offset says; ``None``: no such source).
     passed_over: int | None = None
+    modified: int | None = None
 
 
 def source_options(settings: RegionSettings) -> dict[str, str]:
@@ -211,19 +213,20 @@ def _progress(raw: Any, attempt: int) -> BatchProgress | None:
         duration_ms=int(durations.get("triggerExecution", 0)),
         timestamp=str(raw.timestamp),
         attempt=attempt,
-        passed_over=_passed_over(raw),
+        passed_over=_scan_count(raw, "passed_over"),
+        modified=_scan_count(raw, "modified"),
     )
 
 
-def _passed_over(raw: Any) -> int | None:
-    """The ``passed_over`` count of the first source whose end offset has one."""
+def _scan_count(raw: Any, name: str) -> int | None:
+    """A count of the scan cursor's state, from the first source whose end offset has it."""
     for source in raw.sources or ():
         try:
             offset = json.loads(source.endOffset)
         except (TypeError, ValueError):
             continue
-        if isinstance(offset, dict) and isinstance(offset.get("passed_over"), int):
-            return int(offset["passed_over"])
+        if isinstance(offset, dict) and isinstance(offset.get(name), int):
+            return int(offset[name])
     return None
 
 

@@ -192,3 +192,33 @@ def test_more_late_files_than_the_census_tells_apart_are_counted_not_lost_silent
     assert passed_over > 0 and f'"passed_over": {passed_over}' in shown.stdout
     assert f"at least {passed_over} file(s) that landed then are passed over" in second.stderr
     assert f"{passed_over} PASSED OVER" in second.stderr
+
+
+def test_a_file_that_grows_after_it_was_read_is_reported_once_and_never_read_twice(
+    pdir: PipelineDir,
+) -> None:
+    """A writer that appends to the final name (``echo >>``) while the job runs: the file is
+    read once, each change is a WARNING and a count, nothing is read twice."""
+    pdir.add_file("log.txt", [f"line-{i:03d}" for i in range(10)])
+    config = pdir.write_config(LOCAL.replace("tuples_per_file = 45", "close_on_punct = true"))
+    proc = start(config, PACE="0")
+    try:
+        wait_for(lambda: len(pdir.output_lines()) >= 10, what="the first read")
+        log = pdir.landing / "log.txt"
+        for round_ in range(3):
+            with log.open("a") as f:
+                f.write("".join(f"more-{round_}-{i}\n" for i in range(5)))
+            mtime = T0 + (10 + round_) * S  # each append moves the mtime
+            os.utime(log, ns=(mtime, mtime))
+            time.sleep(0.4)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    got = pdir.output_lines()
+    assert got == [f"LINE-{i:03d}" for i in range(10)]
+    again = cli("run", str(config), "--available-now")
+    assert again.returncode == 0, again.stderr
+    assert "changed after it was read" not in again.stderr  # reported once, also after a restart
+    shown = cli("inspect", str(pdir.root / "checkpoints" / "pipeline"))
+    assert '"modified": ' in shown.stdout and '"modified": 0' not in shown.stdout
+    assert pdir.output_lines() == got

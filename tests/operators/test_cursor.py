@@ -15,7 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.census import CAPACITY, Census, name_key
-from operators.cursor import _SEGMENT, LateFileError, ScanCursor, describe_state
+from operators.cursor import (
+    _SEGMENT,
+    LateFileError,
+    ModifiedFileError,
+    ScanCursor,
+    describe_state,
+)
 from region.fs import ListingEntry
 
 S = 1_000_000_000
@@ -60,7 +66,7 @@ class Run:
 _ops = st.lists(
     st.tuples(
         st.sampled_from(
-            ["newer", "tie", "late", "ancient", "delete", "scan", "part", "cut", "crash"]
+            ["newer", "tie", "late", "ancient", "delete", "grow", "scan", "part", "cut", "crash"]
         ),
         st.integers(0, 30),
         st.integers(0, 1000),
@@ -69,7 +75,7 @@ _ops = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(ops=_ops, window_s=st.sampled_from([0.0, 5.0, 600.0]))
 def test_every_file_that_lands_is_emitted_once_or_reported(
     ops: list[tuple[str, int, int]], window_s: float
@@ -91,6 +97,12 @@ def test_every_file_that_lands_is_emitted_once_or_reported(
         elif op == "delete" and run.committed:
             # Housekeeping removes files already read (never one not read yet).
             run.directory.pop(run.committed[pick % len(run.committed)], None)
+        elif op == "grow" and run.committed:
+            # A file read before grows (or is touched): a new mtime, the same name.
+            name = run.committed[pick % len(run.committed)]
+            if name in run.directory:
+                newest += amount * S
+                run.directory[name] = newest
         elif op == "scan":
             run.scan()
         elif op == "part":
@@ -218,3 +230,43 @@ def test_late_files_found_by_the_census_but_not_emitted_before_a_cut_are_found_a
     run.cut()
     run.crash()
     assert run.scan() == ["copied-1", "copied-2"]
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "after a restart"])
+@pytest.mark.parametrize("far", [False, True], ids=["in the window", "below the window"])
+def test_a_file_that_changes_after_it_was_read_is_reported_once_not_read_again(
+    caplog: pytest.LogCaptureFixture, restart: bool, far: bool
+) -> None:
+    run = Run(60)
+    run.directory = {f"f{i:03d}": T0 + i * S for i in range(200)}
+    run.scan()
+    run.cut()
+    if restart:
+        run.crash()
+    grown = "f000" if far else "f190"  # read 199 s / 9 s before the newest
+    run.directory[grown] = T0 + 500 * S  # it grew: the newest mtime of all now
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert run.scan() == []
+        assert run.scan() == []  # the next listing does not take it for a new file either
+    assert caplog.text.count(f"{grown} changed after it was read") == 1
+    assert run.cursor.modified == 1
+    run.cut()
+    run.crash()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert run.scan() == []  # reported once, also across a restart
+    assert caplog.text == "" and run.cursor.modified == 1
+
+
+def test_on_modified_reread_reads_a_changed_file_again_and_fail_stops() -> None:
+    run = Run(60)
+    run.cursor = ScanCursor(window_ns=60 * S, on_modified="reread")
+    run.directory = {"a": T0, "b": T0 + S}
+    assert run.scan() == ["a", "b"]
+    run.directory["a"] = T0 + 5 * S
+    assert run.scan() == ["a"]
+    failing = ScanCursor(window_ns=60 * S, on_modified="fail")
+    for entry in failing.new_files(listing({"a": T0})):
+        failing.emit(entry)
+    with pytest.raises(ModifiedFileError, match=r"/in/a changed after it was read .* by 5.000s"):
+        failing.new_files(listing({"a": T0 + 5 * S}))
