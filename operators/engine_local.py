@@ -100,7 +100,9 @@ def build_local(config: PipelineConfig) -> LocalRun:
         assert config.transform.function is not None
         transforms.append(load_function(config.transform.function, config.folder))
     scan = HDFS2DirectoryScan(config.scan.model_copy(update={"directory": scan_dir}), scan_fs)
-    source = HDFS2FileSource(config.source, scan_fs, files=scan)
+    source = HDFS2FileSource(
+        config.source, scan_fs, files=scan, on_modified=config.scan.on_modified
+    )
     sink = HDFS2FileSink(sink_settings, sink_fs)
 
     # 3. Checkpoints of this pipeline only, in a directory only this process uses.

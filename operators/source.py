@@ -107,10 +107,12 @@ class FileNameList(StateHandler):
 class HDFS2FileSource(StartOperator):
     """Records of one file, or of each file a feed names, with a punctuation after each file.
 
-    State: ``{"path": str | None, "offset": int, "done": bool, "files": feed state | None}`` where
-    ``offset`` is the byte offset of the next unread byte of ``path`` (``None`` between files),
-    ``done`` is set in single-file mode once the file's punctuation went out, and ``files`` is
-    the feed's own checkpoint when the feed is a state handler.
+    State: ``{"path": str | None, "offset": int, "done": bool, "opened": [mtime_ns, size] | None,
+    "files": feed state | None}`` where ``offset`` is the byte offset of the next unread byte of
+    ``path`` (``None`` between files), ``done`` is set in single-file mode once the file's
+    punctuation went out, ``opened`` is the file's mtime and size when it was opened (a file
+    replaced since is never resumed at the old offset), and ``files`` is the feed's own
+    checkpoint when the feed is a state handler.
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class HDFS2FileSource(StartOperator):
         files: FileFeed | None = None,
         name: str = "source",
         clock: Callable[[], float] = time.time,
+        on_modified: Literal["warn", "fail", "reread"] = "warn",
     ) -> None:
         if (settings.file is None) == (files is None):
             msg = (
@@ -153,10 +156,14 @@ class HDFS2FileSource(StartOperator):
         self.bytes = 0
         self._decoder = LineDecoder(settings.encoding, settings.on_decode_error)
         self.files_vanished = 0
-        # Checkpointed state.
+        self.files_modified = 0
+        #: What a file replaced since the cut does (the scan's ``on_modified``).
+        self.on_modified = on_modified
+        # Checkpointed state; _opened is (mtime_ns, size) of the file when it was opened.
         self._path: str | None = settings.file
         self._offset = 0
         self._done = False
+        self._opened: tuple[int, int] | None = None
         self._clear_reader()
 
     def _clear_reader(self) -> None:
@@ -219,28 +226,62 @@ class HDFS2FileSource(StartOperator):
             return False
         self._path = entry.path if isinstance(entry, FileStatus) else entry
         self._offset = 0
+        self._opened = None
         self._clear_reader()
         return True
 
     def _open_current(self, path: str) -> bool:
         try:
-            size = self._fs.status(path).size
+            status = self._fs.status(path)
         except FileNotFoundError:
             if self._files is None:
                 msg = f"{self.name}: file {self._fs.display(path)} does not exist"
                 raise FileNotFoundError(msg) from None
             self._vanished(path)
             return False
-        if self._offset > size:
-            msg = (
-                f"{self.name}: file {self._fs.display(path)} has {size} bytes but the checkpoint "
-                f"is at byte offset {self._offset}: it shrank or was replaced since the cut"
-            )
-            raise OperatorError(msg)
+        if self._offset > 0 and self._replaced(status):
+            if self.on_modified == "reread" and self._files is not None:
+                self._offset = 0  # the new content is read whole, as a new file
+            else:
+                self._opened = None
+                return False
+        if self._offset == 0 or self._opened is None:
+            self._opened = (status.mtime_ns, status.size)
         self._open = True
         self._read_pos = self._offset
         self.files_opened += 1
         logger.debug("%s: reading %s from byte %s", self.name, path, self._offset)
+        return True
+
+    def _replaced(self, status: FileStatus) -> bool:
+        """Whether the file resumed at ``_offset`` is no longer the one read before the cut:
+        shorter than what was read, or shorter than when it was opened with a new mtime (a file
+        that only grew is the same file: resuming reads on from the same byte). A replaced file
+        is never resumed at the old offset: ``on_modified`` says what happens instead."""
+        opened = self._opened
+        if status.size >= self._offset and (
+            opened is None or status.mtime_ns == opened[0] or status.size >= opened[1]
+        ):
+            return False
+        display = self._fs.display(status.path)
+        message = (
+            f"{self.name}: file {display} was replaced since the cut (it has {status.size} "
+            f"bytes; {self._offset} were read"
+            + ("" if opened is None else f" of the {opened[1]} it had")
+            + ")"
+        )
+        if self.on_modified == "fail" or self._files is None:
+            msg = (
+                f"{message}: resuming at byte {self._offset} would read into other data. Put the "
+                "file read before back, or set [scan] on_modified = 'warn' (the rest of it is "
+                "not read) or 'reread' (the new file is read whole)"
+            )
+            raise OperatorError(msg)
+        self.files_modified += 1
+        if self.on_modified == "reread":
+            logger.warning("%s: it is read again whole (on_modified = 'reread')", message)
+        else:
+            logger.warning("%s: the rest of it is not read (on_modified = 'warn')", message)
         return True
 
     def _vanished(self, path: str) -> None:
@@ -258,6 +299,7 @@ class HDFS2FileSource(StartOperator):
         else:
             self._path = None
             self._offset = 0
+        self._opened = None
         self._clear_reader()
 
     def _read_chunk(self) -> bytes:
@@ -481,6 +523,7 @@ class HDFS2FileSource(StartOperator):
             "bytes": self.bytes,
             "records_skipped": self.records_skipped,
             "files_vanished": self.files_vanished,
+            "files_modified": self.files_modified,
         }
 
     def exhausted(self) -> bool:
@@ -504,6 +547,7 @@ class HDFS2FileSource(StartOperator):
             "path": self._path,
             "offset": self._offset,
             "done": self._done,
+            "opened": list(self._opened) if self._opened is not None else None,
             "files": dict(feed.checkpoint(cut_id)) if feed is not None else None,
         }
 
@@ -524,6 +568,8 @@ class HDFS2FileSource(StartOperator):
         self._path = path
         self._offset = int(state.get("offset", 0))
         self._done = bool(state.get("done", False))
+        opened = state.get("opened")
+        self._opened = (int(opened[0]), int(opened[1])) if opened else None
         self._clear_reader()
 
     def reset_to_initial_state(self) -> None:
@@ -532,6 +578,7 @@ class HDFS2FileSource(StartOperator):
         self._path = self.settings.file
         self._offset = 0
         self._done = False
+        self._opened = None
         self._clear_reader()
 
     def on_cut_completed(self, cut_id: int) -> None:

@@ -15,6 +15,9 @@ from region.fs import FileSystem
 from region.state import Batch
 from tests.operators.conftest import FakeClock, Landing
 
+S = 1_000_000_000
+T0 = 1_700_000_000 * S
+
 
 class ReadLog:
     """The filesystem, with every ``read`` call recorded as (path, offset, length)."""
@@ -173,11 +176,23 @@ def test_weakness9_drain_and_checkpoint_before_the_first_record(landing: Landing
     source = file_source(landing, "f", "a\n")
     source.drain()
     state = source.checkpoint(0)
-    assert state == {"path": landing.path("f"), "offset": 0, "done": False, "files": None}
+    assert state == {
+        "path": landing.path("f"),
+        "offset": 0,
+        "done": False,
+        "opened": None,
+        "files": None,
+    }
     assert records(read_all(rebuild(source, state))) == ["a"]
     feed = HDFS2FileSource(SourceSettings(), landing.fs, files=FileNameList([]))
     feed.drain()
-    assert feed.checkpoint(0) == {"path": None, "offset": 0, "done": False, "files": {"index": 0}}
+    assert feed.checkpoint(0) == {
+        "path": None,
+        "offset": 0,
+        "done": False,
+        "opened": None,
+        "files": {"index": 0},
+    }
     assert feed.next_batch(5) is None
     feed.reset(feed.checkpoint(1))
     feed.reset_to_initial_state()
@@ -271,7 +286,7 @@ def test_file_shrunk_since_the_checkpoint_is_an_error_naming_file_and_offsets(
     source.next_batch(1)
     state = source.checkpoint(1)
     any_landing.put("f", "short")
-    with pytest.raises(OperatorError, match=r"has 5 bytes but the checkpoint is at byte offset 11"):
+    with pytest.raises(OperatorError, match=r"f was replaced since the cut \(it has 5 bytes; 11"):
         rebuild(source, state).next_batch(1)
 
 
@@ -287,7 +302,10 @@ def test_weakness7_file_name_input_progress_is_state(any_landing: Landing) -> No
     first = records([source.next_batch(5), source.next_batch(2)])  # type: ignore[list-item]
     assert first == ["a0", "a1", "a2", "a3", "a4", "b0", "b1"]
     state = source.checkpoint(1)
+    opened = state.pop("opened")
+    assert opened == [any_landing.fs.status(paths[1]).mtime_ns, 15]
     assert state == {"path": paths[1], "offset": 6, "done": False, "files": {"index": 2}}
+    state["opened"] = opened
     in_flight = records([source.next_batch(2)])  # type: ignore[list-item]
     assert in_flight == ["b2", "b3"]
     source.reset(state)  # in-flight records are dropped, the read restarts at the cut
@@ -402,3 +420,45 @@ def test_bad_bytes_deep_in_a_large_chunk_fail_at_their_line_after_every_good_one
     assert f"skipped the line at byte offset {len(good)}" in caplog.text
     replacing = file_source(landing, "bad.txt", data, on_decode_error="replace")
     assert records(read_all(replacing))[-2:] == ["bad \ufffd line", "after"]
+
+
+@pytest.mark.parametrize("policy", ["warn", "reread", "fail"])
+def test_a_file_replaced_while_down_is_never_resumed_at_the_old_offset(
+    landing: Landing, policy: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Read half-way, cut, crash; the file is replaced by another (shorter than it was, longer
+    than what was read): resuming at the old offset would tear a record of the new file."""
+    first = landing.put("f", "".join(f"old-{i}\n" for i in range(10)), T0)
+    source = HDFS2FileSource(
+        SourceSettings(), landing.fs, files=FileNameList([first]), on_modified=policy
+    )  # type: ignore[arg-type]
+    source.reset_to_initial_state()
+    assert records([source.next_batch(4)]) == [f"old-{i}" for i in range(4)]  # type: ignore[list-item]
+    state = json.loads(json.dumps(source.checkpoint(1)))
+    landing.put("f", "".join(f"new-{i}\n" for i in range(5)), T0 + 60 * S)
+    resumed = HDFS2FileSource(
+        SourceSettings(), landing.fs, files=FileNameList([first]), on_modified=policy
+    )  # type: ignore[arg-type]
+    resumed.reset(state)
+    if policy == "fail":
+        with pytest.raises(OperatorError, match=r"f was replaced since the cut .*Put the file"):
+            resumed.next_batch(10)
+        return
+    with caplog.at_level(logging.WARNING, logger="operators.source"):
+        batches = read_all(resumed)
+    assert "f was replaced since the cut (it has 30 bytes; 24 were read of the 60" in caplog.text
+    got = records(batches)
+    assert got == ([] if policy == "warn" else [f"new-{i}" for i in range(5)])
+    assert batches[-1].punctuation and resumed.metrics()["files_modified"] == 1
+
+
+def test_a_file_that_only_grew_while_down_is_resumed_where_it_was(landing: Landing) -> None:
+    first = landing.put("f", "a\nb\n", T0)
+    source = HDFS2FileSource(SourceSettings(), landing.fs, files=FileNameList([first]))
+    source.reset_to_initial_state()
+    assert records([source.next_batch(1)]) == ["a"]  # type: ignore[list-item]
+    state = json.loads(json.dumps(source.checkpoint(1)))
+    landing.put("f", "a\nb\nc\n", T0 + 5 * S)
+    resumed = HDFS2FileSource(SourceSettings(), landing.fs, files=FileNameList([first]))
+    resumed.reset(state)
+    assert records(read_all(resumed)) == ["b", "c"]
