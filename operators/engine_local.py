@@ -117,12 +117,12 @@ def build_local(config: PipelineConfig) -> LocalRun:
         start_fresh=region.start_fresh,
     )
     pipeline = Pipeline(source, sinks=[sink], transforms=transforms)
-    runner = PipelineRunner(pipeline, region, store, install_signal_handlers=True)
 
     def lost(reason: str) -> None:
         # Another process owns the directory now: writing one more cut would corrupt its run.
         runner.request_stop(immediate=True)
 
+    # Taken before the directory is stamped (run_local), then held by the runner.
     lock = CheckpointLock(
         cp_fs,
         cp_dir,
@@ -130,6 +130,7 @@ def build_local(config: PipelineConfig) -> LocalRun:
         permission=region.checkpoint_permission,
         on_lost=lost,
     )
+    runner = PipelineRunner(pipeline, region, store, install_signal_handlers=True, lock=lock)
     logger.info(
         "Pipeline %s: %s -> %s, checkpoints in %s (local engine, %s trigger)",
         pipeline_id,

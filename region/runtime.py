@@ -32,6 +32,7 @@ from typing import Any
 from region.checkpoint import CheckpointStore
 from region.controller import RegionController, RegionSnapshot, RegionStatus
 from region.errors import ConfigError, RegionStoppedError
+from region.lock import CheckpointLock
 from region.settings import RegionSettings, Trigger
 from region.state import Batch, SinkOperator, StartOperator, StateHandler
 
@@ -117,6 +118,13 @@ class PipelineRunner:
     ``store`` holds the region checkpoints (a restart on the same store resumes from the newest
     valid cut). ``install_signal_handlers``: SIGINT / SIGTERM stop gracefully (a final cut), a
     second signal stops immediately; only possible on the main thread, ignored elsewhere.
+
+    One job per checkpoint directory: the runner holds the directory's
+    :class:`~region.lock.CheckpointLock` from :meth:`start` to the end of :meth:`run` (another
+    runner, in this process or another, gets :class:`~region.errors.LockedError` naming the
+    holder), and stops at once if the lock is taken over. ``lock``: ``True`` (default) for a lock
+    of its own; a :class:`~region.lock.CheckpointLock` the caller holds (or the runner acquires);
+    ``False`` only where processes are simulated in one interpreter (replay tests).
     """
 
     def __init__(
@@ -128,9 +136,22 @@ class PipelineRunner:
         install_signal_handlers: bool = False,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        lock: CheckpointLock | bool = True,
     ) -> None:
         self.pipeline = pipeline
         self.settings = settings
+        if lock is True:
+            lock = CheckpointLock(
+                store.fs,
+                store.directory,
+                ttl=settings.lock_ttl,
+                permission=settings.checkpoint_permission,
+                on_lost=lambda reason: self.request_stop(immediate=True),
+            )
+        self.lock: CheckpointLock | None = lock or None
+        self._acquired = False
+        if self.lock is not None and store.guard is None:
+            store.guard = self.lock.check  # a cut is never written once the lock is lost
         self.controller = RegionController(settings, pipeline.operators, store, clock=clock)
         self.install_signal_handlers = install_signal_handlers
         self._clock = clock
@@ -174,6 +195,9 @@ class PipelineRunner:
     def start(self) -> None:
         """Recover the region (reset to the newest cut); :meth:`run` calls it when needed."""
         if self._started_at is None:
+            if self.lock is not None and not self.lock.held:
+                self.lock.acquire()  # LockedError: another job uses this checkpoint directory
+                self._acquired = True
             self._started_at = self._clock()
             self.controller.start()
 
@@ -270,6 +294,9 @@ class PipelineRunner:
             self._restore_signal_handlers(previous)
             if self.controller.status not in (RegionStatus.STOPPED,):
                 self.controller.stop(graceful=False)  # closes the operators, also when failed
+            if self._acquired and self.lock is not None:
+                self.lock.release()
+                self._acquired = False
         stats = self.stats()
         logger.info(
             "Pipeline finished: %d records in, %d out, %d batches, %d cuts, %d resets",

@@ -249,8 +249,10 @@ class _Process:
             sinks=[self.sink_proxy],
             batch_size=config.batch_size,
         )
+        # Processes are simulated in this interpreter: a killed one cannot free a lock the way
+        # the operating system frees a dead process's (the lock has tests of its own).
         self.runner = PipelineRunner(
-            pipeline, replay.region_settings, self.store, wall_clock=replay.clock
+            pipeline, replay.region_settings, self.store, wall_clock=replay.clock, lock=False
         )
         self.controller = self.runner.controller
         replay.injector.process = self

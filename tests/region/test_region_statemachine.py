@@ -111,7 +111,8 @@ class RegionMachine(RuleBasedStateMachine):
         self.store = CheckpointStore(self.fs, self.checkpoints, retain=self.retain)
         pipeline = Pipeline(self.source, sinks=[self.sink], batch_size=self.batch_size)
         settings_ = region_settings(max_consecutive_reset_attempts=1_000_000)
-        self.runner = PipelineRunner(pipeline, settings_, self.store)
+        # Crashes are simulated in this interpreter: no lock (a dead process frees its own).
+        self.runner = PipelineRunner(pipeline, settings_, self.store, lock=False)
         self.controller = self.runner.controller
         self.runner.start()
         self.running = True

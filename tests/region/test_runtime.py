@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -321,3 +322,37 @@ def test_a_sink_failing_to_finish_resets_and_the_run_still_ends_exactly_once(mak
     assert stats.region.resets == 1
     assert out.read_bytes() == expected_lines(RECORDS[:30])
     assert committed_source_index(store) == 30
+
+
+def test_a_second_runner_on_the_same_checkpoint_directory_is_refused(
+    tmp_path: Path, out: Path
+) -> None:
+    """The Python API keeps the one-job-per-directory promise too: a second runner (the
+    README's Pipeline / PipelineRunner / CheckpointStore started twice) gets LockedError naming
+    the holder, before it touches the output; once the first stops, the directory is free."""
+    from operators.fs.local import LocalFileSystem
+    from region.errors import LockedError
+
+    fs = LocalFileSystem()
+    checkpoints = str(tmp_path / "ck")
+    polling = threading.Event()
+
+    def on_batch(index: int) -> None:
+        polling.set()
+
+    first_source = ListSource(RECORDS, finite=False, on_batch=on_batch)
+    first = runner_for(CheckpointStore(fs, checkpoints), first_source, [FileSink(str(out))])
+    thread = threading.Thread(target=first.run, daemon=True)
+    thread.start()
+    assert polling.wait(30)
+    second = runner_for(
+        CheckpointStore(fs, checkpoints), ListSource(RECORDS), [FileSink(str(out), name="two")]
+    )
+    with pytest.raises(LockedError, match=r"ck is locked by .* pid \d+"):
+        second.run(available_now=True)
+    first.request_stop()
+    thread.join(30)
+    assert not thread.is_alive()
+    third = runner_for(CheckpointStore(fs, checkpoints), ListSource(RECORDS), [FileSink(str(out))])
+    third.run(available_now=True)
+    assert out.read_text().splitlines() == RECORDS
