@@ -1031,6 +1031,9 @@ class HDFS2FileSink(SinkOperator):
         if actual <= cur.size:
             return
         keep = cur.size + self._whole_records(self._fs.read(path, cur.size, actual - cur.size))
+        # What the file holds from here on is what the state says: the next checkpoint records
+        # the true size (a later exactly_once reset truncates to it: never into a record).
+        kept, cur.size = cur.size, keep
         if keep == actual:
             return
         if self._fs.supports_truncate:
@@ -1038,6 +1041,7 @@ class HDFS2FileSink(SinkOperator):
         elif self.settings.publish == "atomic":
             self._rewrite_prefix(path, keep)
         else:
+            cur.size = actual
             logger.warning(
                 "sink %s: %s ends with %d bytes of a record torn by a crash; this filesystem "
                 "cannot truncate, so they stay",
@@ -1046,7 +1050,13 @@ class HDFS2FileSink(SinkOperator):
                 actual - keep,
             )
             return
-        logger.info("sink %s: dropped a torn record: %s cut to %s bytes", self.name, path, keep)
+        logger.info(
+            "sink %s: dropped a torn record: %s cut to %s bytes (%s at the cut)",
+            self.name,
+            path,
+            keep,
+            kept,
+        )
 
     def _published_since_the_cut(self, cur: _Open) -> bool:
         """Whether the open file was published since the cut: its in-progress file is missing

@@ -501,6 +501,26 @@ def test_at_least_once_appends_on_reset(sink_env: SinkEnv) -> None:
     assert sink_env.published() == {"part-0.txt": b"a\nb\nb\nc\n"}  # duplicates, nothing lost
 
 
+def test_switching_delivery_between_runs_never_cuts_into_a_record(sink_env: SinkEnv) -> None:
+    """exactly_once, killed -> at_least_once, killed after a cut -> exactly_once. The
+    at_least_once reset keeps the bytes written after the cut and now records them, so the next
+    exactly_once reset truncates to a record boundary, not into the middle of a record."""
+    run = SinkRun(sink_env, settings(sink_env))
+    run.write(lines(10, 0))
+    run.cut()
+    run.write(lines(5, 10))  # after the cut: kept by the at_least_once restart
+    run.settings = SinkSettings(**settings(sink_env, delivery="at_least_once"))
+    run.crash()
+    run.write(lines(3, 15))
+    run.cut()
+    run.write(lines(2, 18))  # after the cut: cut back by the exactly_once restart
+    run.settings = SinkSettings(**settings(sink_env))
+    run.crash()
+    run.write(lines(7, 18))
+    run.stop()
+    assert sink_env.published()["part-0.txt"] == text(lines(25, 0))
+
+
 def test_at_least_once_visible_needs_no_truncate(sink_env: SinkEnv) -> None:
     fs = RecordingFS(sink_env.fs, supports_truncate=False)
     run = SinkRun(sink_env, settings(sink_env, delivery="at_least_once", publish="visible"), fs=fs)
