@@ -7,8 +7,8 @@ runs them. Running a plan again after a crash anywhere in it does each rename at
 1. the source exists and the target does not: rename (never over an existing file);
 2. the source is gone and the target exists: done before the crash; nothing to do;
 3. neither exists: ``FileNotFoundError`` naming both (someone removed the in-progress file),
-   or, while recovering the plan of a completed cut, an INFO line (published before the
-   crash and moved away since by a reader: failing forever would not bring it back);
+   or, while recovering, a WARNING (most likely published before the crash and moved away
+   since by a reader: failing forever would not bring it back);
 4. both exist: ``FileExistsError`` naming the target: a file is never overwritten.
 """
 
@@ -40,9 +40,7 @@ def publish(
         )
         if not recovering:
             raise FileNotFoundError(msg) from None
-        # The plan of a completed cut: its renames were due, so the file was most likely
-        # published then and moved away by a reader since (not worth a warning at each start).
-        logger.info("%s (published before and moved away since)", msg)
+        logger.warning("%s (published before the crash and moved away since?)", msg)
         return False
     except FileExistsError:
         if fs.exists(source):

@@ -387,6 +387,7 @@ class HDFS2FileSink(SinkOperator):
         self._next_filenum = 0
         self._marked: set[str] = set()  # visible files whose marker still exists
         self._cut_current: dict[int, str | None] = {}
+        self._just_published: set[str] = set()
         self.metrics = SinkMetrics()
 
     # -- public read-only views ---------------------------------------------------------------
@@ -768,28 +769,19 @@ class HDFS2FileSink(SinkOperator):
         self.metrics.files_written += 1
         logger.debug("sink %s: closed %s (%s bytes)", self.name, cur.work, cur.size)
 
-    def _publish(self, done: _Closed, *, recovering: bool = False) -> None:
-        """Rename a covered file to its final name; safe to repeat (:mod:`operators.publish`).
-
-        ``on_published`` and the count see a file once: when this call published it. A reset
-        finds files of its cut already published (by the process before, or by this one
-        before a reset): they are not announced again (a visible file's marker tells whether
-        its cut completed).
-        """
+    def _publish(self, done: _Closed, *, notify: bool = True, recovering: bool = False) -> None:
+        """Rename a covered file to its final name; safe to repeat (:mod:`operators.publish`)."""
         if self._atomic:
-            who = f"sink {self.name!r}"
-            fresh = publish(self._fs, done.work, done.final, who=who, recovering=recovering)
-        else:
-            marker = _side_name(done.final, self.name, _MARKER)
-            fresh = not recovering or self._fs.exists(marker)
-        if not fresh:
-            return
-        self.metrics.files_published += 1
-        self.metrics.published.append((done.final, done.size))
-        del self.metrics.published[:-100]
-        logger.info("sink %s: published %s (%s bytes)", self.name, done.final, done.size)
-        if self._on_published is not None:
-            self._on_published(done.final, done.size)
+            publish(
+                self._fs, done.work, done.final, who=f"sink {self.name!r}", recovering=recovering
+            )
+        if notify:
+            self.metrics.files_published += 1
+            self.metrics.published.append((done.final, done.size))
+            del self.metrics.published[:-100]
+            logger.info("sink %s: published %s (%s bytes)", self.name, done.final, done.size)
+            if self._on_published is not None:
+                self._on_published(done.final, done.size)
 
     def _drop_writer(self) -> None:
         """Release the open file's handle without publishing (reset and crash)."""
@@ -842,6 +834,7 @@ class HDFS2FileSink(SinkOperator):
                     self._fs.delete(_side_name(final, self.name, _MARKER))
                     self._marked.discard(final)
         self._cut_current = {k: v for k, v in self._cut_current.items() if k > cut_id}
+        self._just_published = published
         if self._rejects is not None:
             self._rejects.on_cut_completed(cut_id)
 
@@ -851,7 +844,8 @@ class HDFS2FileSink(SinkOperator):
         self._drop_writer()
         # 1. Finish what the cut promised: publish the files it covers.
         for done in restored.pending:
-            self._publish(done, recovering=True)
+            self._publish(done, notify=done.final not in self._just_published, recovering=True)
+        self._just_published = {done.final for done in restored.pending}
         # 2. Delete this sink's files the cut does not know (opened after it).
         keep = {c.final for c in restored.pending}
         extra_dirs = {posixpath.dirname(c.final) for c in restored.pending}
@@ -899,6 +893,7 @@ class HDFS2FileSink(SinkOperator):
         self._next_filenum = 0
         self._marked = set()
         self._cut_current = {}
+        self._just_published = set()
         self._ready = True
         if self._rejects is not None:
             self._rejects.reset_to_initial_state()
