@@ -18,6 +18,9 @@ __all__ = ["LocalFileSystem", "LocalWriter"]
 
 logger = logging.getLogger(__name__)
 
+#: Symbolic links already logged as left out of a listing (a scan lists every few seconds).
+_LINKS_LOGGED: set[str] = set()
+
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 
@@ -120,7 +123,12 @@ class LocalWriter:
 
 
 class LocalFileSystem:
-    """Local files through ``os``. Paths are absolute or relative to the working directory."""
+    """Local files through ``os``. Paths are absolute or relative to the working directory.
+
+    Listings leave symbolic links out: a link in a landing directory may point anywhere
+    (``/etc/hostname``), and following it would read, or publish into, files outside the
+    directory the job was given. Each link is logged once per process (WARNING, its target).
+    """
 
     supports_truncate = True
 
@@ -145,12 +153,31 @@ class LocalFileSystem:
         append, is_dir = out.append, stat_mod.S_ISDIR  # 100 000s of entries: keep the loop lean
         with os.scandir(path) as entries:
             for entry in entries:
+                if entry.is_symlink():
+                    self._left_out(entry.path)
+                    continue
                 try:
-                    st = entry.stat()
+                    st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:  # deleted between readdir and stat
                     continue
                 append((st.st_mtime_ns, entry.name, entry.path, st.st_size, is_dir(st.st_mode)))
         return out
+
+    def _left_out(self, link: str) -> None:
+        if link in _LINKS_LOGGED:
+            return
+        _LINKS_LOGGED.add(link)
+        try:
+            target = os.readlink(link)
+        except OSError as exc:
+            target = f"unreadable: {exc.strerror}"
+        broken = "" if os.path.exists(link) else " (broken)"
+        logger.warning(
+            "%s is a symbolic link to %s%s: left out (links are not followed)",
+            self.display(link),
+            target,
+            broken,
+        )
 
     def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
         with open(path, "rb") as f:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -365,3 +367,25 @@ def test_a_file_that_matches_a_widened_pattern_is_new(landing: Landing, clock: F
     every = make_scan(landing, clock)
     every.reset(json.loads(json.dumps(csv.checkpoint(1))))
     assert names(every) == ["a.txt"]  # an hour below the window: the census names it
+
+
+def test_symbolic_links_in_the_landing_directory_are_left_out_and_logged(
+    landing: Landing, clock: FakeClock, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """A link may point anywhere (/etc/hostname): its target is never read, and each link is
+    named once in the log, broken ones too."""
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not for the output\n")
+    landing.put("a.txt", "a", T0)
+    os.symlink(outside, landing.path("leak.txt"))
+    os.symlink(landing.path("a.txt"), landing.path("alias.txt"))
+    os.symlink(tmp_path / "missing", landing.path("broken.txt"))
+    scan = make_scan(landing, clock)
+    with caplog.at_level(logging.WARNING, logger="operators.fs.local"):
+        assert names(scan) == ["a.txt"]
+        clock.advance(10)
+        assert names(scan) == []
+    assert f"leak.txt is a symbolic link to {outside}: left out" in caplog.text
+    assert "alias.txt is a symbolic link to" in caplog.text
+    assert "broken.txt is a symbolic link to" in caplog.text and "(broken)" in caplog.text
+    assert caplog.text.count("leak.txt is a symbolic link") == 1
