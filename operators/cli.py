@@ -224,8 +224,11 @@ def _inspect_cuts(fs: FileSystem, directory: str, out: TextIO) -> int:
 
     infos = CheckpointStore(fs, directory).list()
     if not infos:
+        if not fs.exists(directory):
+            _error(f"no checkpoint directory {fs.display(directory)} (nothing has run there)")
+            return EXIT_FAILURE
         print("no checkpoints (a run here starts from the beginning)", file=out)
-        return EXIT_OK if fs.exists(directory) else EXIT_FAILURE
+        return EXIT_OK
     print(f"{len(infos)} cut(s), oldest first:", file=out)
     print(f"  {'cut':>6}  {'written':19}  {'bytes':>8}  status", file=out)
     for info in infos:

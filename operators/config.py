@@ -300,10 +300,14 @@ def format_validation_error(exc: ValidationError, secrets: Sequence[str] = ()) -
         show_value = table not in _SECRET_TABLES and bool(keys)
         if kind == "extra_forbidden":
             show_value = False
-            message = "unknown key"
-            fields = _known_keys(table)
-            if fields:
-                message += f" (known: {', '.join(fields)})"
+            twin = _alias_of(table, key)
+            if twin is not None:
+                message = f"the same setting as {twin}, given twice: keep one"
+            else:
+                message = "unknown key"
+                fields = _known_keys(table)
+                if fields:
+                    message += f" (known: {', '.join(fields)})"
         elif kind == "missing":
             message = "required" if keys else "the table is required"
             show_value = False
@@ -326,6 +330,22 @@ def format_validation_error(exc: ValidationError, secrets: Sequence[str] = ()) -
                 line += f" (got {shown})"
         lines.append(_mask(line, list(secrets)))
     return lines
+
+
+def _alias_of(table: str | None, key: str) -> str | None:
+    """The field ``key`` names too (an IBM alias or the field's own name), when it is one: a
+    key left over because its twin was taken is a duplicate, not an unknown key."""
+    if table is None:
+        return None
+    annotation = PipelineConfig.model_fields[table].annotation
+    for candidate in getattr(annotation, "__args__", (annotation,)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            for name, field in candidate.model_fields.items():
+                alias = field.validation_alias
+                choices = getattr(alias, "choices", ())
+                if key != name and key in choices:
+                    return name
+    return None
 
 
 def _known_keys(table: str | None) -> list[str]:

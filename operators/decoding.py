@@ -34,9 +34,13 @@ OnDecodeError = Literal["fail", "replace", "skip"]
 
 
 def line_encoding_problem(encoding: str) -> str | None:
-    """Why ``encoding`` cannot be read (or written) in line mode, or ``None``."""
-    if "\n".encode(encoding) != b"\n":
-        return f"encoding {encoding!r} cannot be read in line mode (LF is not one byte)"
+    """Why ``encoding`` cannot be read (or written) in line mode, or ``None``.
+
+    What matters is that a line end is the one byte 0x0A: a byte-order mark written once at the
+    start (``utf-8-sig``) is fine, UTF-16's two-byte LF is not."""
+    with_lf, without = "a\n".encode(encoding), "a".encode(encoding)
+    if with_lf != without + b"\n":
+        return f"encoding {encoding!r} cannot be read in line mode (LF is not the one byte 0x0A)"
     return None
 
 

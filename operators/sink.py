@@ -177,6 +177,15 @@ class SinkSettings(BaseModel):
         if self.directory is not None and ".." in self.file.split("/"):
             msg = f"file={self.file!r} must stay inside directory={self.directory!r} (no '..')"
             raise ValueError(msg)
+        rolls = given or self.close_on_punct
+        template = FileNameTemplate(self.file, self.time_format)
+        if rolls and not template.uses_filenum and "TIME" not in template.variables:
+            what = " and ".join([*given, *(["close_on_punct"] if self.close_on_punct else [])])
+            msg = (
+                f"file={self.file!r} has no %FILENUM (nor %TIME) but {what} rolls to new files: "
+                "they would all get the same name (files are never overwritten); add %FILENUM"
+            )
+            raise ValueError(msg)
         base = self.file.rsplit("/", 1)[-1]
         if not base or base.startswith("."):
             msg = (
@@ -184,7 +193,6 @@ class SinkSettings(BaseModel):
                 "(hidden names are reserved for in-progress files)"
             )
             raise ValueError(msg)
-        FileNameTemplate(self.file, self.time_format)  # ConfigError naming the token
         return self
 
     @property

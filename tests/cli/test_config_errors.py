@@ -242,3 +242,12 @@ def test_output_in_the_watched_directory_is_allowed_when_the_pattern_excludes_it
     )
     config = load_pipeline(str(pdir.write_config(body)))
     assert config.sink.template is not None and config.sink.template.endswith("out-%FILENUM.txt")
+
+
+def test_a_key_given_twice_under_its_two_names_is_named_as_such(
+    pdir: PipelineDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = settings("local", scan='directory = "landing"\nsleep_time = "1s"\nsleepTime = "2s"')
+    code, err = run_main(pdir.write_config(body), capsys)
+    assert code == 2
+    assert "[scan] sleepTime: the same setting as sleep_time, given twice: keep one" in err

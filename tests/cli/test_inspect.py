@@ -77,7 +77,7 @@ def test_inspect_through_the_settings_file_and_of_nothing(
     assert main(["inspect", str(pdir.root / "pipeline.toml")]) == 0
     assert "newest valid cut 3" in capsys.readouterr().out
     assert main(["inspect", str(tmp_path / "nowhere")]) == 1
-    assert "no checkpoints" in capsys.readouterr().out
+    assert "no checkpoint directory file://" in capsys.readouterr().err
 
 
 def test_inspect_names_the_running_holder(pdir: PipelineDir) -> None:

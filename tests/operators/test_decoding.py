@@ -162,3 +162,11 @@ def test_the_decoder_counts_and_names_what_it_skips() -> None:
     failing.reading("/in/f.txt", "hdfs://nn/in/f.txt")
     with pytest.raises(BadRecordError, match=r"hdfs://nn/in/f.txt: the line at byte offset 3"):
         failing.decode_lines([b"ok", b"\xff"], [0, 3])
+
+
+def test_a_byte_order_mark_encoding_reads_lines_without_the_mark(tmp_path: Path) -> None:
+    """utf-8-sig was refused ('LF is not one byte'), so a BOM could not be dropped."""
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffone\r\ntwo\n".encode())
+    local, _ = in_process(path, chunk=3, encoding="utf-8-sig")
+    assert local == on_spark(path, chunk=3, encoding="utf-8-sig") == ["one", "two"]

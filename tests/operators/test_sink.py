@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from operators.errors import BadRecordError, OperatorError
 from operators.fs import LocalFileSystem
@@ -363,15 +364,14 @@ def test_filenum_skips_names_that_exist_and_never_overwrites(sink_env: SinkEnv) 
 
 
 def test_weakness2_no_silent_overwrite_without_filenum(sink_env: SinkEnv) -> None:
-    """IBM overwrites the same name on each roll; we refuse and keep the first file."""
-    run = SinkRun(sink_env, {"file": sink_env.path("fixed.txt"), "tuples_per_file": 1})
-    run.write(["a"])
-    with pytest.raises(FileExistsError, match=r"never overwritten: add %FILENUM"):
-        run.write(["b"])
-    run.sink.reset_to_initial_state()
+    """IBM overwrites the same name on each roll. Rolling to a fixed name is refused with the
+    settings; a fixed name that exists already is never overwritten."""
+    with pytest.raises(ValidationError, match=r"no %FILENUM \(nor %TIME\) but tuples_per_file"):
+        SinkSettings(file=sink_env.path("fixed.txt"), tuples_per_file=1)
+    run = SinkRun(sink_env, {"file": sink_env.path("fixed.txt")})
     run.write(["a"])
     run.stop()
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError, match=r"never overwritten: add %FILENUM"):
         run.sink.reset_to_initial_state()
         run.write(["b"])
     assert sink_env.published() == {"fixed.txt": b"a\n"}

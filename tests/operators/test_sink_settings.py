@@ -30,8 +30,14 @@ def test_ibm_camel_case_names_are_aliases() -> None:
         {"file": "/o/%TIME", "timeFormat": "yyyy", "timePerFile": "2m", "closeOnPunct": True}
     )
     assert (s.time_format, s.time_per_file, s.close_on_punct) == ("yyyy", 120.0, True)
-    assert SinkSettings.model_validate({"file": "/o/x", "tuplesPerFile": 5}).tuples_per_file == 5
-    assert SinkSettings.model_validate({"file": "/o/x", "bytesPerFile": 9}).bytes_per_file == 9
+    assert (
+        SinkSettings.model_validate({"file": "/o/x-%FILENUM", "tuplesPerFile": 5}).tuples_per_file
+        == 5
+    )
+    assert (
+        SinkSettings.model_validate({"file": "/o/x-%FILENUM", "bytesPerFile": 9}).bytes_per_file
+        == 9
+    )
     attr = SinkSettings.model_validate({"fileAttributeName": "f", "directory": "/o"})
     assert attr.file_attribute_name == "f"
 
@@ -111,3 +117,13 @@ def test_sink_name_must_be_safe_in_file_names() -> None:
         HDFS2FileSink(SinkSettings(file="/o/x"), LocalFileSystem(), name="a~b")
     with pytest.raises(ConfigError, match="'a/b'"):
         HDFS2FileSink(SinkSettings(file="/o/x"), LocalFileSystem(), name="a/b")
+
+
+def test_rolling_to_one_fixed_name_is_refused_with_the_settings() -> None:
+    """It used to start, then fail after five resets with 'p.txt already exists' and leave an
+    in-progress file behind."""
+    for limit in ({"tuples_per_file": 2}, {"bytes_per_file": 9}, {"close_on_punct": True}):
+        with pytest.raises(ValidationError, match=r"'/o/p.txt' has no %FILENUM \(nor %TIME\)"):
+            SinkSettings.model_validate({"file": "/o/p.txt", **limit})
+    SinkSettings(file="/o/p-%TIME.txt", time_per_file=60)  # IBM's usual: a name per roll
+    SinkSettings(file="/o/p.txt")  # no rolling: one file
