@@ -83,7 +83,7 @@ class _Window:
 
     def __init__(self) -> None:
         self.where: dict[str, _Segment] = {}
-        self.segments: deque[_Segment] = deque([_Segment()])
+        self.segments: deque[_Segment] = deque()
 
     def __contains__(self, name: object) -> bool:
         return name in self.where
@@ -91,13 +91,18 @@ class _Window:
     def __len__(self) -> int:
         return len(self.where)
 
+    def _tail(self) -> _Segment:
+        """The segment names are added to (a new one once the last is full)."""
+        tail = self.segments[-1] if self.segments else None
+        if tail is None or len(tail.names) >= _SEGMENT:
+            tail = _Segment()
+            self.segments.append(tail)
+        return tail
+
     def put(self, name: str, mtime: int) -> None:
         if name in self.where:
             self.drop(name)
-        tail = self.segments[-1]
-        if len(tail.names) >= _SEGMENT:
-            tail = _Segment()
-            self.segments.append(tail)
+        tail = self._tail()
         tail.names[name] = mtime
         tail.text = None
         tail.top = max(tail.top, mtime)
@@ -108,10 +113,7 @@ class _Window:
         where = self.where
         start = 0
         while start < len(entries):
-            tail = self.segments[-1]
-            if len(tail.names) >= _SEGMENT:
-                tail = _Segment()
-                self.segments.append(tail)
+            tail = self._tail()
             chunk = entries[start : start + _SEGMENT - len(tail.names)]
             tail.names.update(map(_name_and_mtime, chunk))
             tail.top = max(tail.top, chunk[-1][0])  # entries are in (mtime, name) order
@@ -135,17 +137,11 @@ class _Window:
         """
         out: list[str] = []
         segments = self.segments
-        while len(segments) > 1 and segments[0].top < floor:
+        while segments and segments[0].top < floor:
             segment = segments.popleft()
             out += segment.names
             for n in segment.names:
                 del self.where[n]
-        if len(segments) == 1 and segments[0].top < floor and segments[0].names:
-            last = segments[0]
-            out += last.names
-            for n in last.names:
-                del self.where[n]
-            segments[0] = _Segment()
         return out
 
     def encode(self) -> list[str]:
@@ -162,7 +158,7 @@ class _Window:
         for text in texts:
             names = dict(_decode_names(text))
             segment = _Segment(names, text)
-            self.segments.insert(len(self.segments) - 1, segment)
+            self.segments.append(segment)
             self.where.update(dict.fromkeys(names, segment))
 
 
@@ -237,10 +233,6 @@ class ScanCursor:
             "passed_over": self.passed_over,
             "modified": self.modified,
         }
-
-    def forget(self) -> None:
-        """Forget the listing (after a reset elsewhere): the next one is checked by census."""
-        self._seen = None
 
     @property
     def window_size(self) -> int:
