@@ -110,8 +110,14 @@ class SparkPlan:
         scan, source = config.scan, config.source
         options = self._fs_options()
         options["directory"] = self._without_password("[scan] directory", config.scan_directory)
-        scan_fields = ("pattern", "strict_mode", "min_file_age", "late_window", "on_late_file")
-        for field in (*scan_fields, "on_modified"):
+        for field in (
+            "pattern",
+            "strict_mode",
+            "min_file_age",
+            "late_window",
+            "on_late_file",
+            "on_modified",
+        ):
             if field in scan.model_fields_set and getattr(scan, field) is not None:
                 options[field] = _text(getattr(scan, field))
         for field in ("init_delay", "roots"):

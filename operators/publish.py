@@ -15,11 +15,10 @@ runs them. Running a plan again after a crash anywhere in it does each rename at
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from region.fs import FileSystem
 
-__all__ = ["publish", "run_renames"]
+__all__ = ["publish"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +50,3 @@ def publish(
             raise FileExistsError(msg) from None
         return False  # 2. renamed before (the target's check raced the rename)
     return True
-
-
-def run_renames(
-    fs: FileSystem, renames: Sequence[Sequence[str]], *, who: str, recovering: bool = False
-) -> list[bool]:
-    """Run a plan of ``(source, target)`` renames in order (see :func:`publish`)."""
-    return [publish(fs, src, dst, who=who, recovering=recovering) for src, dst in renames]

@@ -53,7 +53,7 @@ from region.fs import FileSystem, FileWriter, LeaseRecoverer
 from region.settings import Duration, Encoding, FileMode
 from region.state import Batch, SinkOperator, State
 
-__all__ = ["HDFS2FileSink", "SinkSettings", "rolling_policy"]
+__all__ = ["HDFS2FileSink", "SinkSettings"]
 
 logger = logging.getLogger(__name__)
 
@@ -196,21 +196,21 @@ class SinkSettings(BaseModel):
         return self
 
     @property
+    def rolling(self) -> RollingPolicy:
+        """When a file is complete (the same policy on Spark's ``hdfs_sink``)."""
+        return RollingPolicy(
+            tuples=self.tuples_per_file,
+            bytes=self.bytes_per_file,
+            seconds=self.time_per_file,
+            on_punctuation=self.close_on_punct,
+        )
+
+    @property
     def template(self) -> str | None:
         """The full file template (``directory`` joined in front), or ``None`` in attribute mode."""
         if self.file is None:
             return None
         return posixpath.join(self.directory, self.file) if self.directory else self.file
-
-
-def rolling_policy(settings: SinkSettings) -> RollingPolicy:
-    """The rolling policy the sink settings describe (also the Spark sink's)."""
-    return RollingPolicy(
-        tuples=settings.tuples_per_file,
-        bytes=settings.bytes_per_file,
-        seconds=settings.time_per_file,
-        on_punctuation=settings.close_on_punct,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +317,7 @@ class HDFS2FileSink(SinkOperator):
         self._atomic = settings.publish == "atomic"
         self._line = settings.format == "line"
         self._attr = settings.file_attribute_name
-        self._rolling = rolling_policy(settings)
+        self._rolling = settings.rolling
         self._encoding = settings.encoding
         # Encodings with a byte-order mark write it once, at the start of each file.
         self._bom = "".encode(self._encoding)

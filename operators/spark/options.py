@@ -22,7 +22,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from operators.fs import open_filesystem
 from operators.fs.settings import FileSystemSettings, split_uri
 from operators.scan import ScanSettings
-from operators.sink import SinkSettings, rolling_policy
+from operators.sink import SinkSettings
 from operators.source import SourceSettings
 from operators.spark.config import ScanConfig, SinkConfig
 from region.errors import ConfigError
@@ -314,7 +314,7 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         time_format=sink.time_format,
         output_dir=output_dir,
         log_dir=log_dir,
-        rolling=rolling_policy(sink),
+        rolling=sink.rolling,
         encoding=sink.encoding,
         binary=sink.format == "binary",
         exactly_once=sink.delivery == "exactly_once",

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.fs.local import LocalFileSystem
-from operators.publish import run_renames
+from operators.publish import publish
 
 FS = LocalFileSystem()
 
@@ -25,6 +25,11 @@ def plan(directory: Path, n: int) -> list[tuple[str, str]]:
     return out
 
 
+def run_renames(renames: list[tuple[str, str]], *, recovering: bool = False) -> list[bool]:
+    """A sink running its plan: each rename by the publish rule, in order."""
+    return [publish(FS, src, dst, who="sink 's'", recovering=recovering) for src, dst in renames]
+
+
 def published(directory: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(directory.iterdir())}
 
@@ -36,10 +41,10 @@ def test_a_plan_run_again_after_a_crash_anywhere_publishes_each_file_once(
 ) -> None:
     directory = tmp_path_factory.mktemp("pub")
     renames = plan(directory, n)
-    done = run_renames(FS, renames[:crash_after], who="sink 's'")  # the process dies here
+    done = run_renames(renames[:crash_after])  # the process dies here
     assert all(done)
     for _ in range(runs):  # recovery runs the whole plan, maybe more than once
-        again = run_renames(FS, renames, who="sink 's'", recovering=True)
+        again = run_renames(renames, recovering=True)
         assert again == [i >= crash_after for i in range(n)]
         crash_after = n
     assert published(directory) == {f"part-{i}.txt": f"file {i}\n" for i in range(n)}
@@ -49,7 +54,7 @@ def test_an_existing_file_is_never_overwritten(tmp_path: Path) -> None:
     (work, final), *_ = plan(tmp_path, 1)
     Path(final).write_text("someone else's\n")
     with pytest.raises(FileExistsError, match=r"part-0.txt exists and is never overwritten"):
-        run_renames(FS, [(work, final)], who="sink 's'")
+        run_renames([(work, final)])
     assert Path(final).read_text() == "someone else's\n" and Path(work).exists()
 
 
@@ -59,7 +64,7 @@ def test_a_missing_in_progress_file_fails_live_and_warns_when_recovering(
     (work, final), *_ = plan(tmp_path, 1)
     Path(work).unlink()
     with pytest.raises(FileNotFoundError, match=r"sink 's': cannot publish .*part-0.txt: neither"):
-        run_renames(FS, [(work, final)], who="sink 's'")
+        run_renames([(work, final)])
     with caplog.at_level(logging.WARNING, logger="operators.publish"):
-        assert run_renames(FS, [(work, final)], who="sink 's'", recovering=True) == [False]
+        assert run_renames([(work, final)], recovering=True) == [False]
     assert "moved away since?" in caplog.text
