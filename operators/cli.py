@@ -157,13 +157,9 @@ def _readable(state: Any) -> Any:
 
     if isinstance(state, dict):
         if "census" in state:
-            rest = {k: _readable(v) for k, v in state.items() if k not in _CURSOR_FIELDS}
-            return {**rest, **describe_state(state)}
+            return describe_state(state)
         return {k: _readable(v) for k, v in state.items()}
     return state
-
-
-_CURSOR_FIELDS = frozenset({"key", "floor", "window", "census", "passed_over", "modified"})
 
 
 def _print_state(name: str, state: Any, out: TextIO) -> None:

@@ -497,13 +497,19 @@ def _decode_names(text: str) -> list[tuple[str, int]]:
     return out
 
 
+#: The keys :meth:`ScanCursor.state` writes (an operator may nest them among its own).
+_STATE_FIELDS = frozenset({"key", "floor", "window", "census", "passed_over", "modified"})
+
+
 def describe_state(state: Mapping[str, Any]) -> dict[str, Any]:
-    """A short, readable form of a scan cursor's state (for ``inspect``)."""
+    """A short, readable form of a state holding a scan cursor's (for ``inspect``): the
+    cursor's compressed window and census as counts, the operator's other keys as they are."""
     if "census" not in state:
         return dict(state)
     window = sum(len(_decode_names(t)) for t in state.get("window") or ())
     census = state.get("census")
     return {
+        **{k: v for k, v in state.items() if k not in _STATE_FIELDS},
         "key": state.get("key"),
         "floor_mtime_ns": state.get("floor"),
         "names_in_window": window,
