@@ -4,6 +4,7 @@ Layout of a checkpoint directory::
 
     cut-000000000041.json          completed cuts; the id in the name orders them
     cut-000000000042.json
+    cut-000000000042.done          empty: the cut's completion (on_cut_completed) ran to the end
     .cut-000000000043-<uuid>.tmp   a cut being written (or left behind by a crash)
 
 A file becomes visible under its final name only once it is complete and durable (unique temporary
@@ -15,6 +16,7 @@ the reader falls back to the next older cut, saying why.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import hashlib
 import json
 import logging
@@ -48,6 +50,7 @@ FORMAT_VERSION = 1
 
 _CUT_NAME = re.compile(r"^cut-(\d{12,})\.json$")
 _TMP_NAME = re.compile(r"^\.cut-(\d{12,})-[0-9a-f]{32}\.tmp$")
+_DONE_NAME = re.compile(r"^cut-(\d{12,})\.done$")
 # Every file this module writes starts with these bytes; a damaged file that still does is
 # reported as truncated rather than as foreign garbage.
 _PREFIX = b'{"format":'
@@ -86,6 +89,9 @@ class Checkpoint:
     operators: dict[str, dict[str, Any]]
     meta: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    #: Whether the cut's completion ran to the end (:meth:`CheckpointStore.mark_completed`):
+    #: what it made visible need not be announced again. ``False`` when unknown.
+    completed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +145,8 @@ class CheckpointStore:
         self.start_fresh = start_fresh
         self.guard = guard
         self._last_cut_id = 0
+        #: Completion markers seen by the last listing: cut id -> path.
+        self._done: dict[int, str] = {}
 
     # ------------------------------------------------------------------ paths and listing
 
@@ -154,7 +162,9 @@ class CheckpointStore:
     def _scan(
         self,
     ) -> tuple[builtins.list[tuple[int, FileStatus]], builtins.list[tuple[int, FileStatus]]]:
-        """Cut files and temporary files as ``(cut_id, status)``, oldest first."""
+        """Cut files and temporary files as ``(cut_id, status)``, oldest first; the ids with a
+        completion marker go to ``self._done``."""
+        self._done = {}
         try:
             entries = self.fs.list_dir(self.directory)
         except FileNotFoundError:
@@ -168,6 +178,8 @@ class CheckpointStore:
                 cuts.append((int(match.group(1)), status))
             elif match := _TMP_NAME.match(status.name):
                 temps.append((int(match.group(1)), status))
+            elif match := _DONE_NAME.match(status.name):
+                self._done[int(match.group(1))] = status.path
         cuts.sort(key=lambda item: item[0])
         temps.sort(key=lambda item: item[0])
         return cuts, temps
@@ -272,7 +284,23 @@ class CheckpointStore:
         for tmp_id, status in temps:
             if tmp_id <= cut_id and self._delete_quietly(status.path):
                 logger.info("Removed unfinished checkpoint %s", self.fs.display(status.path))
+        kept = set(ids[-self.retain :])
+        for done_id, done_path in self._done.items():
+            if done_id not in kept:
+                self._delete_quietly(done_path)
         return CheckpointInfo(cut_id, created, len(data), final, True, "", self.pipeline_id)
+
+    def mark_completed(self, cut_id: int) -> None:
+        """Record that the completion of cut ``cut_id`` (every ``on_cut_completed``) ran to the
+        end: an empty ``cut-<id>.done``. Not synced and never raised: a marker lost in a crash
+        only means the completion's announcements are made again (at least once)."""
+        path = self._path(cut_file_name(cut_id).removesuffix(".json") + ".done")
+        try:
+            self.fs.create(path, overwrite=True, permission=self.permission).close()
+        except Exception:
+            logger.warning(
+                "Cannot record the completion of cut %d at %s", cut_id, path, exc_info=True
+            )
 
     def _delete_quietly(self, path: str) -> bool:
         """Delete; a failure is logged, not raised (the cut itself is already durable)."""
@@ -391,6 +419,8 @@ class CheckpointStore:
                         f"checkpoint {shown} was {foreign}: two jobs must not share checkpoint "
                         f"directory {self.display}; give this job its own directory"
                     )
+                if cut_id in self._done:
+                    checkpoint = dataclasses.replace(checkpoint, completed=True)
                 if rejected:
                     logger.warning(
                         "Recovering from cut %d (%s): %d newer checkpoint file(s) unusable",

@@ -22,6 +22,7 @@ it returns (the deadline is checked after every operator), a permit held too lon
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import logging
 import threading
@@ -29,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from region.checkpoint import CheckpointStore
 from region.errors import (
@@ -38,6 +39,7 @@ from region.errors import (
     RegionError,
     RegionFailedError,
     RegionStoppedError,
+    is_permanent,
 )
 from region.permits import Permits
 from region.settings import RegionSettings, Trigger
@@ -48,6 +50,9 @@ __all__ = ["ALLOWED_TRANSITIONS", "RegionController", "RegionSnapshot", "RegionS
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+#: Longest uninterrupted sleep of a backoff, so an immediate stop is noticed promptly.
+_BACKOFF_SLICE = 0.05
 
 
 class RegionStatus(StrEnum):
@@ -111,6 +116,9 @@ class _Failure:
 class _RestorePoint:
     cut_id: int
     states: dict[str, dict[str, Any]]
+    #: The cut's completion (every on_cut_completed) ran to the end, here or in a process that
+    #: recorded it: operators are told before a reset to it (StateHandler.recall_completed).
+    completed: bool = False
 
 
 class _StopNow(Exception):
@@ -223,7 +231,7 @@ class RegionController:
             except Exception as exc:
                 # A bug in the cycle itself: fail loudly rather than leave permits blocked.
                 if self._status is not RegionStatus.FAILED:
-                    self._fail_locked(_Failure(None, "controller", exc), gave_up=False)
+                    self._fail_locked(_Failure(None, "controller", exc), why="no_reset")
                 raise
             finally:
                 self._cycle_owner = None
@@ -270,10 +278,10 @@ class RegionController:
             self._next_cut_id = self.store.next_cut_id()
             if latest is not None:
                 self._restore_point = self._restore_point_of(
-                    latest.cut_id, latest.operators, latest.path
+                    latest.cut_id, latest.operators, latest.path, completed=latest.completed
                 )
         except Exception as exc:
-            self._fail_locked(_Failure(None, "recovery at start", exc), gave_up=False)
+            self._fail_locked(_Failure(None, "recovery at start", exc), why="no_reset")
             raise
         if self._restore_point is not None:
             self._last_cut_id = self._restore_point.cut_id
@@ -282,7 +290,12 @@ class RegionController:
         return True
 
     def _restore_point_of(
-        self, cut_id: int, states: Mapping[str, Mapping[str, Any]], where: str
+        self,
+        cut_id: int,
+        states: Mapping[str, Mapping[str, Any]],
+        where: str,
+        *,
+        completed: bool = False,
     ) -> _RestorePoint:
         names = [op.name for op in self.operators]
         missing = [n for n in names if n not in states]
@@ -298,7 +311,7 @@ class RegionController:
             logger.warning(
                 "Checkpoint of cut %d holds state of unknown operators %s", cut_id, extra
             )
-        return _RestorePoint(cut_id, {n: dict(states[n]) for n in names})
+        return _RestorePoint(cut_id, {n: dict(states[n]) for n in names}, completed)
 
     # ------------------------------------------------------------------ cut
 
@@ -392,7 +405,7 @@ class RegionController:
             # Another process owns the directory (lock lost, a newer cut exists) or a state is
             # not JSON: a reset could undo that process's output, and a retry fails the same.
             phase = f"writing the checkpoint of cut {cut_id}"
-            raise self._fail_locked(_Failure(None, phase, exc), gave_up=False) from exc
+            raise self._fail_locked(_Failure(None, phase, exc), why="no_reset") from exc
         except Exception as exc:
             self._adopt_if_durable(cut_id, states)
             phase = f"writing the checkpoint of cut {cut_id}"
@@ -410,6 +423,9 @@ class RegionController:
                 # The reset goes back to this very cut and finishes what it promised.
                 phase = f"completion of cut {cut_id}"
                 return self._cut_failed(cut_id, _Failure(op.name, phase, exc))
+        # Recorded, so a reset or a restart to this cut does not announce its files again.
+        self._restore_point = dataclasses.replace(self._restore_point, completed=True)
+        self.store.mark_completed(cut_id)
         # 8. Retire older cuts: no reset will return to them.
         for old in self._retire:
             for op in self.operators:
@@ -488,12 +504,16 @@ class RegionController:
         """Reset every operator to the last completed cut (or to the initial state).
 
         1. Status RESETTING; block permits.
-        2. Give up (FAILED) when max_consecutive_reset_attempts attempts were made since the
+        2. Fail at once (FAILED) when the failure is permanent
+           (:func:`~region.errors.is_permanent`): a reset would meet it again.
+        3. Give up (FAILED) when max_consecutive_reset_attempts attempts were made since the
            last completed cut.
-        3. Wait for outstanding permits, within reset_timeout.
-        4. Reset every operator in topological order; an exception, or the whole reset taking
+        4. From the second attempt since the last completed cut on, wait reset_backoff, doubled
+           per attempt (:meth:`RegionSettings.backoff`): a transient cause gets time to pass.
+        5. Wait for outstanding permits, within reset_timeout.
+        6. Reset every operator in topological order; an exception, or the whole reset taking
            longer than reset_timeout, fails the attempt: back to 2.
-        5. Clear the pending failure, status PROCESSING, unblock permits.
+        7. Clear the pending failure, status PROCESSING, unblock permits.
 
         ``failure`` is ``None`` for the recovery at start, which counts as a reset attempt only
         when it has to be repeated.
@@ -503,15 +523,17 @@ class RegionController:
         if failure is not None:
             with self._state_lock:
                 self._last_error = failure.describe()
+        limit = self.settings.max_consecutive_reset_attempts
         count = failure is not None
-        attempt = 0
         while True:
             self._check_stop_now()
-            attempt += 1
             if count:
-                if self._consecutive_resets >= self.settings.max_consecutive_reset_attempts:
-                    assert failure is not None
+                assert failure is not None
+                if is_permanent(failure.error):
+                    raise self._fail_locked(failure, why="permanent") from failure.error
+                if self._consecutive_resets >= limit:
                     raise self._fail_locked(failure) from failure.error
+                self._wait_backoff(self._consecutive_resets)
                 with self._state_lock:
                     self._consecutive_resets += 1
                     self._resets += 1
@@ -520,7 +542,15 @@ class RegionController:
             problem = self._reset_operators(started + self.settings.reset_timeout)
             if problem is None:
                 break
-            logger.warning("Reset attempt %d failed: %s", attempt, problem.describe())
+            if failure is None:
+                logger.warning("Recovery at start failed: %s", problem.describe())
+            else:
+                logger.warning(
+                    "Reset attempt %d of %d failed: %s",
+                    self._consecutive_resets,
+                    limit,
+                    problem.describe(),
+                )
             failure = problem
             with self._state_lock:
                 self._last_error = failure.describe()
@@ -537,11 +567,23 @@ class RegionController:
                 where,
                 seconds,
                 self._consecutive_resets,
-                self.settings.max_consecutive_reset_attempts,
+                limit,
                 failure.describe(),
             )
         self._set_status(RegionStatus.PROCESSING)
         self.permits.unblock()
+
+    def _wait_backoff(self, done: int) -> None:
+        """Before the reset attempt following ``done`` consecutive ones, sleep
+        :meth:`RegionSettings.backoff`, in slices so an immediate stop is noticed."""
+        delay = self.settings.backoff(done)
+        if delay <= 0:
+            return
+        logger.info("Waiting %.1f s before reset attempt %d", delay, done + 1)
+        deadline = time.monotonic() + delay
+        while (remaining := deadline - time.monotonic()) > 0:
+            self._check_stop_now()
+            time.sleep(min(remaining, _BACKOFF_SLICE))
 
     def _reset_operators(self, deadline: float) -> _Failure | None:
         if not self.permits.wait_idle(max(0.0, deadline - self._clock())):
@@ -559,6 +601,8 @@ class RegionController:
                 if target is None:
                     op.reset_to_initial_state()
                 else:
+                    if target.completed:
+                        op.recall_completed(target.cut_id)
                     op.reset(copy.deepcopy(target.states[op.name]))
             except Exception as exc:
                 return _Failure(op.name, "reset", exc)
@@ -574,23 +618,36 @@ class RegionController:
             return _Failure(slowest, "reset", error)
         return None
 
-    def _fail_locked(self, failure: _Failure, *, gave_up: bool = True) -> RegionFailedError:
+    def _fail_locked(
+        self, failure: _Failure, *, why: Literal["gave_up", "permanent", "no_reset"] = "gave_up"
+    ) -> RegionFailedError:
         """Give up: status FAILED, every permit waiter raises RegionFailedError (returned).
 
-        ``gave_up``: after max_consecutive_reset_attempts resets (else: a failure no reset can
-        repair, e.g. the checkpoint directory was taken over by another process).
+        ``why``: ``"gave_up"`` after max_consecutive_reset_attempts resets; ``"permanent"``
+        for an error no retry can repair (bad data or settings, refused access); ``"no_reset"``
+        when a reset could do harm or cannot run (the checkpoint directory was taken over, the
+        checkpoints cannot be read, a bug in the controller). The message carries the whole
+        cause and what to do.
         """
-        attempts = self._consecutive_resets
-        message = (
-            f"consistent region failed after {attempts} consecutive reset attempt(s) "
-            f"(max_consecutive_reset_attempts={self.settings.max_consecutive_reset_attempts}): "
-            f"{failure.describe()}"
-        )
-        if not gave_up:
-            message = f"consistent region failed without a reset: {failure.describe()}"
+        cause = failure.describe()
+        if why == "permanent":
+            message = (
+                f"consistent region stopped: {cause}. A retry would fail the same way, so none "
+                "was tried: remove the cause and run again (the job resumes from its last "
+                "completed cut)"
+            )
+        elif why == "no_reset":
+            message = f"consistent region stopped without a reset: {cause}"
+        else:
+            limit = self.settings.max_consecutive_reset_attempts
+            message = (
+                f"consistent region failed after {self._consecutive_resets} consecutive reset "
+                f"attempt(s) (max_consecutive_reset_attempts={limit}, reset_backoff="
+                f"{self.settings.reset_backoff:g} s): {cause}"
+            )
         with self._state_lock:
             self._failed_message = message
-            self._last_error = failure.describe()
+            self._last_error = cause
         if self._status is not RegionStatus.FAILED:
             self._set_status(RegionStatus.FAILED)
         logger.error("%s", message)

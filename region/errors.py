@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
+from typing import TypeVar
+
 __all__ = [
+    "PERMANENT_TYPES",
     "CheckpointError",
     "ConfigError",
     "LockLostError",
@@ -10,6 +14,9 @@ __all__ = [
     "RegionError",
     "RegionFailedError",
     "RegionStoppedError",
+    "is_permanent",
+    "is_permanent_name",
+    "permanent",
 ]
 
 
@@ -44,3 +51,54 @@ class LockLostError(RegionError):
 
 class RegionStoppedError(RegionError):
     """The region was stopped: no permit will be granted and no cut will run any more."""
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+#: Built-in errors that come back the same however often the step is retried: bad settings,
+#: refused access, a path of the wrong kind, undecodable bytes. Anything else (connections,
+#: timeouts, leases, I/O) may pass, so the region retries it with backoff.
+PERMANENT_TYPES: tuple[type[BaseException], ...] = (
+    ConfigError,
+    PermissionError,
+    NotADirectoryError,
+    IsADirectoryError,
+    UnicodeError,
+)
+
+
+def permanent(error: _E) -> _E:
+    """Mark ``error`` as one no reset can repair, and return it: ``raise permanent(Error(...))``.
+
+    Used where a built-in type is ambiguous (a missing directory the settings require, a file
+    that exists and is never overwritten) but the situation is not.
+    """
+    error.permanent = True  # type: ignore[attr-defined]
+    return error
+
+
+def is_permanent(error: BaseException) -> bool:
+    """Whether retrying cannot help: an explicit ``permanent`` attribute (instance or class)
+    decides, else the type (:data:`PERMANENT_TYPES`). The one rule every engine applies."""
+    marked = getattr(error, "permanent", None)
+    if marked is not None:
+        return bool(marked)
+    return isinstance(error, PERMANENT_TYPES)
+
+
+def is_permanent_name(name: str) -> bool:
+    """:func:`is_permanent` for an error known only by its class name (a Python error that
+    crossed a process boundary as text, e.g. inside a Spark task failure): a built-in or a
+    :class:`RegionError` subclass of that name. Marks set on an instance do not cross, so those
+    errors count as transient here (retried, never wrongly given up on)."""
+    short = name.rpartition(".")[2]
+    builtin = getattr(builtins, short, None)
+    if isinstance(builtin, type) and issubclass(builtin, BaseException):
+        return issubclass(builtin, PERMANENT_TYPES)
+    pending: list[type[BaseException]] = [RegionError]
+    while pending:
+        cls = pending.pop()
+        if cls.__name__ == short:
+            return bool(getattr(cls, "permanent", False)) or issubclass(cls, PERMANENT_TYPES)
+        pending.extend(cls.__subclasses__())
+    return False

@@ -35,6 +35,10 @@ class FileStatus(NamedTuple):
     size: int
     mtime_ns: int
     is_dir: bool = False
+    #: What identifies the file apart from its name, where the filesystem has it (the inode
+    #: on a local disk, the HDFS fileId through WebHDFS); ``None`` otherwise. Filled by
+    #: ``status()``; listings may leave it out.
+    file_id: int | None = None
 
     @property
     def name(self) -> str:

@@ -128,6 +128,10 @@ class Trigger(StrEnum):
         return None
 
 
+#: Longest wait between two reset attempts, however many failed before.
+_MAX_BACKOFF = 60.0
+
+
 class RegionSettings(BaseModel):
     """How a consistent region cuts and recovers."""
 
@@ -149,6 +153,12 @@ class RegionSettings(BaseModel):
             "max_consecutive_reset_attempts", "maxConsecutiveResetAttempts"
         ),
     )
+    #: Wait before the second reset attempt since the last completed cut, doubled for each
+    #: further one (at most 60 s): transient causes (a NameNode failing over, a DataNode
+    #: restarting) get time to pass. Permanent errors are not retried at all. 0: no wait.
+    reset_backoff: Duration = Field(
+        1.0, ge=0, validation_alias=AliasChoices("reset_backoff", "resetBackoff")
+    )
     checkpoint_dir: str = Field(
         "checkpoints", validation_alias=AliasChoices("checkpoint_dir", "checkpointDir")
     )
@@ -165,3 +175,11 @@ class RegionSettings(BaseModel):
     #: When checkpoint files exist but none is valid, start from the initial state (logging why)
     #: instead of failing. Leave off in settings files; use it once, deliberately.
     start_fresh: bool = Field(False, validation_alias=AliasChoices("start_fresh", "startFresh"))
+
+    def backoff(self, done: int) -> float:
+        """Seconds to wait before the next reset (or query restart) after ``done`` consecutive
+        ones: none before the first, then reset_backoff doubled per attempt, at most 60 s. The
+        one rule both engines follow."""
+        if done < 1:
+            return 0.0
+        return min(float(self.reset_backoff) * 2.0 ** (done - 1), _MAX_BACKOFF)

@@ -9,8 +9,10 @@ Lifecycle (the controller is the only caller of these methods):
    concurrently with tuple processing of the same region (the controller holds every permit).
 3. A cut calls, in topological order, :meth:`drain` on every operator, then :meth:`checkpoint` on
    every operator, then writes one region checkpoint, then :meth:`on_cut_completed` on every
-   operator, then :meth:`retire_checkpoint` for cuts no longer needed.
-4. A failure anywhere calls :meth:`reset` (or :meth:`reset_to_initial_state`) on every operator.
+   operator (and records that they all returned), then :meth:`retire_checkpoint` for cuts no
+   longer needed.
+4. A failure anywhere calls :meth:`reset` (or :meth:`reset_to_initial_state`) on every operator,
+   preceded by :meth:`recall_completed` when the cut's completion is known to have finished.
 
 State is a small plain value: a ``dict`` of JSON primitives (str, int, float, bool, None, lists
 and dicts of those). The same state is written to the checkpoint store and used as a Spark offset.
@@ -68,6 +70,12 @@ class StateHandler(ABC):
         """The region checkpoint of ``cut_id`` is durable: effects it covers may be made visible
         (a sink publishes files closed before the cut). A crash before or during this call is
         repaired by :meth:`reset` with that cut's state, so it must be safe to run twice."""
+
+    def recall_completed(self, cut_id: int) -> None:  # noqa: B027 - optional hook
+        """Called just before :meth:`reset` to the state of ``cut_id`` when that cut's
+        :meth:`on_cut_completed` is known to have run to the end, in this process or in one
+        that recorded it before crashing: what it announced (``on_published``) must not be
+        announced again. A reset without this call knows nothing either way."""
 
     def retire_checkpoint(self, cut_id: int) -> None:  # noqa: B027 - optional hook
         """The checkpoint of ``cut_id`` will never be restored again: drop anything kept for it."""

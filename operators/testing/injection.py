@@ -273,6 +273,9 @@ class _Observed(StateHandler):
     def on_cut_completed(self, cut_id: int) -> None:
         self._around("on_cut_completed", lambda: self.inner.on_cut_completed(cut_id))
 
+    def recall_completed(self, cut_id: int) -> None:
+        self.inner.recall_completed(cut_id)
+
     def retire_checkpoint(self, cut_id: int) -> None:
         self.inner.retire_checkpoint(cut_id)
 

@@ -278,6 +278,8 @@ class Probe(StateHandler):
         self.faults = _Faults()
         self.counter = 0
         self.restored: Any = None
+        #: Cut ids of recall_completed calls (kept out of the journal of calls).
+        self.recalled: list[int] = []
 
     def drain(self) -> None:
         self.journal.append((self.name, "drain"))
@@ -307,6 +309,9 @@ class Probe(StateHandler):
         self.journal.append((self.name, f"on_cut_completed {cut_id}"))
         self.faults.fire("on_cut_completed")
 
+    def recall_completed(self, cut_id: int) -> None:
+        self.recalled.append(cut_id)
+
     def retire_checkpoint(self, cut_id: int) -> None:
         self.journal.append((self.name, f"retire {cut_id}"))
 
@@ -315,8 +320,9 @@ class Probe(StateHandler):
 
 
 def region_settings(**kwargs: Any) -> RegionSettings:
-    """Operator-driven by default: the tests decide when cuts happen."""
-    values: dict[str, Any] = {"trigger": "operator_driven", "retain": 3}
+    """Operator-driven by default: the tests decide when cuts happen. No wait between resets
+    (the tests of reset_backoff set it)."""
+    values: dict[str, Any] = {"trigger": "operator_driven", "retain": 3, "reset_backoff": 0}
     values.update(kwargs)
     return RegionSettings(**values)
 

@@ -20,6 +20,7 @@ from region.errors import (
     LockLostError,
     RegionFailedError,
     RegionStoppedError,
+    permanent,
 )
 from tests.region._participants import FakeClock, Probe, region_settings, wait_until
 from tests.region.conftest import FlakyFileSystem
@@ -90,6 +91,32 @@ def test_restart_resumes_from_newest_cut_and_never_reuses_a_cut_id(make_store):
     assert second.committed()[-1] == newest + 1
     # The recovered cut is retired once a newer one completed.
     assert ("sink", f"retire {newest}") in second.calls()
+
+
+def test_a_reset_is_told_whether_the_cut_completion_finished_also_across_a_restart(make_store):
+    first = Region(make_store())
+    first.controller.start()
+    assert first.controller.make_consistent()
+    done = first.committed()[-1]
+    first.controller.report_failure("source", OSError(5, "read failed", "/in/a.txt"))
+    assert first.ops["sink"].recalled == [done]
+    # A cut whose completion failed is durable, but nothing may be assumed about it.
+    first.ops["sink"].faults.arm("on_cut_completed", OSError(5, "rename failed", "/out/p"))
+    assert not first.controller.make_consistent()
+    assert first.ops["sink"].recalled == [done]
+    assert first.controller.make_consistent()
+    newest = first.committed()[-1]
+    # A restart learns it from the store: the completion of `newest` was recorded.
+    second = Region(make_store())
+    second.controller.start()
+    assert [op.recalled for op in second.ops.values()] == [[newest]] * 3
+    # Without the record (lost in a crash before it was written), nothing is assumed.
+    store = make_store()
+    store.fs.delete(store.directory + f"/cut-{newest:012d}.done")
+    third = Region(store)
+    third.controller.start()
+    assert [op.recalled for op in third.ops.values()] == [[]] * 3
+    assert third.calls() == [(n, f"reset {newest}") for n in NAMES]
 
 
 def test_checkpoint_without_state_of_an_operator_is_refused_at_start(make_store):
@@ -303,17 +330,18 @@ def test_region_fails_after_max_consecutive_reset_attempts(region):
     r = region(max_consecutive_reset_attempts=3)
     r.controller.start()
     r.ops["sink"].faults.arm("drain", OSError("disk full"))
-    r.ops["sink"].faults.arm("reset", PermissionError("/out/part-0: permission denied"), times=99)
+    refused = ConnectionError("namenode:8020: connection refused")
+    r.ops["sink"].faults.arm("reset", refused, times=99)
     with pytest.raises(RegionFailedError) as failed:
         r.controller.make_consistent()
     message = str(failed.value)
     assert "3 consecutive reset attempt" in message
     assert "operator 'sink'" in message
-    assert "PermissionError" in message and "/out/part-0" in message
+    assert "ConnectionError" in message and "namenode:8020" in message
     assert r.controller.status is RegionStatus.FAILED
     assert r.committed() == []
     # Nobody waits forever for a failed region.
-    with pytest.raises(RegionFailedError, match="permission denied"):
+    with pytest.raises(RegionFailedError, match="connection refused"):
         r.controller.permits.acquire()
     with pytest.raises(RegionFailedError):
         r.controller.make_consistent()
@@ -323,13 +351,96 @@ def test_region_fails_after_max_consecutive_reset_attempts(region):
     assert r.controller.status is RegionStatus.FAILED
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        PermissionError(13, "CREATE: Permission denied: user=etl, access=WRITE", "/out"),
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+        NotADirectoryError(20, "MKDIRS: is not a directory", "/out/a.txt/x"),
+        ConfigError("sink 'sink': file template is empty"),
+        permanent(FileExistsError(17, "/out/p.txt exists and is never overwritten")),
+    ],
+    ids=type,
+)
+def test_a_permanent_error_fails_the_region_at_once_without_a_reset(region, error, caplog):
+    r = region(max_consecutive_reset_attempts=5, reset_backoff=30)
+    r.controller.start()
+    assert r.controller.make_consistent()
+    r.calls()
+    cuts = r.committed()
+    with (
+        caplog.at_level(logging.INFO, logger="region.controller"),
+        pytest.raises(RegionFailedError) as failed,
+    ):
+        r.controller.report_failure("source", error)
+    message = str(failed.value)
+    assert message.startswith("consistent region stopped: operator 'source' raised ")
+    assert str(error) in message
+    assert "A retry would fail the same way, so none was tried" in message
+    assert "resumes from its last completed cut" in message
+    # No reset, no wait: the operators were not touched, and the cut stays the restart point.
+    assert r.calls() == []
+    assert r.controller.snapshot().resets == 0
+    assert "Waiting" not in caplog.text
+    assert r.committed() == cuts
+    assert r.controller.status is RegionStatus.FAILED
+
+
+def test_a_permanent_error_in_a_reset_ends_the_retries(region):
+    r = region(max_consecutive_reset_attempts=5)
+    r.controller.start()
+    r.ops["sink"].faults.arm("reset", PermissionError(13, "Permission denied", "/out"), times=99)
+    with pytest.raises(RegionFailedError, match=r"consistent region stopped.*Permission denied"):
+        r.controller.report_failure("source", OSError(5, "read failed", "/in/a.txt"))
+    # One reset was tried for the transient read error; its permanent failure ended it.
+    assert r.controller.snapshot().resets == 1
+
+
+def test_transient_failures_are_retried_with_a_doubling_backoff(region, caplog):
+    r = region(max_consecutive_reset_attempts=4, reset_backoff=0.05)
+    r.controller.start()
+    r.ops["sink"].faults.arm("reset", TimeoutError("DataNode did not answer"), times=3)
+    with caplog.at_level(logging.INFO, logger="region.controller"):
+        r.controller.report_failure("source", ConnectionError("namenode went away"))
+    waits = [m for m in caplog.messages if m.startswith("Waiting")]
+    assert waits == [
+        "Waiting 0.1 s before reset attempt 2",
+        "Waiting 0.1 s before reset attempt 3",
+        "Waiting 0.2 s before reset attempt 4",
+    ]
+    failed = [m for m in caplog.messages if m.startswith("Reset attempt")]
+    assert [m.split(":")[0] for m in failed] == [
+        "Reset attempt 1 of 4 failed",
+        "Reset attempt 2 of 4 failed",
+        "Reset attempt 3 of 4 failed",
+    ]
+    assert r.controller.status is RegionStatus.PROCESSING
+    assert r.controller.snapshot().consecutive_resets == 4
+
+
+def test_the_backoff_doubles_up_to_a_minute() -> None:
+    settings = region_settings(reset_backoff=1.0)
+    assert [settings.backoff(n) for n in range(9)] == [0, 1, 2, 4, 8, 16, 32, 60, 60]
+    assert region_settings(reset_backoff=0).backoff(5) == 0
+
+
+def test_a_stop_request_ends_a_backoff_at_once(region):
+    r = region(max_consecutive_reset_attempts=3, reset_backoff=3600)
+    r.controller.start()
+    r.ops["sink"].faults.arm("reset", TimeoutError("DataNode did not answer"), times=99)
+    threading.Timer(0.3, r.controller.request_stop_now).start()
+    # Without the stop this would wait an hour before the second attempt.
+    r.controller.report_failure("source", ConnectionError("namenode went away"))
+    assert r.controller.status is RegionStatus.STOPPED
+
+
 def test_repeated_processing_failures_without_a_cut_fail_the_region(region):
     r = region(max_consecutive_reset_attempts=2)
     r.controller.start()
-    poison = ValueError("record 17 of /in/a.txt: bad field 'price' = 'x'")
+    poison = OSError(5, "record 17 of /in/a.txt: read error")
     r.controller.report_failure("source", poison)
     r.controller.report_failure("source", poison)
-    with pytest.raises(RegionFailedError, match=r"2 consecutive reset attempt.*'source'.*price"):
+    with pytest.raises(RegionFailedError, match=r"2 consecutive reset attempt.*'source'.*record"):
         r.controller.report_failure("source", poison)
 
 
