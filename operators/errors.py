@@ -16,7 +16,10 @@ class BadRecordError(OperatorError, ValueError):
 
     ``file`` is the file being read or written, ``offset`` the byte offset in that file (source)
     or the record's index in its batch (sink), ``field`` the attribute at fault when there is one.
+    Permanent: the same bytes fail the same way after a reset.
     """
+
+    permanent = True
 
     def __init__(
         self,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+from region.errors import permanent
 from region.fs import FileSystem
 
 __all__ = ["publish"]
@@ -47,6 +48,6 @@ def publish(
                 f"{who}: cannot publish {fs.display(source)}: {fs.display(target)} exists and is "
                 "never overwritten"
             )
-            raise FileExistsError(msg) from None
+            raise permanent(FileExistsError(msg)) from None
         return False  # 2. renamed before (the target's check raced the rename)
     return True

@@ -9,8 +9,11 @@ Region settings map to Spark as follows:
   the query ends.
 
 A failed query is started again from its checkpoint (Spark replays the unfinished batch; the
-sink publishes it once) up to ``max_consecutive_reset_attempts`` times in a row; the count is
-cleared by every batch that completes. Then :class:`region.errors.RegionFailedError`.
+sink publishes it once) up to ``max_consecutive_reset_attempts`` times in a row, waiting
+``reset_backoff`` (doubled per attempt) from the second restart on; the count is cleared by every
+batch that completes. Then :class:`region.errors.RegionFailedError`. An error no restart can
+repair (:func:`region.errors.is_permanent_name`: undecodable input under ``fail``, refused access)
+ends the run at once, as it does on the local engine.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from region.errors import RegionFailedError
+from region.errors import RegionFailedError, is_permanent_name
 from region.settings import RegionSettings, Trigger
 
 if TYPE_CHECKING:
@@ -130,21 +133,33 @@ class SparkSupervisor:
                 return
             failures = 1 if completed else failures + 1
             limit = self.settings.max_consecutive_reset_attempts
+            name, cause = _cause(error)
+            if is_permanent_name(name):
+                msg = (
+                    f"query {query.name or query.id} stopped: {cause}. A restart would fail the "
+                    "same way, so none was tried: remove the cause and run again (the query "
+                    "resumes from its checkpoint)"
+                )
+                raise RegionFailedError(msg) from error
             if failures >= limit:
                 msg = (
                     f"query {query.name or query.id} failed {failures} time(s) in a row "
-                    f"(max_consecutive_reset_attempts={limit}); last error: {_first_line(error)}"
+                    f"(max_consecutive_reset_attempts={limit}, reset_backoff="
+                    f"{self.settings.reset_backoff:g} s); last error: {cause}"
                 )
                 raise RegionFailedError(msg) from error
+            delay = self.settings.backoff(failures - 1)
             logger.warning(
-                "query %s failed (%s of %s in a row), restarting from its checkpoint: %s",
+                "query %s failed (%s of %s in a row), restarting from its checkpoint%s: %s",
                 query.name or query.id,
                 failures,
                 limit,
-                _first_line(error),
+                f" in {delay:.1f} s" if delay else "",
+                cause,
             )
             if self._on_restart is not None:
                 self._on_restart(failures, error)
+            self._stop.wait(delay)
 
     def _watch(self, query: StreamingQuery) -> tuple[BaseException | None, bool]:
         """Wait for the query to end; report progress. Returns (error, any batch completed)."""
@@ -241,11 +256,14 @@ _CAUSE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
 _WRAPPERS = ("org.", "java.", "scala.", "py4j.", "pyspark.")
 
 
-def _first_line(error: BaseException) -> str:
-    """The Python error that failed the query (Spark wraps it in Java stack traces)."""
+def _cause(error: BaseException) -> tuple[str, str]:
+    """The Python error that failed the query (Spark wraps it in Java stack traces): its class
+    name, and ``"Name: message"``."""
     text = str(error).strip()
     for line in text.splitlines():
         match = _CAUSE.match(line.strip())
         if match is not None and not match.group(1).startswith(_WRAPPERS):
-            return f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2)}"
-    return text.splitlines()[0] if text else type(error).__name__
+            name = match.group(1).rsplit(".", 1)[-1]
+            return name, f"{name}: {match.group(2)}"
+    name = type(error).__name__
+    return name, text.splitlines()[0] if text else name

@@ -749,6 +749,7 @@ class PipelineReplay:
             trigger=Trigger.PERIODIC if periodic else Trigger.OPERATOR_DRIVEN,
             period=1e9,  # never fires: the schedule says when to cut
             max_consecutive_reset_attempts=_MAX_RESETS,
+            reset_backoff=0,  # the schedule, not the clock, decides when the next step comes
             drain_timeout=60.0,
             reset_timeout=60.0,
         )

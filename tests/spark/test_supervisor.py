@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +18,16 @@ pytestmark = pytest.mark.spark
 T0 = 1_700_000_000_000_000_000
 
 
-def builder(spark: Any, tmp: Path, **options: str) -> Any:
+def builder(spark: Any, tmp: Path, *, transform: Any = None, **options: str) -> Any:
     def build(region_options: dict[str, str]) -> Any:
         reader = spark.readStream.format("hdfs_scan").option("directory", str(tmp / "in"))
         for key, value in {"plan_dir": str(tmp / "plans"), **options, **region_options}.items():
             reader = reader.option(key, value)
+        frame = reader.load()
+        if transform is not None:
+            frame = transform(frame)
         return (
-            reader.load()
-            .writeStream.format("hdfs_sink")
+            frame.writeStream.format("hdfs_sink")
             .option("file", str(tmp / "out" / "part-%FILENUM.txt"))
             .option("checkpointLocation", str(tmp / "ck"))
         )
@@ -52,39 +54,76 @@ def test_operator_driven_batches_end_at_file_boundaries(spark: Any, tmp_path: Pa
     assert published_lines(tmp_path / "out") == [x for d in files.values() for x in lines_of(d)]
 
 
+def flaky(marker: Path, times: int) -> Any:
+    """A transform whose tasks raise ConnectionError (transient) while ``marker`` holds fewer than
+    ``times`` lines; each failing task adds one. The executors share this machine's disk."""
+
+    def transform(frame: Any) -> Any:
+        from pyspark.sql.functions import udf
+
+        path = str(marker)
+
+        def through(value):  # type: ignore[no-untyped-def]  # no hints: a plain Python UDF
+            with open(path, "a+") as f:
+                f.seek(0)
+                if len(f.read().splitlines()) < times:
+                    f.write("failed\n")
+                    raise ConnectionError(f"namenode:8020 refused the connection ({value})")
+            return value
+
+        return frame.select(udf(through, "string")("value").alias("value"))
+
+    return transform
+
+
 def test_a_failed_query_restarts_from_its_checkpoint(spark: Any, tmp_path: Path) -> None:
-    good = b"one\ntwo\n"
-    write_inputs(tmp_path / "in", {"a.txt": good, "b.txt": b"bad \xff\n"}, T0)
+    write_inputs(tmp_path / "in", {"a.txt": b"one\ntwo\n", "b.txt": b"three\n"}, T0)
     restarts: list[str] = []
-
-    def repair(attempt: int, error: BaseException) -> None:
-        restarts.append(str(error))
-        # Same size and mtime: the same file to the scan (a new mtime would be a new file).
-        path = tmp_path / "in" / "b.txt"
-        mtime = path.stat().st_mtime_ns
-        path.write_bytes(b"bad ?\n")
-        os.utime(path, ns=(mtime, mtime))
-
     supervisor = SparkSupervisor(
-        builder(spark, tmp_path, maxFilesPerTrigger="1"),
-        RegionSettings(max_consecutive_reset_attempts=3),
+        builder(spark, tmp_path, transform=flaky(tmp_path / "marker", 1), maxFilesPerTrigger="1"),
+        RegionSettings(max_consecutive_reset_attempts=3, reset_backoff=0.1),
         available_now=True,
-        on_restart=repair,
+        on_restart=lambda attempt, error: restarts.append(str(error)),
     )
     supervisor.run()
-    assert len(restarts) == 1 and "b.txt: the line at byte offset 0" in restarts[0]
-    assert "at byte 4" in restarts[0]
+    assert len(restarts) == 1 and "ConnectionError: namenode:8020 refused" in restarts[0]
     assert supervisor.attempt == 2
-    assert published_lines(tmp_path / "out") == ["one", "two", "bad ?"]
+    assert published_lines(tmp_path / "out") == ["one", "two", "three"]
     assert leftovers(tmp_path / "out") == []
 
 
-def test_the_region_fails_after_max_consecutive_reset_attempts(spark: Any, tmp_path: Path) -> None:
+def test_transient_failures_fail_the_run_after_max_consecutive_reset_attempts(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_inputs(tmp_path / "in", {"a.txt": b"one\n"}, T0)
+    supervisor = SparkSupervisor(
+        builder(spark, tmp_path, transform=flaky(tmp_path / "marker", 10**6)),
+        RegionSettings(max_consecutive_reset_attempts=3, reset_backoff=0.1),
+        available_now=True,
+    )
+    with (
+        caplog.at_level(logging.WARNING, logger="operators.spark.supervisor"),
+        pytest.raises(RegionFailedError, match=r"failed 3 time\(s\) in a row.*reset_backoff"),
+    ):
+        supervisor.run()
+    restarts = [m.split(":")[0] for m in caplog.messages if "restarting" in m]
+    # The first restart at once, then reset_backoff doubled (the local engine's rule).
+    assert [r.rsplit(" checkpoint", 1)[1] for r in restarts] == ["", " in 0.1 s"]
+    assert supervisor.attempt == 3
+    assert not (tmp_path / "out").exists() or published_lines(tmp_path / "out") == []
+
+
+def test_a_permanent_error_ends_the_run_without_a_restart(spark: Any, tmp_path: Path) -> None:
     write_inputs(tmp_path / "in", {"bad.txt": b"\xfe\xff\n"}, T0)
     supervisor = SparkSupervisor(
         builder(spark, tmp_path),
-        RegionSettings(max_consecutive_reset_attempts=2),
+        RegionSettings(max_consecutive_reset_attempts=5),
         available_now=True,
+        on_restart=lambda attempt, error: pytest.fail(f"restarted after {error}"),
     )
-    with pytest.raises(RegionFailedError, match=r"failed 2 time\(s\) in a row.*bad\.txt"):
+    with pytest.raises(RegionFailedError) as failed:
         supervisor.run()
+    message = str(failed.value)
+    assert "stopped: BadRecordError: " in message and "bad.txt" in message
+    assert "A restart would fail the same way, so none was tried" in message
+    assert supervisor.attempt == 1
