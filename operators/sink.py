@@ -9,9 +9,11 @@ A file goes through three stages (``publish="atomic"``, the default):
    until a cut that covers the close completes.
 3. *published*: renamed to its final name in :meth:`HDFS2FileSink.on_cut_completed`.
 
-With ``publish="visible"`` files are written under their final names (readers may see them grow)
-and an empty marker ``.<final name>~<sink name>.open`` stands for the in-progress name until a
-completed cut covers the file, so recovery can still find files opened after the cut.
+With ``publish="visible"`` files are written under their final names: readers see them grow,
+including records no completed cut covers yet, which a crash takes back (truncate) and writes
+again. Only a file whose close a completed cut covers is final. An empty marker
+``.<final name>~<sink name>.open`` stands for the in-progress name until a completed cut covers
+the file, so recovery can still find files opened after the cut.
 
 Recovery (:meth:`HDFS2FileSink.reset`) needs no memory of the crashed process: the checkpointed
 state names the open file, its size and the pending files; every other in-progress file or
@@ -48,7 +50,7 @@ from operators.rolling import RollingPolicy
 from operators.safepath import confine, name_problem
 from operators.templating import FileNameTemplate
 from region.checkpoint import dir_permission
-from region.errors import ConfigError
+from region.errors import ConfigError, permanent
 from region.fs import FileSystem, FileWriter, LeaseRecoverer
 from region.settings import Duration, Encoding, FileMode
 from region.state import Batch, SinkOperator, State
@@ -274,9 +276,10 @@ class SinkMetrics:
 class HDFS2FileSink(SinkOperator):
     """Writes each batch's records into the current file; rolls, publishes and recovers.
 
-    ``on_published(final_path, size)`` is called for each published file, after its rename
-    (atomic) or after the cut covering its close completed (visible). After a crash it may be
-    called again for files published just before the crash (at least once).
+    ``on_published(final_path, size)`` is called once for each published file, after its
+    rename (atomic) or after the cut covering its close completed (visible), also across
+    restarts: the region records each finished completion (:meth:`recall_completed`). Only a
+    crash between the callback and that record (one cut's files) announces them again.
     ``clock`` gives ``time.time()``-like seconds for %TIME and ``time_per_file``.
     """
 
@@ -395,7 +398,11 @@ class HDFS2FileSink(SinkOperator):
         self._next_filenum = 0
         self._marked: set[str] = set()  # visible files whose marker still exists
         self._cut_current: dict[int, str | None] = {}
-        self._just_published: set[str] = set()
+        # Files published and announced by on_cut_completed since the last reset; and whether
+        # the restored cut's completion is known to have finished (recall_completed): a reset
+        # announces neither again.
+        self._announced: set[str] = set()
+        self._recalled = False
         self.metrics = SinkMetrics()
 
     # -- public read-only views ---------------------------------------------------------------
@@ -687,7 +694,7 @@ class HDFS2FileSink(SinkOperator):
                 problem = self._template_problem(final)
                 if problem is not None:
                     msg = f"sink {self.name!r}: the file template gives {final!r}, which {problem}"
-                    raise OperatorError(msg)
+                    raise permanent(OperatorError(msg))
                 if not self._taken(final):
                     break
                 if not self._template.uses_filenum:
@@ -696,7 +703,7 @@ class HDFS2FileSink(SinkOperator):
                         f"being written, and files are never overwritten: add %FILENUM to "
                         f"{self._template.template!r}"
                     )
-                    raise FileExistsError(msg)
+                    raise permanent(FileExistsError(msg))
                 logger.info(
                     "sink %s: %s exists, skipping file number %s", self.name, final, filenum
                 )
@@ -706,7 +713,7 @@ class HDFS2FileSink(SinkOperator):
                 f"sink {self.name!r}: {self._fs.display(final)} was already written, and files "
                 "are never overwritten (group the records by file name)"
             )
-            raise FileExistsError(msg)
+            raise permanent(FileExistsError(msg))
         work = _side_name(final, self.name, _INPROGRESS) if self._atomic else final
         permission = self.settings.permission
         self._ensure_dir(posixpath.dirname(final))
@@ -777,19 +784,19 @@ class HDFS2FileSink(SinkOperator):
         self.metrics.files_written += 1
         logger.debug("sink %s: closed %s (%s bytes)", self.name, cur.work, cur.size)
 
-    def _publish(self, done: _Closed, *, notify: bool = True, recovering: bool = False) -> None:
-        """Rename a covered file to its final name; safe to repeat (:mod:`operators.publish`)."""
+    def _publish(self, done: _Closed, *, recovering: bool = False) -> None:
+        """Rename a covered file to its final name (safe to repeat: :mod:`operators.publish`),
+        then count and announce it."""
         if self._atomic:
             publish(
                 self._fs, done.work, done.final, who=f"sink {self.name!r}", recovering=recovering
             )
-        if notify:
-            self.metrics.files_published += 1
-            self.metrics.published.append((done.final, done.size))
-            del self.metrics.published[:-100]
-            logger.info("sink %s: published %s (%s bytes)", self.name, done.final, done.size)
-            if self._on_published is not None:
-                self._on_published(done.final, done.size)
+        self.metrics.files_published += 1
+        self.metrics.published.append((done.final, done.size))
+        del self.metrics.published[:-100]
+        logger.info("sink %s: published %s (%s bytes)", self.name, done.final, done.size)
+        if self._on_published is not None:
+            self._on_published(done.final, done.size)
 
     def _drop_writer(self) -> None:
         """Release the open file's handle without publishing (reset and crash)."""
@@ -835,6 +842,7 @@ class HDFS2FileSink(SinkOperator):
             self._publish(done)
             self._pending.pop(0)
             published.add(done.final)
+            self._announced.add(done.final)
         if not self._atomic:
             # The completed cut covers these files: recovery must no longer delete them.
             for final in [*published, self._cut_current.get(cut_id)]:
@@ -842,18 +850,25 @@ class HDFS2FileSink(SinkOperator):
                     self._fs.delete(_side_name(final, self.name, _MARKER))
                     self._marked.discard(final)
         self._cut_current = {k: v for k, v in self._cut_current.items() if k > cut_id}
-        self._just_published = published
         if self._rejects is not None:
             self._rejects.on_cut_completed(cut_id)
+
+    def recall_completed(self, cut_id: int) -> None:
+        self._recalled = True
+        if self._rejects is not None:
+            self._rejects.recall_completed(cut_id)
 
     def reset(self, state: State) -> None:
         restored = self._parse(state)
         self._ready = False
         self._drop_writer()
-        # 1. Finish what the cut promised: publish the files it covers.
+        # 1. Finish what the cut promised: publish the files it covers, unless its completion
+        #    did (then they are published and announced, and may have been moved away since).
         for done in restored.pending:
-            self._publish(done, notify=done.final not in self._just_published, recovering=True)
-        self._just_published = {done.final for done in restored.pending}
+            if not self._recalled and done.final not in self._announced:
+                self._publish(done, recovering=True)
+        self._recalled = False
+        self._announced = {done.final for done in restored.pending}  # a repeated reset
         # 2. Delete this sink's files the cut does not know (opened after it).
         keep = {c.final for c in restored.pending}
         extra_dirs = {posixpath.dirname(c.final) for c in restored.pending}
@@ -901,7 +916,8 @@ class HDFS2FileSink(SinkOperator):
         self._next_filenum = 0
         self._marked = set()
         self._cut_current = {}
-        self._just_published = set()
+        self._recalled = False
+        self._announced = set()
         self._ready = True
         if self._rejects is not None:
             self._rejects.reset_to_initial_state()

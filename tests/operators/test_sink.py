@@ -277,6 +277,25 @@ def test_visible_mode_shows_the_growing_file_and_notifies_after_the_cut(sink_env
     assert sink_env.hidden() == []  # markers go once a completed cut covers the file
 
 
+def test_visible_mode_shows_records_no_cut_covers_and_a_crash_takes_them_back(
+    sink_env: SinkEnv,
+) -> None:
+    """What the README promises for ``visible``: the growing tail is not committed."""
+    run = SinkRun(sink_env, settings(sink_env, publish="visible"))
+    run.write(lines(2))
+    run.cut()
+    run.write(lines(3, 2))
+    run.sink.drain()
+    # A reader sees all five lines, though the last cut covers only two.
+    assert sink_env.published() == {"part-0.txt": text(lines(5))}
+    run.crash()
+    assert sink_env.published() == {"part-0.txt": text(lines(2))}
+    run.write(lines(3, 2))  # the source replays from the cut
+    run.stop()
+    # Exactly once in the end; a reader of the tail before the crash saw lines 2-4 twice.
+    assert sink_env.published() == {"part-0.txt": text(lines(5))}
+
+
 def test_publish_is_idempotent_and_reports_each_file_once(sink_env: SinkEnv) -> None:
     run = SinkRun(sink_env, settings(sink_env, tuples_per_file=1))
     run.write(["a", "b"])
