@@ -58,9 +58,13 @@ _SEGMENT = 256
 class LateFileError(OperatorError):
     """A file would be passed over and ``on_late_file = "fail"``."""
 
+    permanent = True  # the policy asked to stop: a reset would meet the same file
+
 
 class ModifiedFileError(OperatorError):
     """A file read before changed and ``on_modified = "fail"``."""
+
+    permanent = True
 
 
 def _seconds(ns: int) -> str:

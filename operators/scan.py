@@ -26,11 +26,12 @@ from operators.cursor import ScanCursor
 from operators.errors import BadRecordError, OperatorError
 from operators.listing import ScanKey, list_ready_keyed
 from operators.safepath import path_problem
+from region.errors import permanent
 from region.fs import FileStatus, FileSystem, ListingEntry
 from region.settings import Duration
 from region.state import Batch, StartOperator, State
 
-__all__ = ["HDFS2DirectoryScan", "ScanSettings", "within_roots"]
+__all__ = ["HDFS2DirectoryScan", "ScanSettings", "within_roots", "young_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,10 @@ class HDFS2DirectoryScan(StartOperator):
     Which files are new is :class:`operators.cursor.ScanCursor`'s rule. State:
     ``{"directory": str | None, **cursor state}``.
     """
+
+    #: A file whose mtime changed after it was emitted is found here and ``on_modified``
+    #: applied (see :class:`operators.source.FileFeed`).
+    watches_changes = True
 
     def __init__(
         self,
@@ -222,7 +227,7 @@ class HDFS2DirectoryScan(StartOperator):
         except FileNotFoundError:
             if self.settings.strict_mode:
                 msg = f"{self.name}: directory {self._fs.display(directory)} does not exist"
-                raise FileNotFoundError(msg) from None
+                raise permanent(FileNotFoundError(msg)) from None
             if not self._missing_warned:
                 logger.warning(
                     "%s: directory %s does not exist; treated as empty until it appears",
@@ -277,6 +282,11 @@ class HDFS2DirectoryScan(StartOperator):
                     f"{list(roots)!r}"
                 )
         return None
+
+    @property
+    def fs(self) -> FileSystem:
+        """The filesystem the watched directory is on."""
+        return self._fs
 
     @property
     def directory(self) -> str | None:
@@ -349,3 +359,28 @@ class HDFS2DirectoryScan(StartOperator):
         self._new = []
         self._pos = 0
         self._next_list_at = 0.0
+
+
+def young_files(
+    fs: FileSystem, settings: ScanSettings, directory: str | None, *, now: float | None = None
+) -> list[str]:
+    """Paths under ``directory`` that the scan skips only because they are younger than
+    ``settings.min_file_age`` at ``now`` (wall-clock seconds), in scan order. A missing
+    directory has none."""
+    if directory is None or settings.min_file_age <= 0:
+        return []
+    young: list[ListingEntry] = []
+    pattern = re.compile(settings.pattern) if settings.pattern is not None else None
+    try:
+        list_ready_keyed(
+            fs,
+            directory,
+            pattern=pattern,
+            min_file_age_ns=round(settings.min_file_age * _NS),
+            now_ns=round((time.time() if now is None else now) * _NS),
+            young=young,
+        )
+    except FileNotFoundError:
+        return []
+    young.sort(key=lambda entry: (entry[0], entry[1]))
+    return [entry[2] for entry in young]

@@ -23,6 +23,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from operators.decoding import LineDecoder, OnDecodeError, line_encoding_problem
 from operators.errors import OperatorError
+from region.errors import permanent
 from region.fs import FileStatus, FileSystem
 from region.settings import Duration, Encoding
 from region.state import Batch, StartOperator, State, StateHandler
@@ -40,7 +41,12 @@ _PIECE = 1 << 18
 class FileFeed(Protocol):
     """Where file-name-input mode gets its files: :class:`operators.scan.HDFS2DirectoryScan`,
     :class:`FileNameList`, or anything with ``next_file``. A feed that is also a
-    :class:`StateHandler` has its state checkpointed and reset inside the source's state."""
+    :class:`StateHandler` has its state checkpointed and reset inside the source's state.
+
+    A feed with ``watches_changes = True`` (the scan) finds a file whose mtime changed after
+    it handed it out and applies ``on_modified`` to it itself; the source then leaves such a
+    file to it, so it is reported and read again (``reread``) once, not twice.
+    """
 
     def next_file(self) -> FileStatus | str | None:
         """The next file to read, or ``None`` when there is none now."""
@@ -107,12 +113,13 @@ class FileNameList(StateHandler):
 class HDFS2FileSource(StartOperator):
     """Records of one file, or of each file a feed names, with a punctuation after each file.
 
-    State: ``{"path": str | None, "offset": int, "done": bool, "opened": [mtime_ns, size] | None,
-    "files": feed state | None}`` where ``offset`` is the byte offset of the next unread byte of
-    ``path`` (``None`` between files), ``done`` is set in single-file mode once the file's
-    punctuation went out, ``opened`` is the file's mtime and size when it was opened (a file
-    replaced since is never resumed at the old offset), and ``files`` is the feed's own
-    checkpoint when the feed is a state handler.
+    State: ``{"path": str | None, "offset": int, "done": bool, "opened": [mtime_ns, size,
+    file_id] | None, "files": feed state | None}`` where ``offset`` is the byte offset of the
+    next unread byte of ``path`` (``None`` between files), ``done`` is set in single-file mode
+    once the file's punctuation went out, ``opened`` is the file's mtime, size and id (inode or
+    HDFS fileId; ``null`` where the filesystem has none) when it was opened: a file replaced
+    since is never resumed at the old offset. ``files`` is the feed's own checkpoint when the
+    feed is a state handler.
     """
 
     def __init__(
@@ -163,7 +170,7 @@ class HDFS2FileSource(StartOperator):
         self._path: str | None = settings.file
         self._offset = 0
         self._done = False
-        self._opened: tuple[int, int] | None = None
+        self._opened: tuple[int, int, int | None] | None = None
         self._clear_reader()
 
     def _clear_reader(self) -> None:
@@ -240,13 +247,17 @@ class HDFS2FileSource(StartOperator):
             self._vanished(path)
             return False
         if self._offset > 0 and self._replaced(status):
-            if self.on_modified == "reread" and self._files is not None:
+            seen_by_scan = self._scan_sees(status)
+            if self.on_modified == "reread" and not seen_by_scan:
                 self._offset = 0  # the new content is read whole, as a new file
             else:
+                # Never resumed at the old offset. With a new mtime the scan finds the file
+                # changed and applies on_modified to it (reread: emits it again; warn: reports
+                # and counts it), so it is handled once, there.
                 self._opened = None
                 return False
         if self._offset == 0 or self._opened is None:
-            self._opened = (status.mtime_ns, status.size)
+            self._opened = (status.mtime_ns, status.size, status.file_id)
         self._open = True
         self._read_pos = self._offset
         self.files_opened += 1
@@ -255,12 +266,23 @@ class HDFS2FileSource(StartOperator):
 
     def _replaced(self, status: FileStatus) -> bool:
         """Whether the file resumed at ``_offset`` is no longer the one read before the cut:
-        shorter than what was read, or shorter than when it was opened with a new mtime (a file
-        that only grew is the same file: resuming reads on from the same byte). A replaced file
-        is never resumed at the old offset: ``on_modified`` says what happens instead."""
+        another file id (inode, HDFS fileId) than when it was opened, shorter than what was
+        read, or shorter than when it was opened with a new mtime (a file that only grew is the
+        same file: resuming reads on from the same byte). A replaced file is never resumed at
+        the old offset: ``on_modified`` says what happens instead. Without file ids (hdfs://)
+        a longer file written over the old one under the same name cannot be told from one
+        that grew."""
         opened = self._opened
-        if status.size >= self._offset and (
-            opened is None or status.mtime_ns == opened[0] or status.size >= opened[1]
+        other_id = (
+            opened is not None
+            and opened[2] is not None
+            and status.file_id is not None
+            and status.file_id != opened[2]
+        )
+        if (
+            not other_id
+            and status.size >= self._offset
+            and (opened is None or status.mtime_ns == opened[0] or status.size >= opened[1])
         ):
             return False
         display = self._fs.display(status.path)
@@ -276,13 +298,26 @@ class HDFS2FileSource(StartOperator):
                 "file read before back, or set [scan] on_modified = 'warn' (the rest of it is "
                 "not read) or 'reread' (the new file is read whole)"
             )
-            raise OperatorError(msg)
-        self.files_modified += 1
+            raise permanent(OperatorError(msg))
+        if self._scan_sees(status):
+            logger.info("%s: not resumed; the scan applies on_modified to it", message)
+            return True
+        self.files_modified += 1  # same mtime: the scan cannot tell, so it is reported here
         if self.on_modified == "reread":
             logger.warning("%s: it is read again whole (on_modified = 'reread')", message)
         else:
             logger.warning("%s: the rest of it is not read (on_modified = 'warn')", message)
         return True
+
+    def _scan_sees(self, status: FileStatus) -> bool:
+        """Whether the feed will find this file changed by itself (a new mtime, and a feed
+        that watches changes): it then reports and rereads it, not the source."""
+        opened = self._opened
+        return (
+            opened is not None
+            and status.mtime_ns != opened[0]
+            and bool(getattr(self._files, "watches_changes", False))
+        )
 
     def _vanished(self, path: str) -> None:
         self.files_vanished += 1
@@ -569,7 +604,10 @@ class HDFS2FileSource(StartOperator):
         self._offset = int(state.get("offset", 0))
         self._done = bool(state.get("done", False))
         opened = state.get("opened")
-        self._opened = (int(opened[0]), int(opened[1])) if opened else None
+        self._opened = None
+        if opened:  # [mtime_ns, size], or [mtime_ns, size, file_id] since file ids are kept
+            file_id = int(opened[2]) if len(opened) > 2 and opened[2] is not None else None
+            self._opened = (int(opened[0]), int(opened[1]), file_id)
         self._clear_reader()
 
     def reset_to_initial_state(self) -> None:

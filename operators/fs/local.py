@@ -137,7 +137,7 @@ class LocalFileSystem:
 
     def status(self, path: str) -> FileStatus:
         st = os.stat(path)
-        return FileStatus(path, st.st_size, st.st_mtime_ns, stat_mod.S_ISDIR(st.st_mode))
+        return FileStatus(path, st.st_size, st.st_mtime_ns, stat_mod.S_ISDIR(st.st_mode), st.st_ino)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)

@@ -287,7 +287,14 @@ class WebHdfsFileSystem:
     def _to_status(path: str, data: dict[str, Any]) -> FileStatus:
         # WebHDFS gives milliseconds since the epoch.
         mtime_ns = int(data["modificationTime"]) * 1_000_000
-        return FileStatus(path, int(data["length"]), mtime_ns, data["type"] == "DIRECTORY")
+        file_id = data.get("fileId")
+        return FileStatus(
+            path,
+            int(data["length"]),
+            mtime_ns,
+            data["type"] == "DIRECTORY",
+            int(file_id) if file_id is not None else None,
+        )
 
     def _resolve(self, path: str) -> str:
         if path.startswith("/"):

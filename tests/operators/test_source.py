@@ -303,7 +303,8 @@ def test_weakness7_file_name_input_progress_is_state(any_landing: Landing) -> No
     assert first == ["a0", "a1", "a2", "a3", "a4", "b0", "b1"]
     state = source.checkpoint(1)
     opened = state.pop("opened")
-    assert opened == [any_landing.fs.status(paths[1]).mtime_ns, 15]
+    status = any_landing.fs.status(paths[1])
+    assert opened == [status.mtime_ns, 15, status.file_id]
     assert state == {"path": paths[1], "offset": 6, "done": False, "files": {"index": 2}}
     state["opened"] = opened
     in_flight = records([source.next_batch(2)])  # type: ignore[list-item]
@@ -450,6 +451,58 @@ def test_a_file_replaced_while_down_is_never_resumed_at_the_old_offset(
     got = records(batches)
     assert got == ([] if policy == "warn" else [f"new-{i}" for i in range(5)])
     assert batches[-1].punctuation and resumed.metrics()["files_modified"] == 1
+
+
+@pytest.mark.parametrize("policy", ["warn", "reread"])
+def test_a_replaced_file_under_the_scan_is_reported_and_reread_once(
+    landing: Landing, clock: FakeClock, policy: str
+) -> None:
+    """The same replacement with the scan as the feed: its new mtime lets the scan see it, so
+    the scan alone applies on_modified (the source once read the new file whole, and then the
+    scan emitted it again: every new record twice)."""
+    landing.put("f", "".join(f"old-{i}\n" for i in range(10)), T0)
+    landing.put("g", "g\n", T0 + S)
+
+    def operators() -> tuple[HDFS2DirectoryScan, HDFS2FileSource]:
+        settings = ScanSettings(directory=landing.dir, on_modified=policy)  # type: ignore[arg-type]
+        scan = HDFS2DirectoryScan(settings, landing.fs, clock=clock)
+        source = HDFS2FileSource(SourceSettings(), landing.fs, files=scan, on_modified=policy)  # type: ignore[arg-type]
+        return scan, source
+
+    _, source = operators()
+    source.reset_to_initial_state()
+    assert records([source.next_batch(4)]) == [f"old-{i}" for i in range(4)]  # type: ignore[list-item]
+    state = json.loads(json.dumps(source.checkpoint(1)))
+    landing.put("f", "".join(f"new-{i}\n" for i in range(5)), T0 + 60 * S)  # while down
+    scan, resumed = operators()
+    resumed.reset(state)
+    got = records(read_all(resumed))
+    clock.advance(60)  # the next listing
+    got += records(read_all(resumed))
+    assert got == (["g"] if policy == "warn" else ["g", *(f"new-{i}" for i in range(5))])
+    # warn: reported and counted once, by the scan (reread reads it again, uncounted).
+    assert resumed.metrics()["files_modified"] + scan.modified == (policy == "warn")
+
+
+def test_a_longer_file_renamed_over_the_old_one_is_told_apart_by_its_inode(
+    landing: Landing, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Longer and newer, so size and mtime say "it grew"; the inode says another file."""
+    first = landing.put("f", "".join(f"old-{i}\n" for i in range(10)), T0)
+    source = HDFS2FileSource(SourceSettings(), landing.fs, files=FileNameList([first]))
+    source.reset_to_initial_state()
+    assert records([source.next_batch(4)]) == [f"old-{i}" for i in range(4)]  # type: ignore[list-item]
+    state = json.loads(json.dumps(source.checkpoint(1)))
+    assert state["opened"][2] == landing.fs.status(first).file_id  # the inode
+    staged = landing.put("f.new", "".join(f"brand-new-{i}\n" for i in range(50)), T0 + 60 * S)
+    landing.fs.rename(staged, first, overwrite=True)  # write-then-rename, as deliveries do
+    resumed = HDFS2FileSource(SourceSettings(), landing.fs, files=FileNameList([first]))
+    resumed.reset(state)
+    with caplog.at_level(logging.WARNING, logger="operators.source"):
+        got = records(read_all(resumed))
+    assert got == []  # on_modified = "warn": not resumed mid-record, the rest not read
+    assert "f was replaced since the cut" in caplog.text
+    assert resumed.metrics()["files_modified"] == 1
 
 
 def test_a_file_that_only_grew_while_down_is_resumed_where_it_was(landing: Landing) -> None:
