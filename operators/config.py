@@ -247,9 +247,15 @@ class PipelineConfig(BaseModel):
         refused instead of resumed."""
         if self.name is not None:
             return self.name
-        sink = self.sink.template or f"{self.sink.directory}/<{self.sink.file_attribute_name}>"
-        text = f"scan {self.display(self.scan_directory)}\nsink {self.display(sink)}"
+        paths = self.identity_paths()
+        text = f"scan {paths['scan']}\nsink {paths['sink']}"
         return "auto-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def identity_paths(self) -> dict[str, str]:
+        """What a derived :meth:`pipeline_id` is made of (URIs without credentials): stamped
+        beside it, so a refusal can say which one changed."""
+        sink = self.sink.template or f"{self.sink.directory}/<{self.sink.file_attribute_name}>"
+        return {"scan": self.display(self.scan_directory), "sink": self.display(sink)}
 
 
 def _describe(value: Any) -> str:

@@ -20,7 +20,12 @@ import logging
 from dataclasses import dataclass
 
 from operators.config import PipelineConfig
-from operators.engines import claim_checkpoint_dir, load_function, read_identity
+from operators.engines import (
+    claim_checkpoint_dir,
+    load_function,
+    read_identity,
+    warn_young_files_left,
+)
 from operators.fs import open_path
 from operators.progress import Progress, ProgressDisplay
 from operators.scan import HDFS2DirectoryScan
@@ -173,11 +178,14 @@ def run_local(
             foreign_engine_files=lambda: run.checkpoint_fs.exists(
                 run.checkpoint_dir.rstrip("/") + "/spark"
             ),
+            details=config.identity_paths(),
         )
         if display is not None:
             display.start(run.progress)
         try:
             run.runner.run(available_now=available_now)
+            if available_now and run.scan.directory is not None:
+                warn_young_files_left(run.scan.fs, run.scan.settings, run.scan.directory)
         finally:
             final = run.progress()
             if display is not None:

@@ -23,7 +23,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from operators.config import PipelineConfig
-from operators.engines import claim_checkpoint_dir, load_function
+from operators.engines import claim_checkpoint_dir, load_function, warn_young_files_left
 from operators.fs import open_path
 from operators.progress import Progress, ProgressDisplay
 from region.errors import ConfigError, LockLostError
@@ -456,7 +456,7 @@ def run_spark(
             foreign_engine_files=lambda: any(
                 s.name.startswith("cut-") for s in cp_fs.list_dir(cp_dir)
             ),
-            details={"sink_log": plan.sink_log},
+            details={**config.identity_paths(), "sink_log": plan.sink_log},
         )
         logger.info(
             "Pipeline %s: %s -> %s, checkpoints in %s (spark engine, %s trigger)",
@@ -488,6 +488,9 @@ def run_spark(
                 display.start(totals.progress)
             try:
                 supervisor.run()
+                if available_now:
+                    scan_fs, scan_dir = open_path(config.scan_directory, config.filesystem)
+                    warn_young_files_left(scan_fs, config.scan, scan_dir)
             finally:
                 totals.status = "stopped"
                 final = totals.progress()

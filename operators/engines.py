@@ -16,10 +16,17 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from operators.scan import ScanSettings, young_files
 from region.errors import CheckpointError, ConfigError
 from region.fs import FileSystem
 
-__all__ = ["IDENTITY_FILE", "claim_checkpoint_dir", "load_function", "read_identity"]
+__all__ = [
+    "IDENTITY_FILE",
+    "claim_checkpoint_dir",
+    "load_function",
+    "read_identity",
+    "warn_young_files_left",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +72,41 @@ def read_identity(fs: FileSystem, directory: str) -> dict[str, Any] | None:
     return record
 
 
+#: Details stamped with the identity that a derived pipeline name depends on.
+_PATH_DETAILS = ("scan", "sink")
+
+
+def _owned_by_another(
+    shown: str, record: Mapping[str, Any], pipeline_id: str, details: Mapping[str, str]
+) -> str:
+    """The refusal of a directory stamped by another pipeline identity, with both ways forward.
+
+    A name derived from the paths (``auto-…``) changes when the user edits ``[scan] directory``
+    or ``[sink] file``: that is the same job, and pinning the old name resumes it. A fresh
+    checkpoint directory would instead read every file again and repeat the output.
+    """
+    owner = record.get("pipeline_id")
+    msg = f"checkpoint directory {shown} belongs to pipeline {owner!r}, but this is pipeline "
+    msg += f"{pipeline_id!r}"
+    if not str(owner).startswith("auto-"):
+        return (
+            f"{msg}: two jobs must not share checkpoint directory {shown}; give this job its "
+            "own [region] checkpoint_dir"
+        )
+    changes = [
+        f"{key} was {record[key]} and is now {details[key]}"
+        for key in _PATH_DETAILS
+        if key in record and key in details and record[key] != details[key]
+    ]
+    why = "; ".join(changes) or "its name is derived from [scan] directory and [sink] file"
+    return (
+        f"{msg} ({why}). If this is the same job with changed paths, add name = {owner!r} at "
+        "the top of the settings file: it resumes where it stopped (a new checkpoint_dir would "
+        "read every file again and repeat the output). If it is another job, two jobs must not "
+        f"share checkpoint directory {shown}: give it its own [region] checkpoint_dir"
+    )
+
+
 def claim_checkpoint_dir(
     fs: FileSystem,
     directory: str,
@@ -87,12 +129,7 @@ def claim_checkpoint_dir(
     if record is not None:
         owner, used = record.get("pipeline_id"), record.get("engine")
         if owner != pipeline_id:
-            msg = (
-                f"checkpoint directory {shown} belongs to pipeline {owner!r}, but this is "
-                f"pipeline {pipeline_id!r}: two jobs must not share checkpoint directory "
-                f"{shown}; give this job its own [region] checkpoint_dir"
-            )
-            raise CheckpointError(msg)
+            raise CheckpointError(_owned_by_another(shown, record, pipeline_id, details or {}))
         if used != engine:
             msg = (
                 f"checkpoint directory {shown} holds checkpoints of the {used} engine, which "
@@ -120,3 +157,21 @@ def claim_checkpoint_dir(
     logger.info(
         "Checkpoint directory %s now belongs to pipeline %s (%s)", shown, pipeline_id, engine
     )
+
+
+def warn_young_files_left(fs: FileSystem, settings: ScanSettings, directory: str) -> list[str]:
+    """After an ``available_now`` run: say which files it left because they were younger than
+    ``min_file_age`` (the next run reads them); return their paths. Both engines call it, so
+    a run never ends "done" while leaving files unsaid."""
+    left = young_files(fs, settings, directory)
+    if left:
+        shown = ", ".join(fs.display(p) for p in left[:5]) + (", ..." if len(left) > 5 else "")
+        logger.warning(
+            "The run ended with %d file(s) of %s unread because they are younger than "
+            "min_file_age (%g s); the next run reads them: %s",
+            len(left),
+            fs.display(directory),
+            settings.min_file_age,
+            shown,
+        )
+    return left

@@ -78,11 +78,13 @@ def list_ready_keyed(
     pattern: re.Pattern[str] | None = None,
     min_file_age_ns: int = 0,
     now_ns: int | None = None,
+    young: list[ListingEntry] | None = None,
 ) -> list[ListingEntry]:
     """:func:`list_ready` as ``(mtime_ns, name, path, size, is_dir)`` tuples, in the same order.
 
     Made for directories of 100 000s of files: the key of each file is built once, and a
     backend that is an :class:`~region.fs.EntryLister` lists without building a FileStatus.
+    Files left out only for being younger than the minimum age are added to ``young``.
     """
     entries: list[ListingEntry]
     if isinstance(fs, EntryLister):
@@ -104,6 +106,8 @@ def list_ready_keyed(
         if match is not None and match(name) is None:
             continue
         if newest_ns is not None and entry[0] > newest_ns:
+            if young is not None:
+                young.append(entry)
             continue
         append(entry)
     # Two stable sorts on one element each, by name then by mtime, give the (mtime_ns, name)

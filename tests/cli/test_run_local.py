@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -186,6 +189,73 @@ def test_a_checkpoint_of_another_pipeline_is_refused(pdir: PipelineDir) -> None:
     again = cli("run", str(named), "--available-now")
     assert again.returncode == 1
     assert "'orders'" in again.stderr
+
+
+def test_a_changed_sink_file_is_refused_with_the_name_that_resumes_the_job(
+    pdir: PipelineDir,
+) -> None:
+    pdir.add_files(2, 5)
+    settings = """\
+        engine = "local"
+        {name}
+        [region]
+        checkpoint_dir = "state"
+        [scan]
+        directory = "landing"
+        [sink]
+        file = "{out}/part-%FILENUM.txt"
+    """
+    first = pdir.write_config(settings.format(name="", out="out"))
+    assert cli("run", str(first), "--available-now").returncode == 0
+    before = pdir.output_lines()
+    pdir.add_files(2, 5, prefix="g")
+    moved = pdir.write_config(settings.format(name="", out="curated"))
+    refused = cli("run", str(moved), "--available-now")
+    assert refused.returncode == 1
+    last = refused.stderr.strip().splitlines()[-1]
+    assert "/out/part-%FILENUM.txt and is now file://" in last and "/curated/part-" in last
+    advice = re.search(r"add (name = '(auto-[0-9a-f]+)') at the top of the settings file", last)
+    assert advice is not None, last
+    assert "a new checkpoint_dir would read every file again" in last
+    assert not (pdir.root / "curated").exists()
+    # Following the advice resumes the job: only the new files, into the new place.
+    pinned = pdir.write_config(settings.format(name=advice.group(1), out="curated"))
+    done = cli("run", str(pinned), "--available-now")
+    assert done.returncode == 0, done.stderr
+    assert pdir.output_lines() == before
+    assert sorted(pdir.output_lines(pdir.root / "curated")) == sorted(
+        r for r in pdir.records if r.startswith("g")
+    )
+
+
+def test_available_now_says_which_young_files_it_left(pdir: PipelineDir) -> None:
+    pdir.add_files(2, 5)  # written long ago
+    fresh = pdir.landing / "fresh.txt"
+    fresh.write_text("young\n", encoding="utf-8")  # mtime now: younger than an hour
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [scan]
+        directory = "landing"
+        min_file_age = "1h"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    done = cli("run", str(config), "--available-now")
+    assert done.returncode == 0, done.stderr
+    assert sorted(pdir.output_lines()) == sorted(pdir.records)
+    warning = [line for line in done.stderr.splitlines() if "younger than min_file_age" in line]
+    assert len(warning) == 1, done.stderr
+    assert "WARNING" in warning[0] and "1 file(s)" in warning[0]
+    assert "(3600 s); the next run reads them: file://" in warning[0]
+    assert warning[0].endswith("/landing/fresh.txt")
+    # Once old enough, the next run reads it.
+    os.utime(fresh, (time.time() - 7200, time.time() - 7200))
+    again = cli("run", str(config), "--available-now")
+    assert again.returncode == 0, again.stderr
+    assert "younger than min_file_age" not in again.stderr
+    assert sorted(pdir.output_lines()) == sorted([*pdir.records, "young"])
 
 
 def test_progress_is_logged_as_lines_when_not_a_terminal(pdir: PipelineDir) -> None:
