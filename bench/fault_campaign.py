@@ -12,6 +12,9 @@ compares the published output with the input record by record (every input line 
 * The newest checkpoint damaged; the WebHDFS server killed mid-write and restarted; undecodable
   bytes (fail / replace / skip); a file deleted between scan and read; the output directory not
   writable; a full disk.
+* Everyday operations (``bench/campaign_operations.py``): the delivery switched between runs, a
+  second Python API runner, a file growing while read, a file replaced while the job is down,
+  the output pointed inside the landing directory.
 
 Prints a table (fault -> outcome -> lost / duplicated) and writes ``bench/results/campaign.json``.
 
@@ -64,7 +67,17 @@ def pace(record):
     return record
 '''
 
-SCENARIOS = ("kills", "spark", "checkpoint", "webhdfs", "decode", "vanish", "permission", "disk")
+SCENARIOS = (
+    "kills",
+    "spark",
+    "checkpoint",
+    "webhdfs",
+    "decode",
+    "vanish",
+    "permission",
+    "disk",
+    "operations",
+)
 _FS_IOC_GETFLAGS = 0x80086601
 _FS_IOC_SETFLAGS = 0x40086602
 _FS_IMMUTABLE_FL = 0x10
@@ -331,10 +344,17 @@ class Workspace:
                     data = self.remote_fs.read(f"{out}/{name}")
                     got.update(data.decode("utf-8", "replace").splitlines())
             return got
-        if not self.out.exists():
+        return self.read_output(self.out)
+
+    @staticmethod
+    def read_output(directory: Path, *, prefix: str = "") -> Counter[str]:
+        """The records of the files under a local ``directory`` whose names start with
+        ``prefix``, as a plain reader sees them (hidden ``.``/``_`` names skipped)."""
+        got: Counter[str] = Counter()
+        if not directory.exists():
             return got
-        for path in self.out.rglob("*"):
-            rel = path.relative_to(self.out).parts
+        for path in directory.rglob(f"{prefix}*"):
+            rel = path.relative_to(directory).parts
             if path.is_file() and not any(p.startswith((".", "_")) for p in rel):
                 got.update(path.read_bytes().decode("utf-8", "replace").splitlines())
         return got
@@ -1006,6 +1026,13 @@ def disk_full_injected(work: Path, args: argparse.Namespace) -> Outcome:
 # -- main -----------------------------------------------------------------------------------------
 
 
+def _operations(work: Path, args: argparse.Namespace) -> list[Outcome]:
+    """The scenarios of everyday operations (bench/campaign_operations.py)."""
+    from bench.campaign_operations import operations
+
+    return operations(work, args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=10, help="SIGKILLs per delivery, local")
@@ -1069,6 +1096,7 @@ def main(argv: list[str] | None = None) -> int:
             ("vanish", lambda: vanished(work, args)),
             ("permission", lambda: permission_denied(work, args)),
             ("disk", lambda: disk_full(work, args)),
+            ("operations", lambda: _operations(work, args)),
         ):
             if name in only:
                 steps.append((name, func))

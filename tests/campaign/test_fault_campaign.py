@@ -83,3 +83,20 @@ def test_errors_name_what_failed(campaign: dict[str, Any]) -> None:
     (server,) = rows(campaign, "WebHDFS server killed")
     assert server["lost"] == 0 and server["duplicated"] == 0
     assert server["details"]["killed_mid_run"] is True
+
+
+def test_everyday_operations_lose_and_duplicate_nothing(campaign: dict[str, Any]) -> None:
+    for prefix in (
+        "delivery switched",
+        "a second Python API runner",
+        "a file appended to while read",
+        "a file replaced while the job was down",
+        "the sink writes inside the watched directory",
+    ):
+        for row in rows(campaign, prefix):
+            assert (row["lost"], row["duplicated"], row["corrupt"]) == (0, 0, 0), row
+            assert row["ok"], row
+    (second,) = rows(campaign, "a second Python API runner")
+    assert "LockedError" in second["message"] and "is locked by" in second["message"]
+    (inside,) = rows(campaign, "the sink writes inside the watched directory")
+    assert "the scan would read its own output" in inside["message"]

@@ -1,0 +1,322 @@
+"""Fault-campaign scenarios for the operations users perform (not crashes alone): switching the
+delivery between runs, a second runner of the Python API, a file that grows while it is read, a
+file replaced while the job is down, and a sink pointed inside the landing directory.
+
+Each scenario drives real processes on real files and counts every record, like the rest of
+``bench/fault_campaign.py``, which runs them under ``--only operations``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.fault_campaign import (
+    Arrivals,
+    Outcome,
+    Workspace,
+    _progressed,
+    kill,
+    last_error,
+    tally,
+    wait_for,
+)
+
+__all__ = ["operations"]
+
+#: The README's Python API, as a user's script would use it: one ``available_now`` run.
+API_SCRIPT = """\
+import os
+import sys
+import time
+
+from operators.fs.local import LocalFileSystem
+from operators.scan import HDFS2DirectoryScan, ScanSettings
+from operators.sink import HDFS2FileSink, SinkSettings
+from operators.source import HDFS2FileSource, SourceSettings
+from region.checkpoint import CheckpointStore
+from region.errors import LockedError
+from region.runtime import Pipeline, PipelineRunner
+from region.settings import RegionSettings
+
+root = sys.argv[1]
+fs = LocalFileSystem()
+scan = HDFS2DirectoryScan(ScanSettings(directory=f"{root}/landing", sleep_time=0), fs)
+source = HDFS2FileSource(SourceSettings(), fs, files=scan)
+sink = HDFS2FileSink(SinkSettings(file=f"{root}/out/part-%FILENUM.txt", tuples_per_file=500), fs)
+
+
+def pace(record):
+    time.sleep(0.0002)  # about 5,000 records/s: the second runner starts mid-run
+    return record
+
+
+runner = PipelineRunner(
+    Pipeline(source, transforms=[pace], sinks=[sink], batch_size=100),
+    RegionSettings(period=0.25),
+    CheckpointStore(fs, f"{root}/ck"),
+)
+try:
+    runner.run(available_now=True)
+except LockedError as exc:
+    print(f"LockedError: {exc}", file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def delivery_switch(work: Path, args: argparse.Namespace) -> Outcome:
+    """exactly_once killed mid-run, at_least_once killed after one cut, exactly_once to the
+    end: the switches never cut into a record, and the last run leaves each record once."""
+    rng = random.Random(args.seed + 60)
+    ws = Workspace(work / "delivery-switch", records_per_s=8000, bytes_per_file=400_000)
+    arrivals = Arrivals(ws.landing, rng)
+    for _ in range(12):
+        arrivals.place(1000, group=2)
+    steps = []
+    for delivery in ("exactly_once", "at_least_once"):
+        ws.delivery = delivery
+        ws.write_config()
+        proc = ws.start()
+        wait_for(_progressed(ws, proc), args.timeout, "a cut")
+        time.sleep(rng.uniform(0.1, 0.4))
+        kill(proc)
+        steps.append(f"{delivery} killed after cut {ws.progress()}")
+    ws.delivery = "exactly_once"
+    ws.write_config()
+    code, text = ws.run(timeout=args.timeout)
+    result = tally(arrivals.expected, ws.output())
+    return Outcome(
+        fault="delivery switched on existing checkpoints (kill -9 each time)",
+        engine="local",
+        delivery="exactly_once → at_least_once → exactly_once",
+        expected="each run follows its setting; the last leaves every record once",
+        outcome="; ".join(steps) + f"; final exactly_once run exit {code}",
+        lost=result.lost,
+        duplicated=result.duplicated,
+        corrupt=result.corrupt,
+        ok=code == 0 and result.exactly_once(),
+        message=last_error(text) if code else "",
+        details={"records": result.expected, "examples": result.examples},
+    )
+
+
+def second_api_runner(work: Path, args: argparse.Namespace) -> Outcome:
+    """The README's Python API started twice on one checkpoint directory, 0.5 s apart: the
+    second is refused with LockedError while the first runs; run again after, it adds nothing
+    twice."""
+    rng = random.Random(args.seed + 61)
+    root = work / "second-api-runner"
+    (root / "landing").mkdir(parents=True)
+    arrivals = Arrivals(root / "landing", rng)
+    for _ in range(6):
+        arrivals.place(1000)
+    script = root / "api_job.py"
+    script.write_text(API_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, str(script), str(root)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    first = start()
+    time.sleep(0.5)
+    second = start()
+    second_out = second.communicate(timeout=args.timeout)[1]
+    first_out = first.communicate(timeout=args.timeout)[1]
+    refused = second.returncode == 3 and "is locked by" in second_out
+    third = start()
+    third_out = third.communicate(timeout=args.timeout)[1]
+    got = Workspace.read_output(root / "out")
+    result = tally(arrivals.expected, got)
+    outcome = (
+        f"first exit {first.returncode}; second exit {second.returncode} "
+        f"(LockedError: {'yes' if refused else 'NO'}); a later run exit {third.returncode}"
+    )
+    return Outcome(
+        fault="a second Python API runner on the same checkpoints, 0.5 s later",
+        engine="local (Python API)",
+        delivery="exactly_once",
+        expected="the second is refused naming the holder; nothing lost or doubled",
+        outcome=outcome,
+        lost=result.lost,
+        duplicated=result.duplicated,
+        corrupt=result.corrupt,
+        ok=refused and first.returncode == 0 and third.returncode == 0 and result.exactly_once(),
+        message=next((ln for ln in second_out.splitlines() if "LockedError" in ln), ""),
+        details={"first_stderr_tail": first_out[-300:], "third_stderr_tail": third_out[-300:]},
+    )
+
+
+def _append_lines(path: Path, name: str, count: int, interval: float) -> list[str]:
+    """Append ``count`` lines to ``path`` one at a time (as ``echo >>`` does)."""
+    lines = []
+    for i in range(count):
+        line = f"{name}:grow:{i:05d}"
+        with open(path, "a") as f:
+            f.write(line + "\n")
+        lines.append(line)
+        time.sleep(interval)
+    return lines
+
+
+def growing_file(work: Path, args: argparse.Namespace) -> list[Outcome]:
+    """A file appended to under its final name while ``run`` goes on. With the defaults it is
+    read once, and what was appended after the read is named in a WARNING (never read twice);
+    with ``min_file_age`` longer than the writer's pauses it is read once, whole."""
+    rows = []
+    for min_age in ("0s", "2s"):
+        rng = random.Random(args.seed + 62)
+        ws = Workspace(work / f"growing-{min_age}", records_per_s=0, sleep_time="100ms")
+        ws.write_config()
+        if min_age != "0s":
+            text = (ws.root / "pipeline.toml").read_text()
+            text = text.replace("[scan]\n", f'[scan]\nmin_file_age = "{min_age}"\n', 1)
+            (ws.root / "pipeline.toml").write_text(text)
+        arrivals = Arrivals(ws.landing, rng)
+        arrivals.place(200)
+        log = ws.landing / "app.log"
+        log.write_text("app.log:grow:start\n")
+        proc = ws.start()
+        appended = _append_lines(log, "app.log", 300, 0.01)  # about 3 s of writing
+        time.sleep(3.0)  # the file is quiet now: old enough for min_file_age
+        proc.send_signal(2)  # SIGINT: a graceful stop with a final cut
+        try:
+            proc.wait(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            kill(proc)
+        text = ws.log.read_text(errors="replace")
+        grown = {"app.log:grow:start", *appended}
+        got = ws.output()
+        warned = "changed after it was read" in text or "CHANGED AFTER READ" in text
+        if min_age == "0s":
+            # Read once up to the moment it was read; the rest is reported, not read again.
+            result = tally(arrivals.expected | grown, got, allowed_missing=grown)
+            unread = len(grown - set(got))
+            ok = proc.returncode == 0 and result.exactly_once() and (unread == 0 or warned)
+            outcome = (
+                f"exit {proc.returncode}; {unread} appended line(s) unread, named in a "
+                f"WARNING: {'yes' if warned else 'NO'}; none read twice"
+            )
+            expected = "read once; the rest named in a WARNING, never read twice"
+        else:
+            result = tally(arrivals.expected | grown, got)
+            ok = proc.returncode == 0 and result.exactly_once()
+            outcome = f"exit {proc.returncode}; the file read once, whole"
+            expected = "read once, whole"
+        rows.append(
+            Outcome(
+                fault=f"a file appended to while read (min_file_age = {min_age})",
+                engine="local",
+                delivery="exactly_once",
+                expected=expected,
+                outcome=outcome,
+                lost=result.lost,
+                duplicated=result.duplicated,
+                corrupt=result.corrupt,
+                ok=ok,
+                details={"examples": result.examples},
+            )
+        )
+    return rows
+
+
+def replaced_while_down(work: Path, args: argparse.Namespace) -> Outcome:
+    """kill -9 after a cut in the middle of a big file; the file is replaced (same name, new
+    content) while the job is down; ``on_modified = "reread"`` reads the new content whole,
+    never resuming at the old byte offset (no torn record, no duplicate)."""
+    rng = random.Random(args.seed + 63)
+    ws = Workspace(work / "replaced", records_per_s=6000)
+    text = (ws.root / "pipeline.toml").read_text()
+    (ws.root / "pipeline.toml").write_text(
+        text.replace("[scan]\n", '[scan]\non_modified = "reread"\n', 1)
+    )
+    arrivals = Arrivals(ws.landing, rng)
+    arrivals.place(200)
+    (big,) = arrivals.place(20_000)
+    old = {r for r in arrivals.expected if r.startswith(big.name + ":")}
+    proc = ws.start()
+    wait_for(lambda: ws.progress() >= 2 or proc.poll() is not None, args.timeout, "two cuts")
+    kill(proc)
+    published_old = {r for r in ws.output() if r in old}
+    # Replace it: new records, shorter than what was read, under the same name.
+    new = [f"{big.name}:new:{i:05d}" for i in range(3000)]
+    replacement = ws.landing / f".{big.name}.tmp"
+    replacement.write_text("\n".join(new) + "\n")
+    os.rename(replacement, big)
+    code, log = ws.run(timeout=args.timeout)
+    expected = (arrivals.expected - old) | set(new) | published_old
+    # Old records not read before the kill are gone with the old content.
+    result = tally(expected | old, ws.output(), allowed_missing=old - published_old)
+    return Outcome(
+        fault="a file replaced while the job was down, after a cut in its middle",
+        engine="local",
+        delivery="exactly_once",
+        expected="never resumed at the old offset; the new content read whole (reread)",
+        outcome=(
+            f"killed after {len(published_old)} of its {len(old)} lines were published; "
+            f"next run exit {code}"
+        ),
+        lost=result.lost,
+        duplicated=result.duplicated,
+        corrupt=result.corrupt,
+        ok=code == 0 and result.exactly_once(),
+        message=last_error(log) if code else "",
+        details={"examples": result.examples},
+    )
+
+
+def output_inside_input(work: Path, args: argparse.Namespace) -> Outcome:
+    """``[sink] file`` inside the watched directory: refused at start (exit 2), nothing
+    written; with a ``pattern`` that leaves the output out, every record once."""
+    rng = random.Random(args.seed + 64)
+    ws = Workspace(work / "output-inside-input", output_dir=None)
+    arrivals = Arrivals(ws.landing, rng)
+    for _ in range(3):
+        arrivals.place(300)
+    text = (ws.root / "pipeline.toml").read_text()
+    inside = text.replace(f'file = "{ws.out}/', f'file = "{ws.landing}/out-', 1)
+    (ws.root / "pipeline.toml").write_text(inside)
+    code, log = ws.run(timeout=args.timeout)
+    written = sorted(p.name for p in ws.landing.iterdir() if p.name.startswith(("out-", ".out-")))
+    refused = code == 2 and not written
+    message = next((ln.strip() for ln in log.splitlines() if "watched directory" in ln), "")
+    (ws.root / "pipeline.toml").write_text(
+        inside.replace("[scan]\n", "[scan]\npattern = 'in-.*'\n", 1)
+    )
+    code2, _ = ws.run(timeout=args.timeout)
+    got = Workspace.read_output(ws.landing, prefix="out-")
+    result = tally(arrivals.expected, got)
+    return Outcome(
+        fault="the sink writes inside the watched directory",
+        engine="local",
+        delivery="exactly_once",
+        expected="refused at start (exit 2); with a pattern excluding it, every record once",
+        outcome=(
+            f"exit {code}, nothing written: {'yes' if not written else 'NO'}; "
+            f"with pattern: exit {code2}"
+        ),
+        lost=result.lost,
+        duplicated=result.duplicated,
+        corrupt=result.corrupt,
+        ok=refused and code2 == 0 and result.exactly_once(),
+        message=message,
+    )
+
+
+def operations(work: Path, args: argparse.Namespace) -> list[Outcome]:
+    """Every operation scenario, one row each (two for the growing file)."""
+    rows: list[Outcome] = []
+    for scenario in (delivery_switch, second_api_runner, replaced_while_down, output_inside_input):
+        rows.append(scenario(work, args))
+    rows.extend(growing_file(work, args))
+    return rows
