@@ -1105,7 +1105,7 @@ class HDFS2FileSink(SinkOperator):
                 f"those files away, rename {final} back to {work} and restart: it is cut back to "
                 "this checkpoint and the records after it are written once"
             )
-            raise OperatorError(msg)
+            raise permanent(OperatorError(msg))  # the same checkpoint every retry
         logger.warning(
             "sink %s: %s, open at the checkpoint with %s bytes, was already published as %s by a "
             "newer cut that is no longer readable (damaged or deleted checkpoint?); "

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from operators.errors import BadRecordError, OperatorError
 from operators.fs import LocalFileSystem
 from operators.sink import HDFS2FileSink, SinkSettings
-from region.errors import ConfigError
+from region.errors import ConfigError, is_permanent
 from region.fs import FileWriter
 from region.state import Batch
 
@@ -796,6 +796,7 @@ def test_open_file_published_by_a_lost_newer_cut_fails_saying_what_to_do(
     assert f"{display(work)}, open at the checkpoint with 2 bytes, is missing" in message
     assert f"already published as {display(final)} by a newer cut" in message
     assert "Restore the newer checkpoint" in message
+    assert is_permanent(info.value)  # every retry would restore the same checkpoint
     assert f"rename {display(final)} back to {display(work)} and restart" in message
     assert sink_env.published() == {"part-0.txt": b"a\nb\n"}  # nothing touched
     # Doing what it says resumes exactly once.
