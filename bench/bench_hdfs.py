@@ -14,7 +14,7 @@ client:
    hsync, checkpoint: create + write + hsync + close + rename, publish, retire). Baseline: one
    durable small write through the same client (create, write 300 bytes, hsync, close), each
    step timed.
-3. recovery: the kills of bench_recovery.py (the real ``operators.cli run`` command, SIGKILLed
+3. recovery: the kills of bench_recovery.py (the real ``operators.app.cli run`` command, SIGKILLed
    mid-file after a cut, then started again) with output and checkpoints on ``hdfs://`` (input
    on the local disk): seconds from the restart to recovered (the killed writer's lease ended
    by ``recover_lease``, its file cut back to the checkpoint), first new cut, first new

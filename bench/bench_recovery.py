@@ -1,6 +1,6 @@
 """Benchmark 5: time from a restart after SIGKILL to the first new output (in-process engine).
 
-The real command (``python -m operators.cli run pipeline.toml --engine local``) moves a backlog
+The real command (``python -m operators.app run pipeline.toml --engine local``) moves a backlog
 of files (paced to ``--records-per-s`` so it is still busy when killed); it is SIGKILLed at a
 random point after a cut, then started again on the same checkpoint. Measured from the restart
 (process start) to:

@@ -1,6 +1,6 @@
 """The fault campaign: crash and break the real ``hdfs-region run`` command, count every record.
 
-Each scenario runs ``python -m operators.cli run pipeline.toml`` in subprocesses (the command a
+Each scenario runs ``python -m operators.app run pipeline.toml`` in subprocesses (the command a
 user runs), injects one kind of fault, runs the command again until the input is done, and
 compares the published output with the input record by record (every input line is unique):
 
@@ -260,7 +260,7 @@ class Workspace:
         (self.root / "pipeline.toml").write_text("\n".join(lines) + "\n")
 
     def command(self, *, available_now: bool) -> list[str]:
-        cmd = [sys.executable, "-m", "operators.cli", "run", str(self.root / "pipeline.toml")]
+        cmd = [sys.executable, "-m", "operators.app", "run", str(self.root / "pipeline.toml")]
         cmd += ["--no-progress", "--log-level", "INFO"]
         return cmd + (["--available-now"] if available_now else [])
 

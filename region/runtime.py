@@ -20,13 +20,11 @@ cut; the loop then continues from there (the source replays), until the region g
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from enum import Enum
-from types import FrameType
 from typing import Any
 
 from region.checkpoint import CheckpointStore
@@ -34,6 +32,7 @@ from region.controller import RegionController, RegionSnapshot, RegionStatus
 from region.errors import ConfigError, RegionStoppedError
 from region.lock import CheckpointLock
 from region.settings import RegionSettings, Trigger
+from region.signals import StopSignals
 from region.state import Batch, SinkOperator, StartOperator, StateHandler
 
 __all__ = ["Pipeline", "PipelineRunner", "PipelineStats", "StepOutcome", "run_pipeline"]
@@ -159,8 +158,6 @@ class PipelineRunner:
         self._operator_driven = settings.trigger is Trigger.OPERATOR_DRIVEN
         # Plain attributes: written from signal handlers, where taking a lock could deadlock.
         self._stop: _Stop | None = None
-        self._signals = 0
-        self._previous_handlers: dict[int, Any] = {}
         self._started_at: float | None = None
         self._records_in = 0
         self._records_out = 0
@@ -263,7 +260,14 @@ class PipelineRunner:
         Raises :class:`~region.errors.RegionFailedError` when the region gives up; the
         operators are closed whichever way the run ends.
         """
-        previous = self._install_signal_handlers()
+        signals = StopSignals(self.request_stop, lambda: self.request_stop(immediate=True))
+        installed: AbstractContextManager[None] = (
+            signals.installed() if self.install_signal_handlers else nullcontext()
+        )
+        with installed:
+            return self._run(available_now)
+
+    def _run(self, available_now: bool) -> PipelineStats:
         try:
             self.start()
             while True:
@@ -291,7 +295,6 @@ class PipelineRunner:
         except RegionStoppedError:
             logger.info("Region stopped")
         finally:
-            self._restore_signal_handlers(previous)
             if self.controller.status not in (RegionStatus.STOPPED,):
                 self.controller.stop(graceful=False)  # closes the operators, also when failed
             if self._acquired and self.lock is not None:
@@ -315,33 +318,6 @@ class PipelineRunner:
             if remaining <= 0:
                 return
             time.sleep(min(remaining, _SLEEP_SLICE))
-
-    # ------------------------------------------------------------------ signals
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        # No locks and no logging here: the interrupted code may hold any lock.
-        self._signals += 1
-        self.request_stop(immediate=self._signals > 1)
-        if self._signals > 1:
-            # A third signal gets the default treatment (KeyboardInterrupt, termination).
-            self._restore_signal_handlers(self._previous_handlers)
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        if not self.install_signal_handlers:
-            return {}
-        if threading.current_thread() is not threading.main_thread():
-            logger.debug("Not on the main thread: SIGINT/SIGTERM handlers not installed")
-            return {}
-        previous: dict[int, Any] = {}
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, self._on_signal)
-        self._previous_handlers = previous
-        return previous
-
-    @staticmethod
-    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def _stage_name(stage: object) -> str:

@@ -94,7 +94,8 @@ def _entry_name(batch_id: int, suffix: str) -> str:
 
 
 class SinkLog:
-    """The write-ahead log of one sink: commit, abort and recovery of micro-batches.
+    """The write-ahead log of one sink: commit, abort and recovery of micro-batches
+    (``namer`` is needed only to commit), and what it says about a batch (:meth:`entry`).
 
     ``exactly_once``: a batch id is published once, whatever happens between the tasks'
     writes and Spark recording the commit. ``at_least_once``: no batch-id check; a batch
@@ -106,7 +107,7 @@ class SinkLog:
         fs: FileSystem,
         output_dir: str,
         log_dir: str,
-        namer: Namer,
+        namer: Namer | None = None,
         *,
         exactly_once: bool = True,
         retain: int = 100,
@@ -278,15 +279,18 @@ class SinkLog:
             self.delete_orphans()
             return CommitResult(batch_id, (), replayed=True)
         # 3. %FILENUM in a deterministic order, continuing from the sink state.
+        if self._namer is None:
+            raise TypeError("SinkLog.commit needs the namer given to SinkLog()")
+        namer = self._namer
         ordered = sorted(files, key=lambda f: (f.partition, f.index, f.path))
         next_filenum = int(state["next_filenum"])
         renames: list[list[str]] = []
         published: list[dict[str, Any]] = []
         for f in ordered:
-            dst = self._namer(f, next_filenum)
+            dst = namer(f, next_filenum)
             next_filenum += 1
             while self._fs.exists(dst):  # a file put there by someone else: never overwritten
-                taken, dst = dst, self._namer(f, next_filenum)
+                taken, dst = dst, namer(f, next_filenum)
                 if dst == taken:
                     shown = self._fs.display(dst)
                     raise FileExistsError(
@@ -340,6 +344,18 @@ class SinkLog:
                 # Entry first: a done marker without its entry is ignored, the reverse is not.
                 self._fs.delete(entries[batch_id])
                 self._fs.delete(self._path(batch_id, _DONE_SUFFIX))
+
+    def entry(self, batch_id: int) -> dict[str, Any] | None:
+        """What the log holds for ``batch_id`` — ``{"state": …, "renames": n, "done": bool}`` —
+        or None when it holds no entry for it (never written, or retired). Reads only:
+        ValueError when the entry is damaged."""
+        path = self._path(batch_id, _ENTRY_SUFFIX)
+        try:
+            entry = self._read_entry(path)
+        except FileNotFoundError:
+            return None
+        done = self._fs.exists(self._path(batch_id, _DONE_SUFFIX))
+        return {"state": entry.get("state"), "renames": len(entry["renames"]), "done": done}
 
     def published(self) -> list[dict[str, Any]]:
         """Files published by the retained entries (path, rows, size), oldest first."""

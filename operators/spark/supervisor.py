@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,7 +105,9 @@ class SparkSupervisor:
         self._on_progress = on_progress
         self._on_restart = on_restart
         self._poll = poll_interval
-        self._stop = threading.Event()
+        # Plain attributes, polled: set from signal handlers, where taking a lock could deadlock.
+        self._stopping = False
+        self._now = False
         self._query: StreamingQuery | None = None
         self.attempt = 0
         self.progress: list[BatchProgress] = []
@@ -119,7 +120,7 @@ class SparkSupervisor:
         """Run until the query ends (available_now), :meth:`stop` is called, or it failed
         ``max_consecutive_reset_attempts`` times in a row (RegionFailedError)."""
         failures = 0
-        while not self._stop.is_set():
+        while not self._stopping:
             self.attempt += 1
             writer = apply_trigger(
                 self._build(source_options(self.settings)),
@@ -159,7 +160,7 @@ class SparkSupervisor:
             )
             if self._on_restart is not None:
                 self._on_restart(failures, error)
-            self._stop.wait(delay)
+            self._pause(delay)
 
     def _watch(self, query: StreamingQuery) -> tuple[BaseException | None, bool]:
         """Wait for the query to end; report progress. Returns (error, any batch completed)."""
@@ -176,8 +177,8 @@ class SparkSupervisor:
                 if error is None:
                     error = _exception(query)
                 return error, completed
-            if self._stop.is_set():
-                self._stop_gracefully(query)
+            if self._stopping:
+                self._stop_query(query)
                 self._report(query, seen)
                 return None, completed
 
@@ -200,21 +201,31 @@ class SparkSupervisor:
                 self._on_progress(progress)
         return new
 
-    @staticmethod
-    def _stop_gracefully(query: StreamingQuery, timeout: float = 600.0) -> None:
+    def _stop_query(self, query: StreamingQuery, timeout: float = 600.0) -> None:
         """Let the running batch finish, then stop (an interrupted batch would be replayed on
-        the next start anyway; this only avoids the wasted work)."""
+        the next start anyway; this only avoids the wasted work); at once when asked to."""
         deadline = time.monotonic() + timeout
         while (
-            query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline
+            not self._now
+            and query.isActive
+            and query.status.get("isTriggerActive")
+            and time.monotonic() < deadline
         ):
             time.sleep(0.05)
         query.stop()
 
-    def stop(self) -> None:
-        """Ask :meth:`run` to stop the query after its current batch (callable from any
-        thread)."""
-        self._stop.set()
+    def stop(self, *, immediate: bool = False) -> None:
+        """Ask :meth:`run` to stop the query after its current batch, or at once (the batch
+        is replayed at the next start). Callable from any thread and from signal handlers."""
+        if immediate:
+            self._now = True
+        self._stopping = True
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` unless asked to stop meanwhile."""
+        deadline = time.monotonic() + seconds
+        while not self._stopping and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
 
 
 def _progress(raw: Any, attempt: int) -> BatchProgress | None:

@@ -112,7 +112,7 @@ def cli(
 ) -> subprocess.CompletedProcess[str]:
     """``hdfs-region ARGS`` as a real process; output captured (standard error is a pipe)."""
     return subprocess.run(
-        [sys.executable, "-m", "operators.cli", *args],
+        [sys.executable, "-m", "operators.app", *args],
         cwd=cwd,
         env=cli_env(**env),
         capture_output=True,
@@ -124,7 +124,7 @@ def cli(
 
 def start_cli(*args: str, cwd: Path | None = None, **env: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "operators.cli", *args],
+        [sys.executable, "-m", "operators.app", *args],
         cwd=cwd,
         env=cli_env(**env),
         stdout=subprocess.PIPE,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from operators.config import load_pipeline
-from operators.engine_spark import plan_spark
+from operators.app.config import load_pipeline
+from operators.app.engine_spark import plan_spark
 from tests.cli.conftest import ROOT, PipelineDir, cli
 
 CONF = ROOT / "conf"

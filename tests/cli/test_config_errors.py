@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.cli import main
+from operators.app.cli import main
 from tests.cli.conftest import PipelineDir, cli
 
 GOOD = {
@@ -233,7 +233,7 @@ def test_missing_java_is_one_line_suggesting_the_local_engine(pdir: PipelineDir)
 def test_output_in_the_watched_directory_is_allowed_when_the_pattern_excludes_it(
     pdir: PipelineDir,
 ) -> None:
-    from operators.config import load_pipeline
+    from operators.app.config import load_pipeline
 
     body = settings(
         "local",

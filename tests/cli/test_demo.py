@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.cli import main
+from operators.app.cli import main
 
 
 def test_local_demo_kills_restarts_and_reports_exactly_once(

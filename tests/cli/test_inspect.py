@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.cli import main
+from operators.app.cli import main
 from tests.cli.conftest import PipelineDir, cli, cut_files
 
 SETTINGS = """\

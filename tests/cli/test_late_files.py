@@ -90,7 +90,7 @@ class Arrivals:
 
 def start(config: Path, **env: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "operators.cli", "run", str(config), "--no-progress"],
+        [sys.executable, "-m", "operators.app", "run", str(config), "--no-progress"],
         env=cli_env(**env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from operators.cli import setup_logging
+from operators.app.console import setup_logging
 
 CLIENTS = ["py4j", "urllib3", "pyspark", "hdfs"]
 

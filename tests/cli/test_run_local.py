@@ -263,7 +263,7 @@ def test_progress_is_logged_as_lines_when_not_a_terminal(pdir: PipelineDir) -> N
     config = pdir.write_config(BASIC.format(trigger="periodic"))
     done = cli("run", str(config), "--available-now")
     assert done.returncode == 0
-    progress = [line for line in done.stderr.splitlines() if "operators.progress" in line]
+    progress = [line for line in done.stderr.splitlines() if "operators.app.progress" in line]
     assert progress, done.stderr
     final = progress[-1]
     for part in ("files 2 in, 1 out", "records 40", "cuts 1", "resets 0", "/s"):
@@ -284,7 +284,7 @@ def test_progress_is_one_live_line_on_a_terminal(pdir: PipelineDir) -> None:
     leader, follower = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "operators.cli", "run", str(config), "--available-now"],
+            [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"],
             stdout=subprocess.PIPE,
             stderr=follower,
             env=cli_env(PACE="0"),

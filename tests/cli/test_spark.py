@@ -39,7 +39,7 @@ def test_spark_run_available_now_then_inspect(pdir: PipelineDir) -> None:
     assert not [p for p in pdir.out.iterdir() if p.name.startswith(".")]
     # Batches of at most two files: three cuts; progress lines and the summary.
     assert "stopped: 122 records in, 3 cuts, 0 resets" in done.stdout
-    assert "operators.progress" in done.stderr
+    assert "operators.app.progress" in done.stderr
 
     checkpoints = pdir.root / "checkpoints" / "pipeline"
     shown = cli("inspect", str(checkpoints))

@@ -160,7 +160,7 @@ def test_the_command_without_java_says_what_to_install(tmp_path: pytest.TempPath
         from operators import sandbox
         shutil.which = lambda name: None
         sandbox.cache_dir = lambda: __import__("pathlib").Path(sys.argv[1])
-        from operators.cli import main
+        from operators.app.cli import main
         sys.exit(main(["sandbox", sys.argv[1]]))
         """
     )

@@ -45,7 +45,7 @@ def webhdfs_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
 def run_cli(*args: str, umask: int | None = None) -> subprocess.CompletedProcess[str]:
     """``hdfs-region ARGS`` as a real process, optionally under another umask."""
     return subprocess.run(
-        [sys.executable, "-m", "operators.cli", *args],
+        [sys.executable, "-m", "operators.app", *args],
         env=cli_env(),
         capture_output=True,
         text=True,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.config import load_pipeline
-from operators.engine_spark import SECRET_ENV, plan_spark
+from operators.app.config import load_pipeline
+from operators.app.engine_spark import SECRET_ENV, plan_spark
 from operators.fs import FileSystemSettings, open_filesystem, open_path
 from operators.fs.errors import SecretScrubFilter, install_log_scrubbing
 from operators.spark.options import scan_config, sink_config
@@ -107,7 +107,7 @@ def test_no_credential_in_logs_errors_progress_inspect_or_files(
     assert run.returncode == 0, run.stderr
     outputs |= {"run stdout": run.stdout, "run stderr": run.stderr}
     assert "urllib3.connectionpool" in run.stderr  # request lines at DEBUG
-    assert "operators.progress" in run.stderr and "rejected record" in run.stderr
+    assert "operators.app.progress" in run.stderr and "rejected record" in run.stderr
     # 2. A second run recovers from the checkpoint (reset path) with a new file.
     put_landing(server, "/s1/landing", files=1, prefix="g")
     run2 = cli("run", str(config), "--available-now", "--log-level", "DEBUG")

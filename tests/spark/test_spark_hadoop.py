@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
 
-from operators.config import load_pipeline
-from operators.engine_spark import _check_jvm_environment, hdfs_uri_of_webhdfs, plan_spark
+from operators.app.config import load_pipeline
+from operators.app.engine_spark import _check_jvm_environment, hdfs_uri_of_webhdfs, plan_spark
 from operators.spark.arrow_io import encode_records
 from operators.spark.options import scan_config, sink_config
 from region.errors import ConfigError

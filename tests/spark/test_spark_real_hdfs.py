@@ -5,7 +5,7 @@ built-in reader (``spark.read.text`` through Spark's bundled Hadoop client) read
 The command runs in this process on the shared SparkSession (a second JVM would cost ~15 s per
 case); ``tests/spark/test_jvm_hadoop.py`` covers what a fresh JVM inherits (user, Hadoop
 configuration). Spark's bundled client cannot speak ``webhdfs://`` (see
-``operators.engine_spark._spark_checkpoint``), so the webhdfs case keeps Spark's checkpoint in
+``operators.app.engine_spark._spark_checkpoint``), so the webhdfs case keeps Spark's checkpoint in
 the same directory of the cluster through ``hdfs://``, and the output is read back through
 ``hdfs://`` in both cases.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from operators.cli import main
+from operators.app.cli import main
 from operators.spark.commit import IN_PROGRESS_PREFIX, IN_PROGRESS_SUFFIX
 from region.fs import FileSystem
 from tests.conftest import CLUSTER_USER, real_fs

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +129,62 @@ def test_a_permanent_error_ends_the_run_without_a_restart(spark: Any, tmp_path: 
     assert "stopped: BadRecordError: " in message and "bad.txt" in message
     assert "A restart would fail the same way, so none was tried" in message
     assert supervisor.attempt == 1
+
+
+def held(started: Path, release: Path) -> Any:
+    """A transform whose tasks write ``started`` and then wait until ``release`` exists."""
+
+    def transform(frame: Any) -> Any:
+        from pyspark.sql.functions import udf
+
+        began, go = str(started), str(release)
+
+        def through(value):  # type: ignore[no-untyped-def]  # no hints: a plain Python UDF
+            import os
+            import time
+
+            open(began, "a").close()
+            for _ in range(1200):  # at most 2 minutes, so that nothing hangs for ever
+                if os.path.exists(go):
+                    break
+                time.sleep(0.1)
+            return value
+
+        return frame.select(udf(through, "string")("value").alias("value"))
+
+    return transform
+
+
+def test_an_immediate_stop_does_not_wait_for_the_batch_and_the_next_run_replays_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    # The second Ctrl-C of `hdfs-region run`: stop now; the interrupted batch is replayed.
+    write_inputs(tmp_path / "in", {"a.txt": b"one\ntwo\n"}, T0)
+    started, release = tmp_path / "started", tmp_path / "release"
+    supervisor = SparkSupervisor(
+        builder(spark, tmp_path, transform=held(started, release)), RegionSettings()
+    )
+
+    def stop_once_started() -> None:  # as the second signal would, from the outside
+        for _ in range(1200):
+            if started.exists():
+                supervisor.stop(immediate=True)
+                return
+            time.sleep(0.05)
+
+    # The query runs on this thread: Spark finds Python data sources through its session here.
+    stopper = threading.Thread(target=stop_once_started)
+    stopper.start()
+    try:
+        supervisor.run()
+        assert started.exists(), "the batch never started"
+        assert not release.exists()  # the batch was still held when the query stopped
+        assert supervisor.progress == []  # no batch completed
+        out = tmp_path / "out"
+        assert not out.exists() or published_lines(out) == []
+    finally:
+        release.touch()
+        stopper.join(timeout=90)
+    SparkSupervisor(builder(spark, tmp_path), RegionSettings(), available_now=True).run()
+    assert published_lines(tmp_path / "out") == ["one", "two"]
+    assert leftovers(tmp_path / "out") == []

@@ -14,20 +14,16 @@ import hashlib
 import logging
 import os
 import posixpath
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from operators.config import PipelineConfig
-from operators.engines import claim_checkpoint_dir, load_function, warn_young_files_left
+from operators.app.config import PipelineConfig
+from operators.app.engines import claim_checkpoint_dir, load_function, warn_young_files_left
+from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
-from operators.progress import Progress, ProgressDisplay
 from region.errors import ConfigError, LockLostError
 from region.lock import CheckpointLock
+from region.signals import StopSignals
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -329,43 +325,26 @@ def _session(config: PipelineConfig) -> SparkSession:
     )
 
 
-class _Stopper:
-    """SIGINT / SIGTERM: stop after the running batch; a second signal: the default action.
-
-    (PySpark starts the JVM ignoring SIGINT, so Ctrl-C reaches only this process.)
-    """
+class _Stop:
+    """Stop requests that may come before the supervisor exists (a signal while the session
+    starts, the lock lost): remembered, then passed on. Plain attributes, as signal handlers
+    call it. (PySpark starts the JVM ignoring SIGINT, so Ctrl-C reaches only this process.)"""
 
     def __init__(self) -> None:
         self.target: SparkSupervisor | None = None
         self.requested = False
-        self.signals = 0
-        self._previous: dict[int, Any] = {}
+        self.now = False
 
-    def request(self) -> None:
+    def request(self, *, immediate: bool = False) -> None:
         self.requested = True
+        self.now = self.now or immediate
         if self.target is not None:
-            self.target.stop()
+            self.target.stop(immediate=self.now)
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.signals += 1
-        self.request()
-        if self.signals > 1:
-            self.restore()
-
-    @contextmanager
-    def installed(self) -> Iterator[None]:
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous[signum] = signal.signal(signum, self._on_signal)
-        try:
-            yield
-        finally:
-            self.restore()
-
-    def restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous = {}
+    def attach(self, target: SparkSupervisor) -> None:
+        self.target = target
+        if self.requested:
+            target.stop(immediate=self.now)
 
 
 class _Totals:
@@ -437,7 +416,7 @@ def run_spark(
     _check_jvm_environment(plan.jvm_env)
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
     region = config.region
-    stopper = _Stopper()
+    stopper = _Stop()
     lock = CheckpointLock(
         cp_fs,
         cp_dir,
@@ -477,13 +456,12 @@ def run_spark(
                 )
         # Before the JVM starts: it inherits them (see _jvm_environment).
         os.environ.update(plan.jvm_env)
-        with stopper.installed():
+        signals = StopSignals(stopper.request, lambda: stopper.request(immediate=True))
+        with signals.installed():
             spark = _session(config)
             _check_jvm_user(spark, plan.jvm_env.get("HADOOP_USER_NAME"))
             supervisor = _supervisor(spark, plan, available_now, totals)
-            stopper.target = supervisor
-            if stopper.requested:  # a signal while the session started
-                supervisor.stop()
+            stopper.attach(supervisor)
             if display is not None:
                 display.start(totals.progress)
             try:

@@ -6,7 +6,7 @@ Wiring (see :func:`run_local`):
 2. build the operators. The source owns the scan (file-name-input mode: the scan's state is
    nested in the source's), so only the source and the sink are region operators;
 3. lock the checkpoint directory for the whole run (a second process fails, naming the holder)
-   and claim it for this pipeline and engine (see :mod:`operators.engines`);
+   and claim it for this pipeline and engine (see :mod:`operators.app.engines`);
 4. run the region on this thread, recovering from the newest cut of *this* pipeline (a
    checkpoint stamped with another pipeline identity is refused);
 5. on a graceful stop (SIGINT, SIGTERM, or the end of an ``available_now`` run) the runtime
@@ -19,15 +19,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from operators.config import PipelineConfig
-from operators.engines import (
+from operators.app.config import PipelineConfig
+from operators.app.engines import (
     claim_checkpoint_dir,
     load_function,
     read_identity,
     warn_young_files_left,
 )
+from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
-from operators.progress import Progress, ProgressDisplay
 from operators.scan import HDFS2DirectoryScan
 from operators.sink import HDFS2FileSink
 from operators.source import HDFS2FileSource

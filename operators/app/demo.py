@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TextIO
 
-from operators.config import Engine
+from operators.app.config import Engine
 from region.errors import ConfigError
 
 __all__ = ["PACE_ENV", "expected_output", "read_output", "run_demo", "shout", "write_landing"]
@@ -91,7 +91,7 @@ def _pipeline_toml(engine: Engine, records: int) -> str:
     transform = (
         'sql = "SELECT upper(value) AS value FROM input"'
         if engine == "spark"
-        else 'function = "operators.demo:shout"   # upper-case, paced to be killed mid-run'
+        else 'function = "operators.app.demo:shout"   # upper-case, paced to be killed mid-run'
     )
     return f"""\
 # Written by `hdfs-region demo`. Run it yourself:
@@ -179,7 +179,7 @@ def run_demo(
     command = [
         sys.executable,
         "-m",
-        "operators.cli",
+        "operators.app.cli",
         "run",
         config.name,
         "--available-now",

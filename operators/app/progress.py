@@ -215,3 +215,14 @@ class LiveLineHandler(logging.Handler):
             self.display.print_above(self.format(record))
         except Exception:
             self.handleError(record)
+
+
+def summary_line(final: Progress) -> str:
+    """The line printed when a run ends."""
+    parts = [f"{format_count(final.records_in)} records in"]
+    if final.records_out is not None:
+        parts[0] += f", {format_count(final.records_out)} out"
+    if final.files_in is not None and final.files_out is not None:
+        parts.append(f"{final.files_in} files read, {final.files_out} published")
+    parts.append(f"{final.cuts} cuts, {final.resets} resets in {final.elapsed:.1f}s")
+    return f"{final.status}: " + ", ".join(parts)

@@ -1,0 +1,7 @@
+"""``python -m operators.app`` runs the ``hdfs-region`` command."""
+
+import sys
+
+from operators.app.cli import main
+
+sys.exit(main())

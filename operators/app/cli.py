@@ -1,0 +1,239 @@
+"""The ``hdfs-region`` command line: parse the arguments and dispatch to a command, mapping
+its errors to an exit code at this edge.
+
+Exit codes: 0 success; 1 runtime failure (the region failed after its reset attempts, the
+checkpoint directory is in use or unusable, an I/O error), with the cause; 2 configuration
+error, with one line per bad key naming it and its value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from operators.app.config import ENGINES, load_pipeline
+from operators.app.console import (
+    EXIT_CONFIG,
+    EXIT_FAILURE,
+    EXIT_OK,
+    PROG,
+    config_error,
+    error,
+    setup_logging,
+)
+from operators.app.progress import ProgressDisplay, summary_line
+from region.errors import ConfigError, RegionError
+
+__all__ = ["build_parser", "main"]
+
+logger = logging.getLogger(__name__)
+
+
+# -- run ----------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        config = load_pipeline(args.config, engine=args.engine)
+    except ConfigError as exc:
+        return config_error(exc)
+    display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
+    setup_logging(args.log_level, display)
+    try:
+        if config.engine == "local":
+            from operators.app.engine_local import run_local
+
+            final = run_local(config, available_now=args.available_now, display=display)
+        else:
+            from operators.app.engine_spark import run_spark
+
+            final = run_spark(config, available_now=args.available_now, display=display)
+    except ConfigError as exc:
+        return config_error(exc)
+    except RegionError as exc:
+        error(str(exc))
+        return EXIT_FAILURE
+    except OSError as exc:
+        error(f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+    except ImportError as exc:  # a backend's optional client (requests-kerberos, libhdfs)
+        error(str(exc))
+        return EXIT_FAILURE
+    print(summary_line(final), flush=True)
+    return EXIT_OK
+
+
+# -- inspect ------------------------------------------------------------------------------------
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from operators.app.inspect import inspect
+
+    return inspect(args.target)
+
+
+# -- demo ---------------------------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from operators.app.demo import run_demo
+
+    setup_logging(args.log_level or "WARNING", None)
+    try:
+        ok = run_demo(
+            Path(args.dir) if args.dir else None,
+            engine=args.engine,
+            files=args.files,
+            lines=args.lines,
+        )
+    except ConfigError as exc:
+        return config_error(exc)
+    except (RegionError, OSError, RuntimeError) as exc:
+        error(str(exc))
+        return EXIT_FAILURE
+    return EXIT_OK if ok else EXIT_FAILURE
+
+
+# -- sandbox ------------------------------------------------------------------------------------
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    import signal
+    import subprocess
+    import tempfile
+
+    from operators.sandbox import SandboxError, SandboxSetupError, launcher_command
+
+    setup_logging(args.log_level or "WARNING", None)
+    temporary = args.dir is None
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hdfs-sandbox-"))
+    try:
+        cmd = launcher_command(base, datanodes=args.datanodes, ha=args.ha)
+    except SandboxSetupError as exc:
+        error(str(exc))
+        return EXIT_CONFIG
+    except SandboxError as exc:
+        error(str(exc))
+        return EXIT_FAILURE
+    print(
+        f"{PROG}: starting a real HDFS in {base} (log: {base / 'sandbox.log'}); the first line "
+        "on standard output is its URIs, Ctrl-C stops it",
+        file=sys.stderr,
+    )
+    # The JVM shares stdin/stdout (ready line, fault commands); a signal to us is passed on so
+    # that its shutdown hook stops the cluster cleanly.
+    child = subprocess.Popen(cmd)
+    forward = lambda signum, _frame: child.send_signal(signum)  # noqa: E731
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, forward)
+    code = child.wait()
+    if temporary:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
+    # A JVM ended by SIGINT / SIGTERM exits 130 / 143 after its shutdown hooks: a clean stop.
+    return EXIT_OK if code in (0, 130, 143, -signal.SIGINT, -signal.SIGTERM) else EXIT_FAILURE
+
+
+# -- parser -------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "Move files from a landing directory to rolling output files, exactly once, in a "
+            "checkpointed consistent region (on Spark or in-process)."
+        ),
+        epilog="Exit codes: 0 success, 1 runtime failure, 2 configuration error.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    log_level = {
+        "metavar": "LEVEL",
+        "help": "log level (default: INFO, or WARNING under a live progress line)",
+    }
+
+    run = sub.add_parser(
+        "run",
+        help="run a pipeline described by a TOML file",
+        description=(
+            "Run scan -> source -> transform -> sink from CONFIG. Ctrl-C or SIGTERM stop it "
+            "gracefully (a final cut); running the same command again resumes from the "
+            "checkpoint."
+        ),
+    )
+    run.add_argument("config", metavar="CONFIG.toml")
+    run.add_argument(
+        "--engine", choices=ENGINES, help="override the file's engine (default: spark)"
+    )
+    run.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process every file present now, then stop with a final cut and exit 0",
+    )
+    run.add_argument("--no-progress", action="store_true", help="do not show progress")
+    run.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
+    run.set_defaults(func=cmd_run)
+
+    inspect = sub.add_parser(
+        "inspect",
+        help="list the cuts of a checkpoint directory and the newest operator states",
+    )
+    inspect.add_argument(
+        "target", metavar="CHECKPOINT_DIR", help="a checkpoint directory (or a pipeline TOML)"
+    )
+    inspect.set_defaults(func=cmd_inspect)
+
+    demo = sub.add_parser(
+        "demo",
+        help="crash a pipeline on purpose and prove every record arrived exactly once",
+        description=(
+            "Create sample landing files in DIR, run a pipeline, SIGKILL it in the middle, run "
+            "the same command again to completion, and compare the output record by record."
+        ),
+    )
+    demo.add_argument("dir", nargs="?", metavar="DIR", help="work directory (default: a new one)")
+    demo.add_argument("--engine", choices=ENGINES, default="spark", help="default: spark")
+    demo.add_argument("--files", type=int, default=8, help="landing files (default 8)")
+    demo.add_argument("--lines", type=int, default=500, help="lines per file (default 500)")
+    demo.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
+    demo.set_defaults(func=cmd_demo)
+
+    sandbox = sub.add_parser(
+        "sandbox",
+        help="run a real HDFS on this machine (Hadoop's MiniDFSCluster; needs Java and Maven)",
+        description=(
+            "Start a NameNode and DataNodes in one JVM on ephemeral ports and run until Ctrl-C "
+            "or SIGTERM. The first line on standard output is a JSON object with the hdfs:// "
+            "and webhdfs:// URIs and the client configuration directory (for HADOOP_CONF_DIR). "
+            "Commands on standard input: stop-datanode I, start-datanode I, restart-datanode I, "
+            "restart-namenode, status. The first start resolves the classpath with Maven."
+        ),
+    )
+    sandbox.add_argument(
+        "dir", nargs="?", metavar="DIR", help="data, configuration and log (default: a new one)"
+    )
+    sandbox.add_argument("--datanodes", type=int, default=1, help="DataNodes (default 1)")
+    sandbox.add_argument(
+        "--ha", action="store_true", help="two NameNodes behind the name service hdfs://sandbox"
+    )
+    sandbox.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
+    sandbox.set_defaults(func=cmd_sandbox)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

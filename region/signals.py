@@ -1,0 +1,60 @@
+"""SIGINT / SIGTERM for a running job, one rule for every runner: the first signal asks for a
+graceful stop (a final cut), the second for an immediate one (no final cut: the next start
+resumes from the last cut), a third gets the default action (KeyboardInterrupt, termination).
+
+The handlers only call the two callbacks given, which must take no lock and not log: the
+interrupted code may hold any lock. They are installed only on the main thread (Python allows
+no other) and restored when the ``with`` block ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+__all__ = ["StopSignals"]
+
+logger = logging.getLogger(__name__)
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopSignals:
+    """``with StopSignals(graceful, immediate).installed(): ...`` — see the module doc."""
+
+    def __init__(self, graceful: Callable[[], None], immediate: Callable[[], None]) -> None:
+        self._graceful = graceful
+        self._immediate = immediate
+        #: Signals received so far (a plain attribute: written from the handler).
+        self.received = 0
+        self._previous: dict[int, Any] = {}
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.received += 1
+        if self.received == 1:
+            self._graceful()
+            return
+        self._immediate()
+        self._restore()  # the next one gets the default action
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is threading.main_thread():
+            for signum in _SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+        else:
+            logger.debug("Not on the main thread: SIGINT/SIGTERM handlers not installed")
+        try:
+            yield
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
