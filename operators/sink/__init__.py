@@ -1,0 +1,41 @@
+"""HDFS2FileSink: records into rolling, templated files that survive crashes without loss or
+(in exactly-once mode) duplication.
+
+A file goes through three stages (``publish="atomic"``, the default):
+
+1. *open*: written under a hidden in-progress name in its final directory,
+   ``.<final name>~<sink name>.inprogress``; readers that skip hidden names never see it.
+2. *pending*: closed (rolled, punctuation, :meth:`HDFS2FileSink.finish`) and synced; it waits
+   until a cut that covers the close completes.
+3. *published*: renamed to its final name in :meth:`HDFS2FileSink.on_cut_completed`.
+
+With ``publish="visible"`` files are written under their final names: readers see them grow,
+including records no completed cut covers yet, which a crash takes back (truncate) and writes
+again. Only a file whose close a completed cut covers is final. An empty marker
+``.<final name>~<sink name>.open`` stands for the in-progress name until a completed cut covers
+the file, so recovery can still find files opened after the cut.
+
+Recovery (:meth:`HDFS2FileSink.reset`) needs no memory of the crashed process: the checkpointed
+state names the open file, its size and the pending files; every other in-progress file or
+marker of this sink in the output directories belongs to work after the cut and is deleted.
+The sink name must therefore be unique among sinks that share an output directory.
+
+The package, along its seams: :mod:`.settings` (the parameters, checked when made),
+:mod:`.layout` (final and side names, directories), :mod:`.records` (records to bytes, bad-record
+routing), :mod:`.recovery` (the state, orphans, restore) and :mod:`.filesink` (the lifecycle).
+
+Bad records (a value of the wrong type or not encodable, a record that is not a (name, value)
+pair, a file name from data that :mod:`operators.safepath` refuses or that names a file already
+written) follow ``on_bad_record``: ``fail`` raises :class:`BadRecordError` (the region resets
+and, repeated, fails), ``skip`` drops the record with a log line naming its index, value and
+reason, ``reject`` writes it with the reason as one JSON line into ``rejects_file``: a second,
+internal sink inside the base directory whose state is part of this sink's, so rejects are
+exactly-once like the output (a rejects file is closed at every cut that saw rejects and
+published when the cut completes). Default: ``reject`` when ``rejects_file`` is set, else
+``skip`` logged at ERROR. Either way bad records are counted in :attr:`SinkMetrics.bad_records`.
+"""
+
+from operators.sink.filesink import HDFS2FileSink, SinkMetrics
+from operators.sink.settings import SinkSettings
+
+__all__ = ["HDFS2FileSink", "SinkMetrics", "SinkSettings"]

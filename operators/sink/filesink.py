@@ -1,0 +1,515 @@
+"""HDFS2FileSink: the lifecycle of the sink's files — write, drain, checkpoint, reset, and
+publish when a cut completes. Names come from :mod:`.layout`, bytes from :mod:`.records`, the
+way back to a cut from :mod:`.recovery`."""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from operators.errors import BadRecordError, OperatorError
+from operators.publish import publish
+from operators.sink.layout import INPROGRESS, MARKER, SinkLayout, norm
+from operators.sink.records import BadRecords, RecordEncoder
+from operators.sink.recovery import (
+    ClosedFile,
+    OpenFile,
+    Recovery,
+    empty_state,
+    parse_state,
+    state_value,
+)
+from operators.sink.settings import SinkSettings
+from region.errors import ConfigError, permanent
+from region.fs import FileSystem
+from region.state import Batch, SinkOperator, State
+
+__all__ = ["HDFS2FileSink", "SinkMetrics"]
+
+logger = logging.getLogger(__name__)
+
+_REJECTS_SUFFIX = ".rejects"
+_ROUTED = object()  # stands for a record already routed by on_bad_record
+
+
+@dataclass(slots=True)
+class SinkMetrics:
+    """Counters of this sink object (not state: they only grow, also across resets)."""
+
+    files_opened: int = 0
+    files_written: int = 0  # closed (complete) files
+    files_published: int = 0
+    tuples_written: int = 0
+    bytes_written: int = 0
+    #: Records that could not be written (skipped or rejected, see ``on_bad_record``).
+    bad_records: int = 0
+    records_rejected: int = 0  # of ``bad_records``, those written to the rejects file
+    published: list[tuple[str, int]] = field(default_factory=list)  # the last 100
+
+
+class HDFS2FileSink(SinkOperator):
+    """Writes each batch's records into the current file; rolls, publishes and recovers.
+
+    ``on_published(final_path, size)`` is called once for each published file, after its
+    rename (atomic) or after the cut covering its close completed (visible), also across
+    restarts: the region records each finished completion (:meth:`recall_completed`). Only a
+    crash between the callback and that record (one cut's files) announces them again.
+    ``clock`` gives ``time.time()``-like seconds for %TIME and ``time_per_file``.
+    """
+
+    def __init__(
+        self,
+        settings: SinkSettings,
+        fs: FileSystem,
+        *,
+        name: str = "sink",
+        on_published: Callable[[str, int], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        partition: int | None = None,
+        peid: str = "0",
+        pelaunchnum: int = 0,
+    ) -> None:
+        layout = SinkLayout(
+            settings,
+            fs,
+            name,
+            now=clock(),
+            partition=partition,
+            peid=peid,
+            pelaunchnum=pelaunchnum,
+        )
+        if (
+            settings.delivery == "exactly_once"
+            and settings.publish == "visible"
+            and not fs.supports_truncate
+        ):
+            msg = (
+                f"sink {name!r}: delivery='exactly_once' with publish='visible' needs truncate, "
+                f"which {type(fs).__name__} does not support: use publish='atomic' or "
+                "delivery='at_least_once'"
+            )
+            raise ConfigError(msg)
+        self.name = name
+        self.settings = settings
+        self._fs = fs
+        self._on_published = on_published
+        self._clock = clock
+        self._atomic = settings.publish == "atomic"
+        self._attr = settings.file_attribute_name
+        self._rolling = settings.rolling
+        self._layout = layout
+        self._encoder = RecordEncoder(settings, fs, self._rolling)
+        self._recovery = Recovery(name, settings, fs, layout, self._encoder)
+        self.metrics = SinkMetrics()
+        # Rejected records go to a second, internal sink inside the base directory, whose
+        # state is part of this one's: rejects are exactly-once like the output.
+        self._rejects: HDFS2FileSink | None = None
+        if settings.rejects_file is not None:
+            rejects = SinkSettings(
+                file=posixpath.join(layout.root, settings.rejects_file),
+                time_format=settings.time_format,
+                delivery=settings.delivery,
+                permission=settings.permission,
+                on_bad_record="fail",
+            )
+            self._rejects = HDFS2FileSink(
+                rejects,
+                fs,
+                name=name + _REJECTS_SUFFIX,
+                clock=clock,
+                partition=partition,
+                peid=peid,
+                pelaunchnum=pelaunchnum,
+            )
+            assert rejects.template is not None
+            layout.rejects_dir = norm(posixpath.dirname(rejects.template))
+        self._bad = BadRecords(settings, name, self.metrics, self._rejects)
+
+        # The files, all restored by reset() (reset_to_initial_state() included).
+        self._ready = False
+        self._cur: OpenFile | None = None
+        self._closed: list[ClosedFile] = []  # closed since the last checkpoint
+        self._pending: list[tuple[int, ClosedFile]] = []  # (covering cut, file)
+        self._next_filenum = 0
+        self._marked: set[str] = set()  # visible files whose marker still exists
+        self._cut_current: dict[int, str | None] = {}
+        # Files published and announced by on_cut_completed since the last reset; and whether
+        # the restored cut's completion is known to have finished (recall_completed): a reset
+        # announces neither again.
+        self._announced: set[str] = set()
+        self._recalled = False
+
+    # -- public read-only views ---------------------------------------------------------------
+
+    @property
+    def files_written(self) -> int:
+        """Files closed by this sink object (the IBM ``nFilesWritten`` metric)."""
+        return self.metrics.files_written
+
+    @property
+    def files_published(self) -> int:
+        return self.metrics.files_published
+
+    @property
+    def current_file(self) -> str | None:
+        """Final name of the file being written, if any."""
+        return self._cur.final if self._cur is not None else None
+
+    # -- tuple processing ---------------------------------------------------------------------
+
+    def write(self, batch: Batch) -> None:
+        if not self._ready:
+            msg = (
+                f"sink {self.name!r}: write before reset() or reset_to_initial_state(); "
+                "the runtime restores the sink first"
+            )
+            raise OperatorError(msg)
+        records = batch.records
+        if records:
+            self._roll_if_old(self._clock())
+            if self._attr is None:
+                self._write_run(records, 0, len(records))
+            else:
+                self._write_named(records)
+        if batch.punctuation and self._rolling.on_punctuation:
+            self._close_current()
+
+    def on_tick(self, now: float) -> None:
+        if self._ready:
+            self._roll_if_old(now)
+
+    def finish(self) -> None:
+        """The final punctuation: close the current file so that the next cut publishes it.
+
+        Call it before the final cut of a graceful stop; :meth:`close` alone publishes nothing.
+        """
+        if self._ready:
+            self._close_current()
+        if self._rejects is not None:
+            self._rejects.finish()
+
+    def _roll_if_old(self, now: float) -> None:
+        cur = self._cur
+        if cur is not None and self._rolling.expired(cur.opened_at, now):
+            self._close_current()
+
+    def _write_run(
+        self,
+        records: Sequence[Any],
+        start: int,
+        end: int,
+        originals: Sequence[Any] | None = None,
+    ) -> None:
+        """Write ``records[start:end]`` to the current file(s), rolling at the exact record.
+
+        A record that cannot be encoded is routed with ``originals[i]`` (the whole record,
+        when ``records`` holds only the values); the others are written.
+        """
+        i = start
+        while i < end:
+            cur = self._cur if self._cur is not None else self._open(None)
+            take = end - i
+            room = self._rolling.room(cur.tuples)
+            if room is not None:
+                take = min(take, room)
+                if take <= 0:  # restored from a run with a larger limit
+                    self._close_current()
+                    continue
+            try:
+                data, take = self._encoder.encode(records, i, take, cur.final, cur.size)
+            except BadRecordError as exc:
+                bad = exc.offset
+                if self._bad.fail or bad is None or not i <= bad < end:
+                    raise
+                if bad > i:  # the records before it are fine (the first bad one raised)
+                    self._write_run(records, i, bad, originals)
+                self._bad.route((originals or records)[bad], bad, exc)
+                i = bad + 1
+                continue
+            if cur.writer is None:
+                cur.writer = self._fs.append(cur.work)
+            cur.writer.write(data)
+            cur.size += len(data)
+            cur.tuples += take
+            cur.dirty = True
+            self.metrics.tuples_written += take
+            self.metrics.bytes_written += len(data)
+            i += take
+            if self._rolling.full(cur.tuples, cur.size):
+                self._close_current()
+
+    def _write_named(self, records: Sequence[Any]) -> None:
+        # 1. Split every record first: a malformed one is routed (or raised) before any write.
+        names: list[Any] = []
+        values: list[Any] = []
+        for index, record in enumerate(records):
+            try:
+                name, value = self._bad.split(record, index)
+            except BadRecordError as exc:
+                self._bad.route(record, index, exc)
+                name, value = _ROUTED, None
+            names.append(name)
+            values.append(value)
+        # 2. Runs of records naming the same file; the name is checked once per run.
+        start, n = 0, len(records)
+        while start < n:
+            name = names[start]
+            end = start + 1
+            if name is _ROUTED:
+                start = end
+                continue
+            while end < n and names[end] is not _ROUTED and names[end] == name:
+                end += 1
+            try:
+                path = self._layout.resolve(name, start, self._in_flight())
+                if self._cur is None or self._cur.final != path:
+                    self._close_current()
+                    self._open(path)
+            except (BadRecordError, FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+                # A refused name, a file written before (never overwritten), or a name that
+                # clashes with the tree (a file where a directory is needed, or the reverse):
+                # the records of this run cannot be written.
+                if self._bad.fail:
+                    raise
+                for index in range(start, end):
+                    self._bad.route(records[index], index, self._refusal(exc, name, index))
+                start = end
+                continue
+            self._write_run(values, start, end, records)
+            start = end
+
+    def _refusal(self, exc: Exception, name: Any, index: int) -> Exception:
+        """``exc`` for the record at ``index`` (a name check raised for the first of a run)."""
+        if isinstance(exc, BadRecordError) and exc.offset != index:
+            try:
+                self._layout.resolve(name, index, self._in_flight())
+            except BadRecordError as again:
+                return again
+        return exc
+
+    def _in_flight(self) -> list[str]:
+        """Final names of the files written and not published yet."""
+        finals = [c.final for c in self._closed] + [c.final for _, c in self._pending]
+        if self._cur is not None:
+            finals.append(self._cur.final)
+        return finals
+
+    # -- files --------------------------------------------------------------------------------
+
+    def _taken(self, final: str) -> bool:
+        return final in self._in_flight() or self._fs.exists(final)
+
+    def _open(self, final: str | None) -> OpenFile:
+        """Open a new file (lazily: only when a record is about to be written)."""
+        now = self._clock()
+        filenum = self._next_filenum
+        layout = self._layout
+        if final is None:
+            assert layout.template is not None
+            while True:
+                final = layout.render(filenum, now)
+                problem = layout.template_problem(final)
+                if problem is not None:
+                    msg = f"sink {self.name!r}: the file template gives {final!r}, which {problem}"
+                    raise permanent(OperatorError(msg))
+                if not self._taken(final):
+                    break
+                if not layout.template.uses_filenum:
+                    msg = (
+                        f"sink {self.name!r}: {self._fs.display(final)} already exists or is "
+                        f"being written, and files are never overwritten: add %FILENUM to "
+                        f"{layout.template.template!r}"
+                    )
+                    raise permanent(FileExistsError(msg))
+                logger.info(
+                    "sink %s: %s exists, skipping file number %s", self.name, final, filenum
+                )
+                filenum += 1
+        elif self._taken(final):
+            msg = (
+                f"sink {self.name!r}: {self._fs.display(final)} was already written, and files "
+                "are never overwritten (group the records by file name)"
+            )
+            raise permanent(FileExistsError(msg))
+        work = layout.side(final, INPROGRESS) if self._atomic else final
+        permission = self.settings.permission
+        layout.ensure_dir(posixpath.dirname(final))
+        if not self._atomic:
+            # 1. The marker first: a crash after step 2 leaves a file recovery can find.
+            marker = self._fs.create(
+                layout.side(final, MARKER), overwrite=True, permission=permission
+            )
+            marker.sync()
+            marker.close()
+            self._marked.add(final)
+        # 2. The file itself; never over an existing one.
+        writer = self._fs.create(work, overwrite=False, permission=permission)
+        self._next_filenum = filenum + 1
+        cur = OpenFile(final, work, 0, 0, now, filenum, writer)
+        bom = self._encoder.bom
+        if bom:
+            writer.write(bom)
+            cur.size = len(bom)
+        self._cur = cur
+        self.metrics.files_opened += 1
+        logger.debug("sink %s: opened %s", self.name, work)
+        return cur
+
+    def _close_current(self) -> None:
+        cur = self._cur
+        if cur is None:
+            return
+        if cur.writer is not None:
+            if cur.dirty:
+                cur.writer.sync()  # pending files must survive a crash: the cut promises them
+            cur.writer.close()
+            cur.writer = None
+        self._cur = None
+        self._closed.append(ClosedFile(cur.final, cur.work, cur.size))
+        self.metrics.files_written += 1
+        logger.debug("sink %s: closed %s (%s bytes)", self.name, cur.work, cur.size)
+
+    def _publish(self, done: ClosedFile, *, recovering: bool = False) -> None:
+        """Rename a covered file to its final name (safe to repeat: :mod:`operators.publish`),
+        then count and announce it."""
+        if self._atomic:
+            publish(
+                self._fs, done.work, done.final, who=f"sink {self.name!r}", recovering=recovering
+            )
+        self.metrics.files_published += 1
+        self.metrics.published.append((done.final, done.size))
+        del self.metrics.published[:-100]
+        logger.info("sink %s: published %s (%s bytes)", self.name, done.final, done.size)
+        if self._on_published is not None:
+            self._on_published(done.final, done.size)
+
+    def _drop_writer(self) -> None:
+        """Release the open file's handle without publishing (reset and crash)."""
+        cur = self._cur
+        if cur is not None and cur.writer is not None:
+            writer, cur.writer = cur.writer, None
+            try:
+                writer.close()
+            except OSError as exc:  # the reset truncates or deletes whatever it left
+                logger.warning("sink %s: closing %s failed: %s", self.name, cur.work, exc)
+
+    # -- state handler ------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        cur = self._cur
+        if cur is not None and cur.writer is not None and cur.dirty:
+            cur.writer.sync()  # durable (hsync), not only visible (hflush)
+            cur.dirty = False
+        if self._rejects is not None:
+            # Each cut that saw rejects publishes them in a file of their own.
+            self._rejects.finish()
+            self._rejects.drain()
+
+    def checkpoint(self, cut_id: int) -> State:
+        self.drain()  # the state may only describe durable bytes; no-op after a drain
+        self._pending.extend((cut_id, c) for c in self._closed)
+        self._closed = []
+        self._cut_current[cut_id] = self._cur.final if self._cur is not None else None
+        state = state_value(self._next_filenum, self._cur, (c for _, c in self._pending))
+        if self._rejects is not None:
+            state["rejects"] = self._rejects.checkpoint(cut_id)
+        return state
+
+    def on_cut_completed(self, cut_id: int) -> None:
+        published: set[str] = set()
+        while self._pending and self._pending[0][0] <= cut_id:
+            done = self._pending[0][1]
+            self._publish(done)
+            self._pending.pop(0)
+            published.add(done.final)
+            self._announced.add(done.final)
+        if not self._atomic:
+            # The completed cut covers these files: recovery must no longer delete them.
+            for final in [*published, self._cut_current.get(cut_id)]:
+                if final is not None and final in self._marked:
+                    self._fs.delete(self._layout.side(final, MARKER))
+                    self._marked.discard(final)
+        self._cut_current = {k: v for k, v in self._cut_current.items() if k > cut_id}
+        if self._rejects is not None:
+            self._rejects.on_cut_completed(cut_id)
+
+    def recall_completed(self, cut_id: int) -> None:
+        self._recalled = True
+        if self._rejects is not None:
+            self._rejects.recall_completed(cut_id)
+
+    def reset(self, state: State) -> None:
+        restored = parse_state(self.name, state)
+        self._ready = False
+        self._drop_writer()
+        # 1. Finish what the cut promised: publish the files it covers, unless its completion
+        #    did (then they are published and announced, and may have been moved away since).
+        for done in restored.pending:
+            if not self._recalled and done.final not in self._announced:
+                self._publish(done, recovering=True)
+        self._recalled = False
+        self._announced = {done.final for done in restored.pending}  # a repeated reset
+        # 2. Delete this sink's files the cut does not know (opened after it).
+        keep = {c.final for c in restored.pending}
+        extra_dirs = {posixpath.dirname(c.final) for c in restored.pending}
+        if restored.current is not None:
+            keep.add(restored.current.final)
+            extra_dirs.add(posixpath.dirname(restored.current.final))
+        self._recovery.delete_orphans(keep, extra_dirs)
+        # 3. Bring the open file back to its size at the cut (at_least_once goes on with a new
+        #    file when a lost newer cut published it; exactly_once raises).
+        current = restored.current
+        if current is not None:
+            current = self._recovery.restore(current)
+        # 4. In-memory state.
+        self._cur = current
+        self._closed = []
+        self._pending = []
+        self._next_filenum = restored.next_filenum
+        self._marked = set()
+        self._cut_current = {}
+        self._ready = True
+        if self._rejects is not None:
+            rejects = state.get("rejects")
+            if isinstance(rejects, dict):
+                self._rejects.reset(rejects)
+            else:  # a cut from before rejects_file was set
+                self._rejects.reset_to_initial_state()
+        logger.info(
+            "sink %s: reset to %s (next file number %s)",
+            self.name,
+            restored.current.work if restored.current else "no open file",
+            restored.next_filenum,
+        )
+
+    def reset_to_initial_state(self) -> None:
+        # No cut ever completed, so nothing of this sink was promised: every in-progress file and
+        # every marked visible file is from an earlier attempt. Numbering restarts at 0, which is
+        # safe because those files are gone and published names are skipped, never overwritten.
+        self.reset(empty_state())
+
+    def close(self) -> None:
+        cur = self._cur
+        if cur is not None and cur.writer is not None:
+            if cur.dirty:
+                cur.writer.sync()
+                cur.dirty = False
+            cur.writer.close()
+            cur.writer = None
+        self._ready = False
+        if self._rejects is not None:
+            self._rejects.close()
+
+    def abandon(self) -> None:
+        """Stop like a crashed process: release file handles, publish and delete nothing.
+
+        For replay tests that simulate a crash in-process; the next sink object recovers.
+        """
+        self._drop_writer()
+        self._ready = False
+        if self._rejects is not None:
+            self._rejects.abandon()

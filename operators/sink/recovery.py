@@ -1,0 +1,302 @@
+"""The sink's state and how a sink comes back to it after a failure or a crash.
+
+State (a plain value, see :func:`state_value`): the next file number, the open file (final and
+in-progress names, size, records, when it was opened, its number) and the pending files (closed
+and synced, waiting for the completion of the cut covering them).
+
+:class:`Recovery` needs no memory of the crashed process: the state names the open file, its
+size and the pending files; every other side file of this sink belongs to work after the cut
+and is deleted (:meth:`Recovery.delete_orphans`); the open file is brought back to its size at
+the cut (:meth:`Recovery.restore`), by truncate or, where the filesystem has none, by copying
+its prefix (only for in-progress files, which no reader sees).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from operators.errors import OperatorError
+from operators.sink.layout import MARKER, REWRITE, SinkLayout, final_of, side_name
+from operators.sink.records import RecordEncoder
+from operators.sink.settings import SinkSettings
+from region.errors import permanent
+from region.fs import FileSystem, FileWriter, LeaseRecoverer
+from region.state import State
+
+__all__ = [
+    "STATE_VERSION",
+    "ClosedFile",
+    "OpenFile",
+    "Recovery",
+    "Restored",
+    "empty_state",
+    "parse_state",
+    "state_value",
+]
+
+logger = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+_COPY_CHUNK = 8 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedFile:
+    """A closed, synced file waiting to be published."""
+
+    final: str
+    work: str
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"final": self.final, "work": self.work, "size": self.size}
+
+
+@dataclass(slots=True)
+class OpenFile:
+    """The file being written."""
+
+    final: str
+    work: str
+    size: int
+    tuples: int
+    opened_at: float
+    filenum: int
+    writer: FileWriter | None = None
+    dirty: bool = False  # written since the last sync
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "final": self.final,
+            "work": self.work,
+            "size": self.size,
+            "tuples": self.tuples,
+            "opened_at": self.opened_at,
+            "filenum": self.filenum,
+        }
+
+
+@dataclass(slots=True)
+class Restored:
+    current: OpenFile | None
+    pending: list[ClosedFile]
+    next_filenum: int
+
+
+def state_value(
+    next_filenum: int, current: OpenFile | None, pending: Iterable[ClosedFile]
+) -> dict[str, Any]:
+    """The state of a sink, as checkpointed."""
+    return {
+        "version": STATE_VERSION,
+        "next_filenum": next_filenum,
+        "current": current.to_dict() if current is not None else None,
+        "pending": [c.to_dict() for c in pending],
+    }
+
+
+def empty_state() -> dict[str, Any]:
+    """The state of a sink before any cut: no file open, none pending, numbering from 0."""
+    return state_value(0, None, ())
+
+
+def parse_state(sink: str, state: State) -> Restored:
+    """The files a checkpointed state names; OperatorError naming the sink if it is damaged."""
+    try:
+        if state.get("version") != STATE_VERSION:
+            msg = f"version {state.get('version')!r}, expected {STATE_VERSION}"
+            raise ValueError(msg)
+        cur = state["current"]
+        current = None
+        if cur is not None:
+            current = OpenFile(
+                str(cur["final"]),
+                str(cur["work"]),
+                int(cur["size"]),
+                int(cur["tuples"]),
+                float(cur["opened_at"]),
+                int(cur["filenum"]),
+            )
+        pending = [
+            ClosedFile(str(p["final"]), str(p["work"]), int(p["size"])) for p in state["pending"]
+        ]
+        return Restored(current, pending, int(state["next_filenum"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        msg = f"sink {sink!r}: checkpointed state is not understood ({exc!r}): {state!r}"
+        raise OperatorError(msg) from None
+
+
+class Recovery:
+    """The files of one sink brought back to a checkpointed state (see the module doc)."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: SinkSettings,
+        fs: FileSystem,
+        layout: SinkLayout,
+        encoder: RecordEncoder,
+    ) -> None:
+        self._name = name
+        self._settings = settings
+        self._fs = fs
+        self._layout = layout
+        self._encoder = encoder
+
+    def delete_orphans(self, keep: set[str], extra_dirs: set[str]) -> None:
+        """Delete in-progress files and marked visible files of this sink not in ``keep``."""
+        for suffix, final, side in self._layout.side_files(extra_dirs):
+            if suffix == MARKER:
+                # 1. The file first: the marker is what lets a retry find it.
+                if final not in keep and self._fs.delete(final):
+                    logger.info("sink %s: deleted %s (after the cut)", self._name, final)
+                self._fs.delete(side)
+            elif suffix == REWRITE or final not in keep:
+                self._fs.delete(side)
+                logger.info("sink %s: deleted %s (after the cut)", self._name, side)
+
+    def restore(self, cur: OpenFile) -> OpenFile | None:
+        """Bring the open file of the cut back; the file to go on with, or None when it was
+        published since the cut and delivery is at_least_once (a new file takes the replayed
+        records)."""
+        if self.published_since_the_cut(cur):
+            return None
+        path = cur.work
+        if isinstance(self._fs, LeaseRecoverer) and self._fs.exists(path):
+            # A crashed writer's HDFS lease keeps the file open, its length not yet settled:
+            # close it first (IBM's sink waited for the lease to expire, or failed).
+            self._fs.recover_lease(path)
+        if self._settings.delivery == "exactly_once" or cur.size == 0:
+            self._cut_back(cur)
+        else:
+            self._drop_torn_record(cur)
+        return cur
+
+    def _missing(self, cur: OpenFile) -> FileNotFoundError:
+        msg = (
+            f"sink {self._name!r}: {self._fs.display(cur.work)}, open at the checkpoint "
+            f"with {cur.size} bytes, is missing"
+        )
+        return FileNotFoundError(msg)
+
+    def _cut_back(self, cur: OpenFile) -> None:
+        """exactly_once: the file holds exactly the bytes the cut covers."""
+        path = cur.work
+        try:
+            actual = self._fs.status(path).size
+        except FileNotFoundError:
+            if cur.size:
+                raise self._missing(cur) from None
+            self._fs.create(path, overwrite=False, permission=self._settings.permission).close()
+            return
+        if actual < cur.size:
+            msg = (
+                f"sink {self._name!r}: {self._fs.display(path)} has {actual} bytes, fewer than "
+                f"the {cur.size} its checkpoint covers"
+            )
+            raise OperatorError(msg)
+        if actual > cur.size and self._settings.delivery == "exactly_once":
+            if self._fs.supports_truncate:
+                self._fs.truncate(path, cur.size)
+            else:
+                self.rewrite_prefix(path, cur.size)
+            logger.info(
+                "sink %s: cut %s back from %s to %s bytes", self._name, path, actual, cur.size
+            )
+
+    def _drop_torn_record(self, cur: OpenFile) -> None:
+        """at_least_once: the IBM behaviour, append after whatever the file holds, except a
+        record torn by the crash: it would glue to the replayed one and be lost as a record."""
+        path = cur.work
+        try:
+            actual = self._fs.status(path).size
+        except FileNotFoundError:
+            raise self._missing(cur) from None
+        if actual <= cur.size:
+            return
+        tail = self._fs.read(path, cur.size, actual - cur.size)
+        keep = cur.size + self._encoder.whole_records(tail)
+        # What the file holds from here on is what the state says: the next checkpoint records
+        # the true size (a later exactly_once reset truncates to it: never into a record).
+        kept, cur.size = cur.size, keep
+        if keep == actual:
+            return
+        if self._fs.supports_truncate:
+            self._fs.truncate(path, keep)
+        elif self._settings.publish == "atomic":
+            self.rewrite_prefix(path, keep)
+        else:
+            cur.size = actual
+            logger.warning(
+                "sink %s: %s ends with %d bytes of a record torn by a crash; this filesystem "
+                "cannot truncate, so they stay",
+                self._name,
+                self._fs.display(path),
+                actual - keep,
+            )
+            return
+        logger.info(
+            "sink %s: dropped a torn record: %s cut to %s bytes (%s at the cut)",
+            self._name,
+            path,
+            keep,
+            kept,
+        )
+
+    def published_since_the_cut(self, cur: OpenFile) -> bool:
+        """Whether the open file was published since the cut: its in-progress file is missing
+        and its final name exists. Only a newer cut publishes it, so that cut's checkpoint was
+        there and is no longer readable (the store fell back to this older one).
+
+        The published file holds the cut's bytes and records written after the cut, which the
+        source replays: exactly_once cannot go on (those records would be written twice) and
+        raises; at_least_once may write them twice, so it warns and drops the open file (its
+        bytes at the cut are published; the replayed records go to a new file).
+        """
+        if cur.final == cur.work or self._fs.exists(cur.work) or not self._fs.exists(cur.final):
+            return False
+        final, work = self._fs.display(cur.final), self._fs.display(cur.work)
+        if self._settings.delivery == "exactly_once":
+            msg = (
+                f"sink {self._name!r}: {work}, open at the checkpoint with {cur.size} bytes, is "
+                f"missing: it was already published as {final} by a newer cut that is no longer "
+                "readable (damaged or deleted checkpoint?), with records after this checkpoint "
+                "that resuming from it would write again. Restore the newer checkpoint; or, if "
+                f"no reader has used {final} nor the files this sink published after it: move "
+                f"those files away, rename {final} back to {work} and restart: it is cut back to "
+                "this checkpoint and the records after it are written once"
+            )
+            raise permanent(OperatorError(msg))  # the same checkpoint every retry
+        logger.warning(
+            "sink %s: %s, open at the checkpoint with %s bytes, was already published as %s by a "
+            "newer cut that is no longer readable (damaged or deleted checkpoint?); "
+            "at_least_once: the records after this checkpoint are written again, to a new file",
+            self._name,
+            work,
+            cur.size,
+            final,
+        )
+        return True
+
+    def rewrite_prefix(self, path: str, size: int) -> None:
+        """Truncate without truncate: copy the first ``size`` bytes to a fresh side file and
+        rename it over ``path``. Only for in-progress files (atomic publish): a reader never
+        sees them."""
+        tmp = side_name(final_of(path, self._name), self._name, REWRITE)
+        writer = self._fs.create(tmp, overwrite=True, permission=self._settings.permission)
+        try:
+            offset = 0
+            while offset < size:
+                chunk = self._fs.read(path, offset, min(_COPY_CHUNK, size - offset))
+                if not chunk:
+                    msg = f"{self._fs.display(path)}: ended at {offset} bytes, expected {size}"
+                    raise OperatorError(msg)
+                writer.write(chunk)
+                offset += len(chunk)
+            writer.sync()
+        finally:
+            writer.close()
+        self._fs.rename(tmp, path, overwrite=True)

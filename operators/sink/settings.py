@@ -1,0 +1,163 @@
+"""The sink's parameters (:class:`SinkSettings`), checked when they are made: everything
+that can be refused before a file is written is refused here. IBM's camelCase names are
+accepted as aliases."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+from operators.rolling import RollingPolicy
+from operators.safepath import name_problem
+from operators.templating import FileNameTemplate
+from region.settings import Duration, Encoding, FileMode
+
+__all__ = ["SinkSettings"]
+
+
+def _alias(snake: str, camel: str) -> AliasChoices:
+    return AliasChoices(snake, camel)
+
+
+class SinkSettings(BaseModel):
+    """Parameters of :class:`HDFS2FileSink` (IBM's camelCase names are accepted as aliases)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    #: Target path template (%HOST %PROCID %PEID %PELAUNCHNUM %TIME %FILENUM %PARTITION).
+    file: str | None = None
+    #: Base directory: required with ``file_attribute_name`` (names are confined to it);
+    #: with ``file`` it is joined in front of a relative template.
+    directory: str | None = None
+    #: Records are ``(file name, value)`` pairs (or two-key mappings); names are relative
+    #: to ``directory``. Excludes ``file`` and the roll limits.
+    file_attribute_name: str | None = Field(
+        None, validation_alias=_alias("file_attribute_name", "fileAttributeName")
+    )
+    time_format: str = Field(
+        "yyyyMMdd_HHmmss", validation_alias=_alias("time_format", "timeFormat")
+    )
+    tuples_per_file: int | None = Field(
+        None, ge=1, validation_alias=_alias("tuples_per_file", "tuplesPerFile")
+    )
+    bytes_per_file: int | None = Field(
+        None, ge=1, validation_alias=_alias("bytes_per_file", "bytesPerFile")
+    )
+    time_per_file: Duration | None = Field(
+        None, validation_alias=_alias("time_per_file", "timePerFile")
+    )
+    close_on_punct: bool = Field(False, validation_alias=_alias("close_on_punct", "closeOnPunct"))
+    encoding: Encoding = "utf-8"
+    format: Literal["line", "binary"] = "line"
+    delivery: Literal["exactly_once", "at_least_once"] = "exactly_once"
+    publish: Literal["atomic", "visible"] = "atomic"
+    #: Permission bits of new files (octal int, or a string such as "0640"); directories the
+    #: sink creates get the matching traversal bits (0640 -> 0750).
+    permission: FileMode = 0o640
+    #: What a bad record does: ``fail`` (raise, the region resets), ``skip`` (log and drop) or
+    #: ``reject`` (write it with the reason to ``rejects_file``). Default: ``reject`` when
+    #: ``rejects_file`` is set, else ``skip`` logged at ERROR.
+    on_bad_record: Literal["fail", "skip", "reject"] | None = Field(
+        None, validation_alias=_alias("on_bad_record", "onBadRecord")
+    )
+    #: Template of the rejects files, relative to the base directory (``directory``, or the
+    #: template's fixed directory); needs %FILENUM, e.g. ``_rejects/rejects-%FILENUM.jsonl``.
+    rejects_file: str | None = Field(None, validation_alias=_alias("rejects_file", "rejectsFile"))
+
+    @model_validator(mode="after")
+    def _rejects(self) -> SinkSettings:
+        mode, rejects = self.on_bad_record, self.rejects_file
+        if mode == "reject" and rejects is None:
+            msg = "on_bad_record='reject' needs rejects_file= (e.g. '_rejects/r-%FILENUM.jsonl')"
+            raise ValueError(msg)
+        if rejects is None:
+            return self
+        if mode in ("fail", "skip"):
+            msg = f"rejects_file={rejects!r} is never written with on_bad_record={mode!r}"
+            raise ValueError(msg)
+        problem = name_problem(rejects)
+        if problem is not None:
+            msg = f"rejects_file={rejects!r} {problem}; it must be a relative path in the base"
+            raise ValueError(msg)
+        if not FileNameTemplate(rejects, self.time_format).uses_filenum:
+            msg = f"rejects_file={rejects!r} needs %FILENUM (files are never overwritten)"
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SinkSettings:
+        limits = {
+            "tuples_per_file": self.tuples_per_file,
+            "bytes_per_file": self.bytes_per_file,
+            "time_per_file": self.time_per_file,
+        }
+        given = {k: v for k, v in limits.items() if v is not None}
+        if len(given) > 1:
+            msg = f"{' and '.join(f'{k}={v!r}' for k, v in given.items())} exclude each other"
+            raise ValueError(msg)
+        if self.time_per_file is not None and self.time_per_file <= 0:
+            msg = f"time_per_file={self.time_per_file!r} must be more than 0 seconds"
+            raise ValueError(msg)
+        if self.file_attribute_name is not None:
+            if self.file is not None:
+                msg = (
+                    f"file={self.file!r} and file_attribute_name={self.file_attribute_name!r} "
+                    "exclude each other"
+                )
+                raise ValueError(msg)
+            if given:
+                k, v = next(iter(given.items()))
+                msg = f"{k}={v!r} cannot be used with file_attribute_name"
+                raise ValueError(msg)
+            if not self.directory:
+                msg = (
+                    f"file_attribute_name={self.file_attribute_name!r} needs directory= "
+                    "(the base directory the file names are confined to)"
+                )
+                raise ValueError(msg)
+            return self
+        if not self.file:
+            msg = f"file={self.file!r}: a file name template (or file_attribute_name) is required"
+            raise ValueError(msg)
+        if self.directory is not None and self.file.startswith("/"):
+            msg = f"file={self.file!r} must be relative when directory={self.directory!r} is set"
+            raise ValueError(msg)
+        if self.directory is not None and ".." in self.file.split("/"):
+            msg = f"file={self.file!r} must stay inside directory={self.directory!r} (no '..')"
+            raise ValueError(msg)
+        rolls = given or self.close_on_punct
+        template = FileNameTemplate(self.file, self.time_format)
+        if rolls and not template.uses_filenum and "TIME" not in template.variables:
+            what = " and ".join([*given, *(["close_on_punct"] if self.close_on_punct else [])])
+            msg = (
+                f"file={self.file!r} has no %FILENUM (nor %TIME) but {what} rolls to new files: "
+                "they would all get the same name (files are never overwritten); add %FILENUM"
+            )
+            raise ValueError(msg)
+        base = self.file.rsplit("/", 1)[-1]
+        if not base or base.startswith("."):
+            msg = (
+                f"file={self.file!r} must end in a file name that does not start with '.' "
+                "(hidden names are reserved for in-progress files)"
+            )
+            raise ValueError(msg)
+        return self
+
+    @property
+    def rolling(self) -> RollingPolicy:
+        """When a file is complete (the same policy on Spark's ``hdfs_sink``)."""
+        return RollingPolicy(
+            tuples=self.tuples_per_file,
+            bytes=self.bytes_per_file,
+            seconds=self.time_per_file,
+            on_punctuation=self.close_on_punct,
+        )
+
+    @property
+    def template(self) -> str | None:
+        """The full file template (``directory`` joined in front), or ``None`` in attribute mode."""
+        if self.file is None:
+            return None
+        return posixpath.join(self.directory, self.file) if self.directory else self.file
