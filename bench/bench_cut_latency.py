@@ -7,7 +7,7 @@ hidden name, then renamed) at ``--rate-mb`` MB/s. Each cut's duration is the con
 ``last_cut_seconds``: block permits, wait for the batch in flight, drain (the sink syncs),
 checkpoint every operator, write the region checkpoint (temp, sync, rename), publish, retire,
 resume.
-The WebHDFS figures run against tests/webhdfs_server.py in its own process.
+The WebHDFS figures run against operators/testing/webhdfs_server.py in its own process.
 
 Afterwards the pipeline is restarted on the same checkpoints to finish the input; the published
 output must equal the input in (mtime, name) order.
@@ -220,7 +220,7 @@ def run_local(work: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_webhdfs(work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from tests.webhdfs_server import start_process
+    from operators.testing.webhdfs_server import start_process
 
     root = work / "webhdfs"
     (root / "landing").mkdir(parents=True)

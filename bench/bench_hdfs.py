@@ -49,6 +49,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import bench_cut_latency, bench_pipeline, bench_recovery
+from bench.campaign import Arrivals, Workspace, kill_all
 from bench.common import (
     add_common_args,
     make_text_files,
@@ -58,7 +59,6 @@ from bench.common import (
     scratch,
     write_json,
 )
-from bench.fault_campaign import Arrivals, Workspace, kill_all
 from operators.fs import FileSystemSettings, LocalFileSystem, open_path
 from operators.sandbox import Sandbox, SandboxSetupError
 from region.fs import FileStatus, FileSystem

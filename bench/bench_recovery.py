@@ -30,8 +30,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.campaign import Arrivals, Workspace, kill, kill_all, tally, wait_for
 from bench.common import add_common_args, median, print_table, scratch, write_json
-from bench.fault_campaign import Arrivals, Workspace, kill, kill_all, tally, wait_for
 from region.settings import parse_duration
 
 MILESTONES = ("recovered", "first_cut", "first_file")

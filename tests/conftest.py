@@ -10,11 +10,11 @@ under the root) and ``.name``::
         w.close()
         assert any_fs.fs.read(any_fs.path("f")) == b"x"
 
-Backends: ``local``; ``webhdfs`` (the real ``hdfs`` client against tests/webhdfs_server.py,
-kept for faults a real cluster cannot produce quickly); ``hdfs`` (hdfs-native) and
-``webhdfs-cluster`` on a real HDFS: the session's sandbox (Hadoop's MiniDFSCluster, started once
-per session, needs Java and Maven), or the clusters named by ``HDFS_URI``
-(``hdfs://nn:8020/tmp/tests``) and ``WEBHDFS_URL`` (``webhdfs://nn:9870/tmp/tests``).
+Backends: ``local``; ``webhdfs`` (the real ``hdfs`` client against
+operators/testing/webhdfs_server.py, kept for faults a real cluster cannot produce quickly);
+``hdfs`` (hdfs-native) and ``webhdfs-cluster`` on a real HDFS: the session's sandbox (Hadoop's
+MiniDFSCluster, started once per session, needs Java and Maven), or the clusters named by
+``HDFS_URI`` (``hdfs://nn:8020/tmp/tests``) and ``WEBHDFS_URL`` (``webhdfs://nn:9870/tmp/tests``).
 ``webhdfs_server`` is the stand-in; ``hdfs_sandbox`` the real cluster; ``local_fs`` a
 LocalFileSystem.
 """
@@ -36,8 +36,8 @@ from hypothesis import HealthCheck, settings
 
 from operators.fs import FileSystemSettings, LocalFileSystem, open_path
 from operators.sandbox import Sandbox, missing_tools
+from operators.testing.webhdfs_server import WebHdfsServer
 from region.fs import FileSystem
-from tests.webhdfs_server import WebHdfsServer
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(

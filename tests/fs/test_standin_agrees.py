@@ -1,4 +1,4 @@
-"""The WebHDFS stand-in (tests/webhdfs_server.py) answers as Hadoop 3.4.1 does.
+"""The WebHDFS stand-in (operators/testing/webhdfs_server.py) answers as Hadoop 3.4.1 does.
 
 Each scenario sends the same raw WebHDFS requests (``requests``, a 307 followed or not, uploads
 held open on a raw socket) to the stand-in, as the tests start it, and to the sandbox's
@@ -25,8 +25,8 @@ import pytest
 import requests
 
 from operators.sandbox import Sandbox
+from operators.testing.webhdfs_server import WebHdfsServer
 from tests.conftest import CLUSTER_USER
-from tests.webhdfs_server import WebHdfsServer
 
 PREFIX = "/webhdfs/v1"
 MIB = 1 << 20

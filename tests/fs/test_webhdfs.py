@@ -13,8 +13,8 @@ import pytest
 import requests
 
 from operators.fs.webhdfs import WebHdfsFileSystem
+from operators.testing.webhdfs_server import WebHdfsServer, start_process
 from tests.conftest import webhdfs_settings
-from tests.webhdfs_server import WebHdfsServer, start_process
 
 
 @pytest.fixture

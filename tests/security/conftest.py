@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from operators.fs import LocalFileSystem
+from operators.testing.webhdfs_server import ServerProcess, start_process
 from tests.cli.conftest import cli_env
 from tests.operators.conftest import SinkEnv
-from tests.webhdfs_server import ServerProcess, start_process
 
 
 @pytest.fixture

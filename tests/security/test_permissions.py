@@ -13,7 +13,7 @@ import pytest
 
 from operators.fs import FileSystemSettings, LocalFileSystem, open_filesystem
 from operators.spark.commit import SinkLog, WrittenFile, in_progress_name
-from tests.webhdfs_server import ServerProcess
+from operators.testing.webhdfs_server import ServerProcess
 
 from .conftest import run_cli
 

@@ -18,9 +18,9 @@ from operators.app.engine_spark import SECRET_ENV, plan_spark
 from operators.fs import FileSystemSettings, open_filesystem, open_path
 from operators.fs.errors import SecretScrubFilter, install_log_scrubbing
 from operators.spark.options import scan_config, sink_config
+from operators.testing.webhdfs_server import STATE_DIR, ServerProcess
 from region.errors import ConfigError
 from tests.cli.conftest import cli
-from tests.webhdfs_server import STATE_DIR, ServerProcess
 
 PASSWORD = "pw-Mq3Zt8-planted"
 TOKEN = "tok-Hx5Wr2-planted"

@@ -1,9 +1,11 @@
-"""A WebHDFS-protocol server for tests, backed by a real directory.
+"""A WebHDFS-protocol stand-in server for tests and benchmarks, backed by a real directory.
 
-This is a test double of the *server*, written from the Hadoop WebHDFS REST specification and
-held to Hadoop 3.4.1: tests/fs/test_standin_agrees.py sends the same raw requests here and to the
-sandbox's MiniDFSCluster and asserts the answers agree. The code under test (our adapter and the
-``hdfs`` client) talks to it over real HTTP. What it implements:
+This is a double of the *server*, written from the Hadoop WebHDFS REST specification and held to
+Hadoop 3.4.1: tests/fs/test_standin_agrees.py sends the same raw requests here and to the
+sandbox's MiniDFSCluster (a real cluster) and asserts the answers agree. The code under test (our
+adapter and the ``hdfs`` client) talks to it over real HTTP; the benchmarks and the fault
+campaign run against it where a fault must be quick to produce (a server killed mid-write).
+It needs only the standard library. What it implements:
 
 - ``/webhdfs/v1/<path>?op=...&user.name=...``: GETFILESTATUS, LISTSTATUS, GETHOMEDIRECTORY, OPEN
   (offset, length), CREATE (overwrite, permission), APPEND, TRUNCATE (newlength), RENAME
@@ -38,7 +40,7 @@ sandbox's MiniDFSCluster and asserts the answers agree. The code under test (our
 
 Simplified on purpose: one process plays namenode and datanodes; no replicas; durability is the
 backing disk's; no groups, ACLs or sticky-bit rule. Run it alone with
-``python -m tests.webhdfs_server --root DIR --port N``.
+``python -m operators.testing.webhdfs_server --root DIR --port N``.
 """
 
 from __future__ import annotations
@@ -63,12 +65,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 __all__ = ["RemoteError", "ServerProcess", "WebHdfsServer", "start_process"]
 
-logger = logging.getLogger(__name__)
+# Not ``__name__``: this logger is the remote server's (its access log shows request lines with
+# their query strings, delegation tokens included, as a namenode's would), not the package's own
+# logging under ``operators.*``, which must never show a credential (tests/fs/test_webhdfs.py).
+logger = logging.getLogger("webhdfs_stand_in")
 
 PREFIX = "/webhdfs/v1"
 STATE_DIR = ".webhdfs-stand-in"
@@ -77,6 +82,7 @@ _CHUNK = 1 << 16
 #: The sandbox's block size (``dfs.blocksize``), the smallest HDFS allows by default.
 DEFAULT_BLOCK_SIZE = 1 << 20
 _LEASE_EXCEPTIONS = ("AlreadyBeingCreatedException", "RecoveryInProgressException")
+_V = TypeVar("_V")
 
 _JAVA_CLASSES = {
     "FileNotFoundException": "java.io.FileNotFoundException",
@@ -136,6 +142,14 @@ def _long_param(params: dict[str, str], name: str, default: int | None) -> int |
     if value < 0:
         raise _bad_param(name, f"Invalid parameter range: {name} = {value} < 0")
     return value
+
+
+def _rekey(table: dict[str, _V], moved: Callable[[str], str | None]) -> bool:
+    """Move the entries of ``table`` whose path ``moved`` maps to a new one; whether any did."""
+    moves = {p: new for p in table if (new := moved(p)) is not None}
+    values = {new: table.pop(p) for p, new in moves.items()}
+    table.update(values)
+    return bool(moves)
 
 
 class _CutOff(Exception):
@@ -414,12 +428,8 @@ class WebHdfsServer:
                 return dst + p[len(src) :]
             return None
 
-        changed = False
-        for table in (self._perms, self._owners):
-            moves = {p: new for p in table if (new := moved(p)) is not None}
-            values = {new: table.pop(p) for p, new in moves.items()}
-            table.update(values)
-            changed = changed or bool(moves)
+        # ``|``, not ``or``: both tables must be re-keyed.
+        changed = _rekey(self._perms, moved) | _rekey(self._owners, moved)
         if changed:
             self._save_meta()
         for p in list(self._leases):
@@ -1154,7 +1164,7 @@ class WebHdfsServer:
 
 @dataclass
 class ServerProcess:
-    """A server running in a child process (``python -m tests.webhdfs_server``)."""
+    """A server running in a child process (this file run as a script)."""
 
     process: subprocess.Popen[str]
     port: int
@@ -1184,9 +1194,14 @@ def start_process(
     root: str | os.PathLike[str], *, port: int = 0, soft_limit: float = 1.0
 ) -> ServerProcess:
     """Start the server in a child process and wait until it listens."""
-    cmd = [sys.executable, "-m", "tests.webhdfs_server", "--root", os.fspath(root)]
+    # The file itself, not ``-m operators.testing.webhdfs_server``: the server needs only the
+    # standard library, and importing the toolkit package (hypothesis, the operators) would add
+    # about 0.3 s to every start and restart. ``-P`` keeps this directory off ``sys.path``.
+    cmd = [sys.executable, "-P", os.fspath(Path(__file__).resolve()), "--root", os.fspath(root)]
     cmd += ["--port", str(port), "--soft-limit", str(soft_limit)]
-    cwd = Path(__file__).resolve().parent.parent
+    # The directory above the ``operators`` package (the checkout): a relative ``root`` is
+    # taken from there, whoever the caller is.
+    cwd = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=cwd)
     assert proc.stdout is not None
     line = proc.stdout.readline()

@@ -3,7 +3,7 @@ delivery between runs, a second runner of the Python API, a file that grows whil
 file replaced while the job is down, and a sink pointed inside the landing directory.
 
 Each scenario drives real processes on real files and counts every record, like the rest of
-``bench/fault_campaign.py``, which runs them under ``--only operations``.
+the campaign, which runs them under ``--only operations``.
 """
 
 from __future__ import annotations
@@ -16,16 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench.fault_campaign import (
-    Arrivals,
-    Outcome,
-    Workspace,
-    _progressed,
-    kill,
-    last_error,
-    tally,
-    wait_for,
-)
+from bench.campaign.arrivals import Arrivals
+from bench.campaign.outcome import Outcome, tally
+from bench.campaign.processes import kill, last_error, wait_for
+from bench.campaign.workspace import Workspace, progressed
 
 __all__ = ["operations"]
 
@@ -82,7 +76,7 @@ def delivery_switch(work: Path, args: argparse.Namespace) -> Outcome:
         ws.delivery = delivery
         ws.write_config()
         proc = ws.start()
-        wait_for(_progressed(ws, proc), args.timeout, "a cut")
+        wait_for(progressed(ws, proc), args.timeout, "a cut")
         time.sleep(rng.uniform(0.1, 0.4))
         kill(proc)
         steps.append(f"{delivery} killed after cut {ws.progress()}")
