@@ -49,3 +49,8 @@ def test_region_never_imports_the_operators() -> None:
 def test_only_the_application_imports_the_application() -> None:
     # The operators, fs, spark and testing packages work without the command line.
     assert offenders("operators", "operators.app", skip="operators/app/") == {}
+
+
+def test_benchmarks_never_import_the_tests() -> None:
+    # The WebHDFS stand-in and every shared helper live in the package (operators.testing).
+    assert offenders("bench", "tests") == {}
