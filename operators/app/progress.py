@@ -1,14 +1,16 @@
 """Progress of a running pipeline: one line refreshed in place on a terminal, log lines otherwise.
 
 Both engines describe their progress as a :class:`Progress` value; :class:`ProgressDisplay` shows
-it. On a terminal (``isatty``) the line is redrawn every half second and log records are printed
-above it (:class:`LiveLineHandler`); elsewhere (a file, a pipe, a CI log) a plain INFO log line is
-written every few seconds and once at the end. Only counters are shown: never a path, a URI or
-a setting, so nothing here can reveal a credential.
+it. On a terminal (``isatty``) the line is redrawn every half second by a ``rich`` live display
+and log records are printed above it (:class:`LiveLineHandler`); elsewhere (a file, a pipe, a CI
+log) a plain INFO log line is written every few seconds and once at the end. ``rich`` is imported
+only by a live display, so runs without a terminal never load it. Only counters are shown: never
+a path, a URI or a setting, so nothing here can reveal a credential.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -16,13 +18,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:  # imported at run time only by a live display
+    from rich.console import Console
+    from rich.live import Live
 
 __all__ = ["LiveLineHandler", "Progress", "ProgressDisplay", "format_bytes", "format_count"]
 
 logger = logging.getLogger(__name__)
-
-_CLEAR = "\r\x1b[2K"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +101,8 @@ class ProgressDisplay:
     """Shows the progress of one run on ``stream`` (default: standard error).
 
     ``live``: redraw one line in place (default: when ``stream`` is a terminal). ``interval``:
-    seconds between two updates (default 0.5 s live, 5 s as log lines). Use :meth:`start` with a
+    seconds between two updates (default 0.5 s live, 5 s as log lines). ``width``: columns of
+    the live line (default: the terminal's, read at each redraw). Use :meth:`start` with a
     polling function (the local engine), or :meth:`update` from a callback (Spark); then
     :meth:`finish` once.
     """
@@ -109,6 +114,7 @@ class ProgressDisplay:
         live: bool | None = None,
         interval: float | None = None,
         enabled: bool = True,
+        width: int | None = None,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         if live is None:
@@ -117,13 +123,17 @@ class ProgressDisplay:
         self.live = live
         self.enabled = enabled
         self.interval = interval if interval is not None else (0.5 if live else 5.0)
-        self._lock = threading.Lock()
+        self.width = width
+        self._lock = threading.RLock()  # a record logged while drawing must not deadlock
         self._latest = Progress()
-        self._line = ""
         self._window: deque[tuple[float, int, int]] = deque()
         self._last_shown = 0.0
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        # Live mode only, made at the first line or record shown (that is when rich is imported).
+        self._console: Console | None = None
+        self._live: Live | None = None
+        self._finished = False
 
     # -- feeding ----------------------------------------------------------------------------
 
@@ -153,10 +163,10 @@ class ProgressDisplay:
             self._last_shown = now
             line = render(progress, *_rate(self._window))
             if self.live:
-                self._line = line
-                self._write(_CLEAR + line)
-        if not self.live:
-            logger.info("%s", line)
+                if not self._finished:  # a late callback must not draw after the final line
+                    self._draw(line)
+                return
+        logger.info("%s", line)
 
     def finish(self, progress: Progress | None = None) -> str:
         """Stop polling and show the final line (average rates); return it."""
@@ -175,8 +185,7 @@ class ProgressDisplay:
             )
             line = render(final, *rates)
             if self.enabled and self.live:
-                self._line = ""
-                self._write(_CLEAR + line + "\n")
+                self._draw_final(line)
         if self.enabled and not self.live:
             logger.info("%s", line)
         return line
@@ -187,6 +196,23 @@ class ProgressDisplay:
 
     # -- live line and log records --------------------------------------------------------
 
+    def print_above(self, text: str) -> None:
+        """Print ``text`` (a log record) above the live line, then redraw the line."""
+        with self._lock:
+            if not self.live:
+                self._write(text if text.endswith("\n") else text + "\n")
+                return
+            from rich.text import Text
+
+            console = self._get_console()
+            # Printed as it is (no markup, no highlighting) and left to the terminal to wrap,
+            # so that a long path stays one line to copy; an active live display moves its
+            # line below it.
+            record = Text(text.rstrip("\n"), end="\n")
+            self._guard(
+                lambda: console.print(record, soft_wrap=True, markup=False, highlight=False)
+            )
+
     def _write(self, text: str) -> None:
         try:
             self.stream.write(text)
@@ -194,13 +220,80 @@ class ProgressDisplay:
         except (OSError, ValueError):
             pass  # a closed terminal must not fail the run
 
-    def print_above(self, text: str) -> None:
-        """Print ``text`` (a log record) above the live line, then redraw the line."""
-        with self._lock:
-            if self.live and self._line:
-                self._write(_CLEAR + text.rstrip("\n") + "\n" + self._line)
-            else:
-                self._write(text if text.endswith("\n") else text + "\n")
+    def _get_console(self) -> Console:
+        if self._console is None:
+            self._console = _live_console_class()(
+                file=self.stream,
+                width=self.width,
+                force_terminal=True,  # live: the caller has decided that this is a terminal
+                force_jupyter=False,
+                color_system=None,  # plain text: the line and the records carry no style
+                markup=False,
+                highlight=False,
+                emoji=False,
+                log_path=False,
+            )
+        return self._console
+
+    def _live_display(self) -> Live:
+        """The live display, started on first use (called with the lock held)."""
+        if self._live is None:
+            from rich.live import Live
+
+            self._live = Live(
+                console=self._get_console(),
+                auto_refresh=False,  # redrawn by update(), on the poll thread or the callback
+                transient=False,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._guard(self._live.start)
+        return self._live
+
+    def _draw(self, line: str) -> None:
+        """Redraw the live line (called with the lock held)."""
+        from rich.text import Text
+
+        live = self._live_display()
+        # One row: a line wider than the terminal is cropped with an ellipsis, never wrapped.
+        shown = Text(line, no_wrap=True, overflow="ellipsis", end="")
+        self._guard(lambda: live.update(shown, refresh=True))
+
+    def _draw_final(self, line: str) -> None:
+        """Leave the final line on screen, whole (wrapped on a narrow terminal), then a newline."""
+        from rich.text import Text
+
+        self._finished = True
+        live = self._live_display()
+        live.update(Text(line, overflow="fold", end=""))  # drawn by stop()
+        self._guard(live.stop)
+
+    def _guard(self, call: Callable[[], object]) -> None:
+        """Run a rich call. A display must never fail the run: after an error (a closed
+        terminal: OSError, ValueError on a closed file) it goes quiet. Nothing is logged here,
+        as a record would come back to this display."""
+        try:
+            call()
+        except Exception:
+            if self._console is not None:
+                self._console.quiet = True
+
+
+@functools.cache
+def _live_console_class() -> type[Console]:
+    """A rich console for the live line that leaves the cursor alone (a run killed with SIGKILL
+    must not leave the terminal without one) and never ends the process on a broken pipe
+    (rich's default exits)."""
+    from rich.console import Console
+
+    class LiveLineConsole(Console):
+        def show_cursor(self, show: bool = True) -> bool:
+            return False
+
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+
+    return LiveLineConsole
 
 
 class LiveLineHandler(logging.Handler):

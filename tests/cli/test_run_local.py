@@ -272,22 +272,33 @@ def test_progress_is_logged_as_lines_when_not_a_terminal(pdir: PipelineDir) -> N
 
 
 def test_progress_is_one_live_line_on_a_terminal(pdir: PipelineDir) -> None:
-    import os
+    import fcntl
     import pty
+    import struct
     import subprocess
     import sys
+    import termios
 
     from tests.cli.conftest import cli_env
 
     pdir.add_files(2, 20)
-    config = pdir.write_config(BASIC.format(trigger="periodic"))
+    # 30 ms per record: a run of about 1.2 s, so that the line is redrawn a few times.
+    config = pdir.write_config(
+        BASIC.format(trigger="periodic") + '[transform]\nfunction = "pace:shout"\n'
+    )
     leader, follower = pty.openpty()
+    columns = 72  # narrower than the line
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = cli_env(PACE="0.03", TERM="xterm")
+    for name in ("COLUMNS", "LINES"):  # the width is the terminal's
+        env.pop(name, None)
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"],
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=follower,
-            env=cli_env(PACE="0"),
+            env=env,
             text=True,
         )
         os.close(follower)
@@ -304,10 +315,25 @@ def test_progress_is_one_live_line_on_a_terminal(pdir: PipelineDir) -> None:
     finally:
         os.close(leader)
     text = b"".join(chunks).decode()
-    assert proc.returncode == 0
-    # Redrawn in place: carriage return + erase line, one final line, and no INFO log lines.
-    assert "\r\x1b[2K" in text
-    assert "records 40" in text and "cuts 1" in text
+    assert proc.returncode == 0, text
+    # Redrawn in place on one row: each redraw is carriage return + erase line, the only escape
+    # sequence written (no colour, the cursor never hidden).
+    redraws = text.split("\r\x1b[2K")
+    assert len(redraws) >= 3, text  # at least one redraw during the run, then the final line
+    assert re.findall(r"\x1b\[[0-9;?]*[A-Za-z]", text) == ["\x1b[2K"] * (len(redraws) - 1)
+    # The line is wider than this terminal: while running it is cropped to its width (it never
+    # wraps, which would leave broken rows behind), and the final line stays whole on two rows.
+    for shown in redraws[:-1]:
+        assert len(shown) <= columns and shown.endswith("…") and "\n" not in shown, shown
+    final_rows = redraws[-1].split("\r\n")  # the terminal turns each \n into \r\n
+    assert len(final_rows) == 3 and final_rows[-1] == "", final_rows
+    assert all(len(row) <= columns for row in final_rows)
+    assert text.count("\n") == 2  # no line end but the final line's
+    final = " ".join(row.strip() for row in final_rows)
+    assert final.startswith("stopped "), final
+    for part in ("files 2 in, 1 out", "records 40", "resets 0"):
+        assert part in final, final
+    assert re.search(r"\| cuts \d+ \(last #\d+\) \|", final), final
     assert "INFO" not in text
 
 
