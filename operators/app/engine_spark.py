@@ -407,7 +407,10 @@ def run_spark(
        checkpoint after a failure, up to ``max_consecutive_reset_attempts`` in a row.
     """
     plan = plan_spark(config)
+    from operators.spark import check_pyspark
     from operators.spark.session import find_java
+
+    check_pyspark()  # ImportError naming the version, before anything is written
 
     try:
         find_java()

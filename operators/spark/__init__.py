@@ -11,11 +11,34 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["register"]
+__all__ = ["MIN_PYSPARK", "check_pyspark", "register"]
+
+#: The first pyspark whose streaming Data Source API has read limits and Trigger.AvailableNow
+#: for Python sources (``ReadLimit``, ``SupportsTriggerAvailableNow``), which the scan needs.
+MIN_PYSPARK = (4, 2)
+
+
+def check_pyspark(version: str | None = None) -> None:
+    """ImportError naming the installed pyspark and the fix, when it is older than
+    :data:`MIN_PYSPARK` (``version``: the one to check, default the installed one)."""
+    if version is None:
+        from importlib.metadata import version as installed
+
+        version = installed("pyspark")
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if parts < MIN_PYSPARK:
+        wanted = ".".join(map(str, MIN_PYSPARK))
+        msg = (
+            f"pyspark {version} is installed, but the Spark data sources need pyspark >= "
+            f"{wanted} (read limits and Trigger.AvailableNow for Python sources): "
+            f"pip install 'pyspark>={wanted},<5', or run with --engine local"
+        )
+        raise ImportError(msg)
 
 
 def register(spark: SparkSession) -> None:
     """Register the ``hdfs_scan`` source and the ``hdfs_sink`` sink with ``spark``."""
+    check_pyspark()
     from operators.spark.sink import HdfsSinkDataSource
     from operators.spark.source import HdfsScanDataSource
 
