@@ -128,13 +128,14 @@ class SparkPlan:
             options["max_files_per_trigger"] = str(spark.max_files_per_trigger)
         if spark.max_bytes_per_trigger is not None:
             options["max_bytes_per_trigger"] = str(spark.max_bytes_per_trigger)
-        # One query per plan directory: keep the plans with this pipeline's checkpoint when
-        # both are on the same filesystem, else beside the scanned directory, per pipeline.
-        scan_settings, _ = config.locate(config.scan_directory)
-        if scan_settings.display() == self.checkpoint_settings.display():
-            options["plan_dir"] = _join(config.region.checkpoint_dir, PLANS_DIR)
+        # One query per plan directory, kept with this pipeline's checkpoint (never in the
+        # watched directory, which may be read-only and is shared with other readers).
+        plans = _join(self.checkpoint_dir, PLANS_DIR)
+        if self.checkpoint_settings.uri == "file:///":  # a local checkpoint, whatever [filesystem]
+            plans = "file://" + os.path.abspath(plans)
         else:
-            options["plan_dir"] = _join(config.scan_directory, f"_hdfs_scan/{config.pipeline_id()}")
+            plans = _join(config.region.checkpoint_dir, PLANS_DIR)
+        options["plan_dir"] = plans
         return options
 
     def _sink_options(self) -> dict[str, str]:

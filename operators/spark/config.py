@@ -55,6 +55,8 @@ class ScanConfig:
     include_file_info: bool
     plan_retain: int
     fs: FileSystemSettings | None = None
+    #: The filesystem of ``plan_dir`` when it is not the scanned one (``None``: the same).
+    plan_fs: FileSystemSettings | None = None
 
     def schema(self) -> str:
         value = "value binary" if self.binary else "value string"

@@ -171,8 +171,9 @@ class ScanOptions(BaseModel):
     include_file_info: bool = Field(
         False, validation_alias=AliasChoices("include_file_info", "includeFileInfo")
     )
-    #: Where the per-batch plans are kept (one query per plan_dir). Default
-    #: ``<directory>/_hdfs_scan``.
+    #: Where the per-batch plans are kept, one directory per query (required): next to the
+    #: query's checkpointLocation, as Spark's file source keeps its log there. Never inside
+    #: the watched directory (read-only landing directories, other readers, other queries).
     plan_dir: str | None = Field(None, validation_alias=AliasChoices("plan_dir", "planDir"))
     #: Plans of this many committed batches are kept.
     plan_retain: int = Field(100, ge=1, validation_alias=AliasChoices("plan_retain", "planRetain"))
@@ -221,6 +222,40 @@ def _fs_or_local(settings: FileSystemSettings) -> FileSystemSettings | None:
     return None if settings.kind == "local" else settings
 
 
+def _plan_location(
+    option: str | None,
+    fs_values: Mapping[str, str],
+    scan_fs: FileSystemSettings,
+    directory: str,
+) -> tuple[FileSystemSettings, str]:
+    """The filesystem and path of the plan log: the ``plan_dir`` option, which is required
+    (nothing in a source's options says where the query's checkpoint is) and never inside the
+    watched directory."""
+    if option is None:
+        msg = (
+            f"{_SOURCE}: the option 'plan_dir' is required: the directory where this query keeps "
+            "its per-batch plans, one per query, e.g. next to its checkpointLocation: "
+            ".option('plan_dir', '<checkpointLocation>/hdfs_scan') (never inside the watched "
+            "directory)"
+        )
+        raise ConfigError(msg)
+    if option.startswith("file:"):  # the local disk, whatever filesystem the scan is on
+        plan_fs, plan_dir = FileSystemSettings(), split_uri(option)[1]
+    else:
+        plan_fs, plan_dir = resolve(option, fs_values, source=_SOURCE)
+    inside = posixpath.normpath(plan_dir) == posixpath.normpath(directory) or posixpath.normpath(
+        plan_dir
+    ).startswith(posixpath.normpath(directory).rstrip("/") + "/")
+    if inside and plan_fs.display() == scan_fs.display():
+        msg = (
+            f"{_SOURCE}: plan_dir {option!r} is inside the watched directory {directory!r}: a "
+            "read-only landing directory would fail and other readers and queries would see "
+            "it; put it next to the query's checkpointLocation"
+        )
+        raise ConfigError(msg)
+    return plan_fs, plan_dir
+
+
 def scan_config(options: Mapping[str, str]) -> ScanConfig:
     """The ``hdfs_scan`` options, validated (ConfigError naming the option otherwise)."""
     routed = route_options(
@@ -239,17 +274,12 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
     assert scan.directory is not None
     fs_settings, directory = resolve(scan.directory, routed["fs"], source=_SOURCE)
     spark = build(ScanOptions, routed["spark"], source=_SOURCE)
-    if spark.plan_dir is not None:
-        plan_fs, plan_dir = resolve(spark.plan_dir, routed["fs"], source=_SOURCE)
-        if plan_fs.display() != fs_settings.display():
-            msg = f"{_SOURCE}: plan_dir {spark.plan_dir!r} must be on the scanned filesystem"
-            raise ConfigError(msg)
-    else:
-        plan_dir = posixpath.join(directory, "_hdfs_scan")
     file = build(SourceSettings, routed["file"], source=_SOURCE)
+    plan_fs, plan_dir = _plan_location(spark.plan_dir, routed["fs"], fs_settings, directory)
     return ScanConfig(
         directory=directory,
         plan_dir=plan_dir,
+        plan_fs=None if plan_fs.display() == fs_settings.display() else plan_fs,
         pattern=scan.pattern,
         strict_mode=scan.strict_mode,
         min_file_age_ns=round(scan.min_file_age * _NS),

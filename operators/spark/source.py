@@ -13,7 +13,8 @@ are new; its state holds the key (the greatest file planned so far in the scan o
 within ``late_window`` and the census below it. ``pos`` is where the next batch continues the
 key file when a batch ended inside it (``null``: the file is done); ``seq`` counts batches.
 
-Plan log (``plan_dir``, by default ``<directory>/_hdfs_scan``): ``<seq:020d>-<digest>.json``
+Plan log (``plan_dir``, required, never inside the watched directory; ``hdfs-region run`` keeps
+it with the pipeline's checkpoint): ``<seq:020d>-<digest>.json``
 holds the exact byte ranges (path, start, end, size when planned) of the batch that ends at the
 offset with that ``seq`` and ``plan``. A batch Spark replays after a crash is read from its plan,
 so it is the same batch even if files arrived late, grew, or the listing changed since.
@@ -96,6 +97,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, config: ScanConfig) -> None:
         self.config = config
         self._fs: FileSystem | None = None
+        self._plan_fs: FileSystem | None = None
         self._pattern = re.compile(config.pattern) if config.pattern else None
         #: availableNow: the files (name -> (mtime_ns, size)) present when the run started.
         self._target: dict[str, tuple[int, int]] | None = None
@@ -107,7 +109,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_fs"] = None  # opened again where it is used
+        state["_fs"] = state["_plan_fs"] = None  # opened again where they are used
         state["_cursor"] = state["_at"] = None  # the driver's memory, not the executors'
         return state
 
@@ -116,6 +118,15 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._fs is None:
             self._fs = open_config_fs(self.config.fs)
         return self._fs
+
+    @property
+    def plan_fs(self) -> FileSystem:
+        """The filesystem of the plan log (the scanned one unless ``plan_dir`` names another)."""
+        if self.config.plan_fs is None:
+            return self.fs
+        if self._plan_fs is None:
+            self._plan_fs = open_config_fs(self.config.plan_fs)
+        return self._plan_fs
 
     # -- driver: offsets and plans --------------------------------------------------------
 
@@ -253,27 +264,28 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _write_plan(self, seq: int, digest: str, body: bytes) -> None:
         # 1. unique temporary name, 2. write + sync, 3. rename; an identical plan may exist.
         path = self._plan_path(seq, digest)
-        if self.fs.exists(path):
+        if self.plan_fs.exists(path):
             return
-        if not self.fs.exists(self.config.plan_dir):
-            self.fs.mkdirs(self.config.plan_dir, permission=dir_permission(_PLAN_PERMISSION))
+        if not self.plan_fs.exists(self.config.plan_dir):
+            self.plan_fs.mkdirs(self.config.plan_dir, permission=dir_permission(_PLAN_PERMISSION))
         tmp = posixpath.join(self.config.plan_dir, f".{seq:020d}-{uuid.uuid4().hex}.tmp")
-        writer = self.fs.create(tmp, permission=_PLAN_PERMISSION)
+        writer = self.plan_fs.create(tmp, permission=_PLAN_PERMISSION)
         try:
             writer.write(body)
             writer.sync()
         finally:
             writer.close()
-        self.fs.rename(tmp, path, overwrite=True)
+        self.plan_fs.rename(tmp, path, overwrite=True)
 
     def _read_plan(self, end: Mapping[str, Any]) -> list[tuple[str, int, int, int]]:
         path = self._plan_path(int(end["seq"]), str(end["plan"]))
         try:
-            plan = json.loads(self.fs.read(path))
+            plan = json.loads(self.plan_fs.read(path))
         except FileNotFoundError:
             msg = (
-                f"{_SOURCE}: the plan of batch offset {end['seq']} ({self.fs.display(path)}) is "
-                "missing: the plan_dir was deleted or another query shares it"
+                f"{_SOURCE}: the plan of batch offset {end['seq']} "
+                f"({self.plan_fs.display(path)}) is missing: the plan_dir was deleted or another "
+                "query shares it"
             )
             raise FileNotFoundError(msg) from None
         return [(str(p), int(s), int(e), int(z)) for p, s, e, z in plan["ranges"]]
@@ -309,13 +321,13 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if oldest <= 0:
             return
         try:
-            listing = self.fs.list_dir(self.config.plan_dir)
+            listing = self.plan_fs.list_dir(self.config.plan_dir)
         except FileNotFoundError:
             return
         for status in listing:
             head = status.name.split("-", 1)[0]
             if head.isdigit() and int(head) < oldest:
-                self.fs.delete(status.path)
+                self.plan_fs.delete(status.path)
 
     # -- executors: reading ----------------------------------------------------------------
 

@@ -13,13 +13,16 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, Rea
 from operators.cursor import LateFileError
 from operators.spark.options import scan_config
 from operators.spark.source import HdfsScanStreamReader, ScanPartition
+from region.errors import ConfigError
+from tests.conftest import _local_read_only
 from tests.spark.helpers import write_inputs
 
 T0 = 1_700_000_000_000_000_000
 
 
 def reader(src: Path, **options: str) -> HdfsScanStreamReader:
-    return HdfsScanStreamReader(scan_config({"directory": str(src), **options}))
+    plans = str(src.parent / f"{src.name}-plans")  # next to the directory, never inside it
+    return HdfsScanStreamReader(scan_config({"directory": str(src), "plan_dir": plans, **options}))
 
 
 def ranges(r: HdfsScanStreamReader, start: dict[str, Any], end: dict[str, Any]) -> list[tuple]:
@@ -128,3 +131,37 @@ def test_available_now_ignores_files_arriving_after_it_started(tmp_path: Path) -
     o1 = r.latestOffset(r.initialOffset(), ReadAllAvailable())
     assert ranges(r, r.initialOffset(), o1) == [("a", 0, 2)]
     assert r.latestOffset(o1, ReadAllAvailable()) == o1
+
+
+def test_plan_dir_is_required_and_never_inside_the_watched_directory(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    with pytest.raises(ConfigError, match=r"the option 'plan_dir' is required.*checkpointLocation"):
+        scan_config({"directory": str(src)})
+    for inside in (src, src / "_hdfs_scan", src / "a" / "b"):
+        with pytest.raises(ConfigError, match="is inside the watched directory"):
+            scan_config({"directory": str(src), "plan_dir": str(inside)})
+    # A sibling whose name starts like the directory is not inside it.
+    assert scan_config({"directory": str(src), "plan_dir": f"{src}-plans"}).plan_dir
+
+
+def test_two_queries_share_a_read_only_landing_directory(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    write_inputs(src, {"a": b"1\n" * 10, "b": b"2\n" * 10}, T0)
+    with _local_read_only(str(src)):  # even root cannot write there
+        with pytest.raises(PermissionError):
+            (src / "probe").write_bytes(b"")
+        first, second = (
+            HdfsScanStreamReader(
+                scan_config({"directory": str(src), "plan_dir": str(tmp_path / name)})
+            )
+            for name in ("q1-plans", "q2-plans")
+        )
+        o0 = first.initialOffset()
+        o1 = first.latestOffset(o0, ReadAllAvailable())
+        p0 = second.initialOffset()
+        p1 = second.latestOffset(p0, ReadAllAvailable())
+        assert ranges(first, o0, o1) == ranges(second, p0, p1) == [("a", 0, 20), ("b", 0, 20)]
+        first.commit(o1)
+        # Each query replays its own batch from its own plan.
+        assert ranges(second, p0, p1) == [("a", 0, 20), ("b", 0, 20)]
+    assert sorted(os.listdir(src)) == ["a", "b"]  # nothing of either query in the landing dir

@@ -109,6 +109,7 @@ def test_binary_blocks_round_trip_with_file_info(spark: Any, tmp_path: Path) -> 
     df = (
         spark.readStream.format("hdfs_scan")
         .option("directory", str(src))
+        .option("plan_dir", str(tmp_path / "ck" / "plans"))
         .option("format", "binary")
         .option("blockSize", "1000")
         .option("split_size", "3000")

@@ -143,3 +143,17 @@ def test_records_reach_the_filesystem_as_unsigned_bytes() -> None:
     blob = encode_records(pa.array([b"\x00", b"\xff\x80"]).slice(1), binary=True)
     assert [memoryview(b).format for b in blob] == ["B"]
     assert bytes(blob[0]) == b"\xff\x80"
+
+
+def test_the_plan_log_stays_with_a_local_checkpoint_when_the_scan_reads_webhdfs(
+    tmp_path: Path,
+) -> None:
+    # Never in the landing directory: with the checkpoint, on whatever filesystem that is.
+    cp = tmp_path / "cp"
+    path = write_config(tmp_path, 'uri = "webhdfs://nn:9870"\nuser = "etl"', f"file://{cp}")
+    plan = plan_spark(load_pipeline(path))
+    assert plan.source_options["plan_dir"] == f"file://{cp}/plans"
+    scan = scan_config(CaseInsensitiveDict(plan.source_options))
+    assert scan.directory == "/landing" and scan.fs is not None  # the scan reads WebHDFS
+    assert scan.plan_dir == f"{cp}/plans" and scan.plan_fs is not None
+    assert scan.plan_fs.uri == "file:///"
