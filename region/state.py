@@ -15,7 +15,8 @@ Lifecycle (the controller is the only caller of these methods):
    preceded by :meth:`recall_completed` when the cut's completion is known to have finished.
 
 State is a small plain value: a ``dict`` of JSON primitives (str, int, float, bool, None, lists
-and dicts of those). The same state is written to the checkpoint store and used as a Spark offset.
+and dicts of those), written to the checkpoint store. Spark does not use these states: its
+offsets (``operators.spark.source``) carry only the scan cursor's part, in Spark's offset log.
 """
 
 from __future__ import annotations

@@ -14,26 +14,15 @@ import pytest
 
 from operators.fs import LocalFileSystem
 from operators.sink import HDFS2FileSink, SinkSettings
+from operators.testing import ManualClock
 from region.fs import FileSystem
 from region.state import Batch
 
 
-class FakeClock:
-    """A clock the test moves by hand (seconds since the epoch)."""
-
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    """Seconds since the epoch, moved by the test (``clock.advance``)."""
+    return ManualClock(1_000_000.0)
 
 
 @dataclass
@@ -144,14 +133,14 @@ class SinkRun:
         settings: SinkSettings | dict[str, Any],
         *,
         name: str = "sink",
-        clock: FakeClock | None = None,
+        clock: ManualClock | None = None,
         fs: FileSystem | None = None,
     ) -> None:
         self.env = env
         self.fs = fs if fs is not None else env.fs
         self.settings = settings if isinstance(settings, SinkSettings) else SinkSettings(**settings)
         self.name = name
-        self.clock = clock if clock is not None else FakeClock()
+        self.clock = clock if clock is not None else ManualClock(1_000_000.0)
         self.notified: list[tuple[str, int]] = []
         self.state: dict[str, Any] | None = None
         self.cut_id = 0

@@ -64,7 +64,7 @@ AT_LEAST_ONCE = PipelineReplay(
 )
 
 
-@given(AT_LEAST_ONCE.schedules())  # without torn writes: see the xfail below
+@given(AT_LEAST_ONCE.schedules())  # no torn writes for at_least_once: PipelineReplay.schedules
 def test_at_least_once_covers_the_input(schedule: Schedule) -> None:
     AT_LEAST_ONCE.check(schedule)
 

@@ -10,13 +10,14 @@ from pydantic import ValidationError
 
 from operators.cursor import _SEGMENT, describe_state
 from operators.scan import HDFS2DirectoryScan, ScanSettings
-from tests.operators.conftest import FakeClock, Landing
+from operators.testing import ManualClock
+from tests.operators.conftest import Landing
 
 S = 1_000_000_000  # ns per second
 T0 = 1_700_000_000 * S  # mtimes of test files, well before the fake clock's "now"
 
 
-def make_scan(landing: Landing, clock: FakeClock, **settings: object) -> HDFS2DirectoryScan:
+def make_scan(landing: Landing, clock: ManualClock, **settings: object) -> HDFS2DirectoryScan:
     values: dict[str, object] = {"directory": landing.dir, "sleep_time": 5}
     values.update(settings)
     scan = HDFS2DirectoryScan(ScanSettings.model_validate(values), landing.fs, clock=clock)
@@ -61,7 +62,7 @@ def test_unknown_field_and_directory_outside_roots_are_config_errors() -> None:
 
 
 def test_emits_full_paths_in_mtime_then_name_order_once(
-    any_landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: ManualClock
 ) -> None:
     for name, ts in [("E", 1), ("A", 3), ("C", 2), ("H", 6), ("G", 6), ("F", 6), ("B", 4)]:
         any_landing.put(name, name, T0 + ts * S)
@@ -75,14 +76,14 @@ def test_emits_full_paths_in_mtime_then_name_order_once(
     assert scan.metrics()["files_emitted"] == 7
 
 
-def test_pattern_is_a_full_match_on_the_base_name(landing: Landing, clock: FakeClock) -> None:
+def test_pattern_is_a_full_match_on_the_base_name(landing: Landing, clock: ManualClock) -> None:
     for n in ["a.csv", "a.csv.bak", "xa.csvx", "b.csv"]:
         landing.put(n, n, T0)
     assert names(make_scan(landing, clock, pattern=r".*\.csv")) == ["a.csv", "b.csv"]
 
 
 def test_relists_only_after_sleep_time_and_skips_nothing_across_listings(
-    landing: Landing, clock: FakeClock
+    landing: Landing, clock: ManualClock
 ) -> None:
     landing.put("a", "a", T0 + 1 * S)
     scan = make_scan(landing, clock, sleep_time=10)
@@ -96,7 +97,7 @@ def test_relists_only_after_sleep_time_and_skips_nothing_across_listings(
     assert scan.metrics()["listings"] == 2
 
 
-def test_init_delay_holds_the_first_listing(landing: Landing, clock: FakeClock) -> None:
+def test_init_delay_holds_the_first_listing(landing: Landing, clock: ManualClock) -> None:
     landing.put("a", "a", T0)
     scan = make_scan(landing, clock, init_delay=3)
     assert scan.next_batch(5) is None
@@ -105,7 +106,7 @@ def test_init_delay_holds_the_first_listing(landing: Landing, clock: FakeClock) 
 
 
 def test_missing_directory_is_a_warning_unless_strict(
-    any_landing: Landing, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    any_landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     missing = any_landing.root + "/later"
     lenient = make_scan(any_landing, clock, directory=missing)
@@ -126,7 +127,7 @@ def test_missing_directory_is_a_warning_unless_strict(
 
 
 def test_weakness9_checkpoint_before_anything_is_a_valid_state(
-    landing: Landing, clock: FakeClock
+    landing: Landing, clock: ManualClock
 ) -> None:
     """Weakness 9: a cut before the first file must not crash and must replay everything."""
     scan = HDFS2DirectoryScan(ScanSettings(directory=landing.dir), landing.fs, clock=clock)
@@ -144,7 +145,9 @@ def test_weakness9_checkpoint_before_anything_is_a_valid_state(
     assert names(fresh) == ["a"]
 
 
-def test_snapshot_rebuild_resume_at_every_cut_point(any_landing: Landing, clock: FakeClock) -> None:
+def test_snapshot_rebuild_resume_at_every_cut_point(
+    any_landing: Landing, clock: ManualClock
+) -> None:
     # Ties everywhere: 5 mtimes for 14 files, names out of creation order.
     files = [(f"f{(5 * i) % 14:02d}", T0 + (i % 5) * S) for i in range(14)]
     for name, mtime in files:
@@ -162,7 +165,7 @@ def test_snapshot_rebuild_resume_at_every_cut_point(any_landing: Landing, clock:
 
 
 def test_weakness8_reset_drops_the_in_memory_listing_and_replays_from_the_cut(
-    landing: Landing, clock: FakeClock
+    landing: Landing, clock: ManualClock
 ) -> None:
     """Weakness 8: a file handed out after the cut (still in flight at the crash) comes back once
     from the replay, and nothing left over from the old listing is emitted on top of it."""
@@ -185,7 +188,7 @@ def names_n(scan: HDFS2DirectoryScan, n: int) -> list[str]:
     return [s.name for s in out if s is not None]
 
 
-def test_strict_state_stays_small(landing: Landing, clock: FakeClock) -> None:
+def test_strict_state_stays_small(landing: Landing, clock: ManualClock) -> None:
     """late_window = 0 keeps no names: the census holds them all in a few kilobytes."""
     for i in range(300):
         landing.put(f"file-{i:04d}", "x", T0 + (i // 100) * S)  # groups of 100 equal mtimes
@@ -201,7 +204,7 @@ def test_strict_state_stays_small(landing: Landing, clock: FakeClock) -> None:
 
 
 def test_weakness4_lone_file_with_the_checkpointed_mtime_is_not_skipped(
-    any_landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: ManualClock
 ) -> None:
     """IBM compares names only when two files share an mtime in the current listing: after "x"
     was processed and removed, a lone "y" with the same mtime was skipped."""
@@ -220,7 +223,7 @@ def test_weakness4_lone_file_with_the_checkpointed_mtime_is_not_skipped(
 
 
 def test_weakness5_late_file_with_an_older_mtime_is_emitted_once(
-    any_landing: Landing, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    any_landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     any_landing.put("new", "n", T0 + 100 * S)
     scan = make_scan(any_landing, clock, late_window="60s")
@@ -251,7 +254,9 @@ def test_weakness5_late_file_with_an_older_mtime_is_emitted_once(
     assert caplog.text == ""  # passed over once, reported once
 
 
-def test_weakness5_late_memory_is_bounded_by_the_window(landing: Landing, clock: FakeClock) -> None:
+def test_weakness5_late_memory_is_bounded_by_the_window(
+    landing: Landing, clock: ManualClock
+) -> None:
     scan = make_scan(landing, clock, late_window=10)
     sizes = []
     for i in range(600):
@@ -270,7 +275,7 @@ def test_weakness5_late_memory_is_bounded_by_the_window(landing: Landing, clock:
 
 
 def test_weakness6_files_still_being_written_are_not_emitted(
-    any_landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: ManualClock
 ) -> None:
     """IBM emitted files while they were written, then again when their mtime moved."""
     now_ns = round(clock.now * S)
@@ -293,7 +298,7 @@ def test_weakness6_files_still_being_written_are_not_emitted(
 
 
 def test_weakness6_renamed_copy_is_caught_by_the_late_window(
-    landing: Landing, clock: FakeClock
+    landing: Landing, clock: ManualClock
 ) -> None:
     """``hdfs dfs -put`` renames X._COPYING_ to X keeping the mtime of its last write, which may
     be older than files emitted meanwhile: the late window still emits it once."""
@@ -310,7 +315,7 @@ def test_weakness6_renamed_copy_is_caught_by_the_late_window(
 
 
 def test_set_directory_is_confined_to_roots_and_starts_the_new_directory_afresh(
-    landing: Landing, clock: FakeClock
+    landing: Landing, clock: ManualClock
 ) -> None:
     other = landing.root + "/other"
     landing.fs.mkdirs(other)
@@ -335,7 +340,7 @@ def test_set_directory_is_confined_to_roots_and_starts_the_new_directory_afresh(
     assert scan.directory == other and names(scan) == []
 
 
-def test_late_window_changed_between_runs(landing: Landing, clock: FakeClock) -> None:
+def test_late_window_changed_between_runs(landing: Landing, clock: ManualClock) -> None:
     """10m -> 0 -> 10m on the same checkpoints: each run follows its own setting, nothing is
     read twice, and a file passed over under 0 stays passed over (it was reported)."""
     for i in range(5):
@@ -358,7 +363,7 @@ def test_late_window_changed_between_runs(landing: Landing, clock: FakeClock) ->
     assert names(narrow) == []
 
 
-def test_a_file_that_matches_a_widened_pattern_is_new(landing: Landing, clock: FakeClock) -> None:
+def test_a_file_that_matches_a_widened_pattern_is_new(landing: Landing, clock: ManualClock) -> None:
     landing.put("a.txt", "x", T0)
     landing.put("b.csv", "x", T0 + 1 * S)
     landing.put("c.csv", "x", T0 + 3600 * S)
@@ -370,7 +375,7 @@ def test_a_file_that_matches_a_widened_pattern_is_new(landing: Landing, clock: F
 
 
 def test_symbolic_links_in_the_landing_directory_are_left_out_and_logged(
-    landing: Landing, clock: FakeClock, caplog: pytest.LogCaptureFixture, tmp_path: Path
+    landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     """A link may point anywhere (/etc/hostname): its target is never read, and each link is
     named once in the log, broken ones too."""

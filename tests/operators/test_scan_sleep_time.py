@@ -4,12 +4,13 @@ directory again forever (the replay harness runs scans with sleep_time 0)."""
 from __future__ import annotations
 
 from operators.scan import HDFS2DirectoryScan, ScanSettings
+from operators.testing import ManualClock
 
-from .conftest import FakeClock, Landing
+from .conftest import Landing
 
 
 def test_sleep_time_zero_returns_none_when_every_file_was_emitted(
-    landing: Landing, clock: FakeClock
+    landing: Landing, clock: ManualClock
 ) -> None:
     landing.put("a", b"x", mtime_ns=1)
     scan = HDFS2DirectoryScan(

@@ -9,7 +9,8 @@ import json
 
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.source import HDFS2FileSource, SourceSettings
-from tests.operators.conftest import FakeClock, Landing
+from operators.testing import ManualClock
+from tests.operators.conftest import Landing
 
 BASE_NS = 1_700_000_000 * 1_000_000_000
 
@@ -19,7 +20,7 @@ def put(landing: Landing, files: list[tuple[str, int]]) -> None:
         landing.put(name, f"{name}-line1\n{name}-line2\n", BASE_NS + ts * 1_000_000)
 
 
-def new_scan(landing: Landing, clock: FakeClock) -> HDFS2DirectoryScan:
+def new_scan(landing: Landing, clock: ManualClock) -> HDFS2DirectoryScan:
     return HDFS2DirectoryScan(ScanSettings(directory=landing.dir), landing.fs, clock=clock)
 
 
@@ -36,7 +37,7 @@ def one_file_per_batch(scan: HDFS2DirectoryScan, n: int | None = None) -> list[s
 
 
 def test_seed001_checkpoint_after_A_crash_while_processing_D_replays_B_D_F_G_H_I_J(
-    any_landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: ManualClock
 ) -> None:
     put(any_landing, [("E", 1000), ("A", 3000), ("C", 2000), ("B", 4000), ("D", 5000)])
     scan = new_scan(any_landing, clock)
@@ -54,7 +55,7 @@ def test_seed001_checkpoint_after_A_crash_while_processing_D_replays_B_D_F_G_H_I
 
 
 def test_seed001_checkpoint_inside_the_equal_mtime_group_resumes_with_G_H_then_I_J(
-    any_landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: ManualClock
 ) -> None:
     put(any_landing, [("E", 1000), ("C", 2000), ("A", 3000), ("B", 4000), ("D", 5000)])
     put(any_landing, [("G", 6000), ("H", 6000), ("F", 6000), ("I", 7000), ("J", 8000)])
@@ -70,7 +71,7 @@ def test_seed001_checkpoint_inside_the_equal_mtime_group_resumes_with_G_H_then_I
 
 
 def test_seed001_equal_mtime_case_through_the_file_source_replays_records_once(
-    any_landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: ManualClock
 ) -> None:
     """The same crash with the source reading the files: the checkpoint falls in the middle of
     F; the replay continues F where the cut left it, then G, H, I, J."""

@@ -12,11 +12,12 @@ from pydantic import ValidationError
 from operators.errors import BadRecordError, OperatorError
 from operators.fs import LocalFileSystem
 from operators.sink import HDFS2FileSink, SinkSettings
+from operators.testing import ManualClock
 from region.errors import ConfigError, is_permanent
 from region.fs import FileWriter
 from region.state import Batch
 
-from .conftest import FakeClock, SinkEnv, SinkRun, published_bytes
+from .conftest import SinkEnv, SinkRun, published_bytes
 
 PART = "part-%FILENUM.txt"
 
@@ -195,7 +196,7 @@ def test_bytes_per_file_in_binary_mode(sink_local: SinkEnv) -> None:
     }
 
 
-def test_time_per_file_closes_an_idle_file_on_tick(sink_local: SinkEnv, clock: FakeClock) -> None:
+def test_time_per_file_closes_an_idle_file_on_tick(sink_local: SinkEnv, clock: ManualClock) -> None:
     run = SinkRun(sink_local, settings(sink_local, time_per_file="10s"), clock=clock)
     run.write(["a"])
     clock.advance(9)
@@ -208,7 +209,9 @@ def test_time_per_file_closes_an_idle_file_on_tick(sink_local: SinkEnv, clock: F
     assert sink_local.published() == {"part-0.txt": b"a\n"}
 
 
-def test_time_per_file_is_checked_before_each_batch(sink_local: SinkEnv, clock: FakeClock) -> None:
+def test_time_per_file_is_checked_before_each_batch(
+    sink_local: SinkEnv, clock: ManualClock
+) -> None:
     run = SinkRun(sink_local, settings(sink_local, time_per_file=5), clock=clock)
     run.write(["a"])
     clock.advance(6)
@@ -234,7 +237,7 @@ def test_punctuation_without_close_on_punct_keeps_the_file(sink_local: SinkEnv) 
     assert sink_local.published() == {"part-0.txt": b"a\nb\n"}
 
 
-def test_time_variable_uses_the_file_creation_time(sink_local: SinkEnv, clock: FakeClock) -> None:
+def test_time_variable_uses_the_file_creation_time(sink_local: SinkEnv, clock: ManualClock) -> None:
     run = SinkRun(
         sink_local,
         {"file": sink_local.out + "/t-%TIME-%FILENUM", "time_format": "SSS", "tuples_per_file": 1},

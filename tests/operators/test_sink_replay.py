@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from operators.fs import LocalFileSystem
 from operators.sink import HDFS2FileSink
-from operators.testing import PipelineReplay, Workspace
+from operators.testing import ManualClock, PipelineReplay, Workspace
 
-from .conftest import FakeClock, SinkEnv, SinkRun, published_bytes
+from .conftest import SinkEnv, SinkRun, published_bytes
 
 N = 40
 
@@ -103,7 +103,7 @@ def test_resume_after_crash_matches_the_run_without_crash(
 
 
 def test_time_rolling_survives_a_crash(sink_env: SinkEnv) -> None:
-    clock = FakeClock()
+    clock = ManualClock(1_000_000.0)
     recs = records("line")
     run = SinkRun(
         sink_env, {"file": sink_env.out + "/part-%FILENUM", "time_per_file": 10}, clock=clock

@@ -11,9 +11,10 @@ from pydantic import ValidationError
 from operators.errors import BadRecordError, OperatorError
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.source import FileNameList, HDFS2FileSource, SourceSettings
+from operators.testing import ManualClock
 from region.fs import FileSystem
 from region.state import Batch
-from tests.operators.conftest import FakeClock, Landing
+from tests.operators.conftest import Landing
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
@@ -198,7 +199,7 @@ def test_weakness9_drain_and_checkpoint_before_the_first_record(landing: Landing
     feed.reset_to_initial_state()
 
 
-def test_init_delay_holds_the_first_read(landing: Landing, clock: FakeClock) -> None:
+def test_init_delay_holds_the_first_read(landing: Landing, clock: ManualClock) -> None:
     path = landing.put("f", "a\n")
     source = HDFS2FileSource(SourceSettings(file=path, init_delay=2), landing.fs, clock=clock)
     source.reset_to_initial_state()
@@ -320,7 +321,7 @@ def test_weakness7_file_name_input_progress_is_state(any_landing: Landing) -> No
 
 
 def test_weakness8_source_pulls_files_from_the_scan_and_a_cut_covers_both(
-    any_landing: Landing, clock: FakeClock
+    any_landing: Landing, clock: ManualClock
 ) -> None:
     s = 1_000_000_000
     for i, n in enumerate(["b", "a", "c"]):
@@ -455,7 +456,7 @@ def test_a_file_replaced_while_down_is_never_resumed_at_the_old_offset(
 
 @pytest.mark.parametrize("policy", ["warn", "reread"])
 def test_a_replaced_file_under_the_scan_is_reported_and_reread_once(
-    landing: Landing, clock: FakeClock, policy: str
+    landing: Landing, clock: ManualClock, policy: str
 ) -> None:
     """The same replacement with the scan as the feed: its new mtime lets the scan see it, so
     the scan alone applies on_modified (the source once read the new file whole, and then the

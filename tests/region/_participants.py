@@ -5,7 +5,6 @@
   size. exactly_once: a reset truncates to the checkpointed size; at_least_once: a reset keeps
   what was written and appends (the IBM behaviour).
 - :class:`Probe`: a state handler that journals every call and fails on demand.
-- :class:`FakeClock`: a clock a participant can move forward (a drain "taking" 10 s).
 """
 
 from __future__ import annotations
@@ -15,12 +14,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from operators.testing import ManualClock
 from region.settings import RegionSettings
 from region.state import Batch, SinkOperator, StartOperator, State, StateHandler
 
 __all__ = [
     "Crash",
-    "FakeClock",
     "FileSink",
     "ListSource",
     "Probe",
@@ -34,17 +33,6 @@ Journal = list[tuple[str, str]]
 
 class Crash(BaseException):
     """Simulates the death of the process at a point inside a call (not an operator error)."""
-
-
-class FakeClock:
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def expected_lines(records: Sequence[str]) -> bytes:
@@ -268,7 +256,7 @@ class Probe(StateHandler):
         name: str,
         journal: Journal,
         *,
-        clock: FakeClock | None = None,
+        clock: ManualClock | None = None,
         drain_seconds: float = 0.0,
     ) -> None:
         self.name = name

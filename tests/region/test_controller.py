@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from operators.testing import ManualClock
 from region.checkpoint import CheckpointStore
 from region.controller import ALLOWED_TRANSITIONS, RegionController, RegionStatus
 from region.errors import (
@@ -22,7 +23,7 @@ from region.errors import (
     RegionStoppedError,
     permanent,
 )
-from tests.region._participants import FakeClock, Probe, region_settings, wait_until
+from tests.region._participants import Probe, region_settings, wait_until
 from tests.region.conftest import FlakyFileSystem
 
 NAMES = ("scan", "source", "sink")
@@ -33,7 +34,7 @@ class Region:
 
     def __init__(self, store: CheckpointStore, **settings: Any) -> None:
         self.journal: list[tuple[str, str]] = []
-        self.clock = FakeClock()
+        self.clock = ManualClock(1000.0)
         self.store = store
         self.ops = {n: Probe(n, self.journal, clock=self.clock) for n in NAMES}
         self.controller = RegionController(

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from operators.fs.local import LocalFileSystem
+from operators.testing import ManualClock
 from region.checkpoint import CheckpointStore
 from region.errors import LockedError, LockLostError
 from region.fs import FileSystem
@@ -23,19 +24,13 @@ from tests.conftest import FsHandle
 T0 = 1_700_000_000.0
 
 
-class Clock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _dir(backend: FsHandle) -> str:
     return f"{backend.root.rstrip('/')}/ckpt-{uuid.uuid4().hex[:8]}"
 
 
-def _lock(backend: FsHandle, directory: str, owner: str, clock: Clock, **kw: Any) -> CheckpointLock:
+def _lock(
+    backend: FsHandle, directory: str, owner: str, clock: ManualClock, **kw: Any
+) -> CheckpointLock:
     kw.setdefault("heartbeat_interval", 0)
     return CheckpointLock(backend.fs, directory, owner=owner, ttl=30.0, clock=clock, **kw)
 
@@ -61,7 +56,7 @@ def _plant_holder(fs: FileSystem, directory: str, generation: int, heartbeat: fl
 
 
 def test_second_acquire_fails_naming_the_holder(any_fs: FsHandle) -> None:
-    directory, clock = _dir(any_fs), Clock()
+    directory, clock = _dir(any_fs), ManualClock(T0)
     first = _lock(any_fs, directory, "job-a", clock)
     first.acquire()
     clock.now += 5
@@ -78,7 +73,7 @@ def test_second_acquire_fails_naming_the_holder(any_fs: FsHandle) -> None:
 
 
 def test_release_lets_the_next_one_in(any_fs: FsHandle) -> None:
-    directory, clock = _dir(any_fs), Clock()
+    directory, clock = _dir(any_fs), ManualClock(T0)
     with _lock(any_fs, directory, "job-a", clock) as first:
         assert first.held
     assert not first.held
@@ -95,7 +90,7 @@ def test_release_lets_the_next_one_in(any_fs: FsHandle) -> None:
 def test_an_expired_lock_is_taken_over_and_a_fresh_one_is_not(
     any_fs: FsHandle, caplog: pytest.LogCaptureFixture
 ) -> None:
-    directory, clock = _dir(any_fs), Clock()
+    directory, clock = _dir(any_fs), ManualClock(T0)
     any_fs.fs.mkdirs(directory)
     _plant_holder(any_fs.fs, directory, 1, heartbeat=T0 - 29)
     with pytest.raises(LockedError, match=r"job-elsewhere \(host other-host, pid 4242.*in 1s"):
@@ -114,7 +109,7 @@ def test_an_expired_lock_is_taken_over_and_a_fresh_one_is_not(
 
 def test_two_racing_takers_of_an_expired_lock_exactly_one_wins(any_fs: FsHandle) -> None:
     for _round in range(5):
-        directory, clock = _dir(any_fs), Clock()
+        directory, clock = _dir(any_fs), ManualClock(T0)
         any_fs.fs.mkdirs(directory)
         _plant_holder(any_fs.fs, directory, 7, heartbeat=T0 - 60)
         racers = [_lock(any_fs, directory, f"racer-{i}", clock) for i in range(2)]
@@ -148,7 +143,7 @@ def test_two_racing_takers_of_an_expired_lock_exactly_one_wins(any_fs: FsHandle)
 
 
 def test_a_stalled_holder_that_loses_its_lock_is_told(any_fs: FsHandle) -> None:
-    directory, clock = _dir(any_fs), Clock()
+    directory, clock = _dir(any_fs), ManualClock(T0)
     holder = _lock(any_fs, directory, "job-a", clock)
     holder.acquire()
     clock.now += 10
@@ -184,7 +179,7 @@ class _FlakyListing:
 
 
 def test_a_heartbeat_that_failed_half_way_does_not_lose_the_lock(any_fs: FsHandle) -> None:
-    directory, clock = _dir(any_fs), Clock()
+    directory, clock = _dir(any_fs), ManualClock(T0)
     flaky = _FlakyListing(any_fs.fs)
     lock = CheckpointLock(flaky, directory, owner="job-a", clock=clock, heartbeat_interval=0)  # type: ignore[arg-type]
     lock.acquire()
@@ -215,7 +210,7 @@ def test_the_heartbeat_thread_keeps_refreshing_until_release(any_fs: FsHandle) -
 
 
 def test_lock_files_are_invisible_to_the_checkpoint_store(any_fs: FsHandle) -> None:
-    directory, clock = _dir(any_fs), Clock()
+    directory, clock = _dir(any_fs), ManualClock(T0)
     with _lock(any_fs, directory, "job-a", clock):
         store = CheckpointStore(any_fs.fs, directory, retain=1)
         assert store.latest() is None and store.next_cut_id() == 1
@@ -231,7 +226,7 @@ def test_lock_files_are_invisible_to_the_checkpoint_store(any_fs: FsHandle) -> N
 
 
 def test_a_stalled_but_living_holder_is_not_taken_over_on_local_disk(tmp_path: Any) -> None:
-    directory, clock = str(tmp_path / "ckpt"), Clock()
+    directory, clock = str(tmp_path / "ckpt"), ManualClock(T0)
     holder = CheckpointLock(LocalFileSystem(), directory, owner="job-a", clock=clock, ttl=30)
     holder.heartbeat_interval = 0
     holder.acquire()
@@ -268,7 +263,7 @@ def test_a_crashed_holder_on_this_host_is_taken_over_at_once(tmp_path: Any) -> N
 
 
 def test_a_holder_that_lost_the_lock_publishes_no_more_cuts(any_fs: FsHandle) -> None:
-    directory, clock = _dir(any_fs), Clock()
+    directory, clock = _dir(any_fs), ManualClock(T0)
     lock = _lock(any_fs, directory, "job-a", clock)
     lock.acquire()
     store = CheckpointStore(any_fs.fs, directory, guard=lock.check)
