@@ -200,9 +200,20 @@ class InstrumentedFS:
         return result
 
     def _writer(self, op: str, path: str, open_: Callable[[], FileWriter]) -> FileWriter:
-        inner: FileWriter = self.call(op, path, open_)
-        writer = _Writer(self, inner, self.area(path))
+        # Registered before a fault "after" the open fires: the dying process must close it, as
+        # the kernel would, or its claim on the path outlives the process in this interpreter.
+        self.alive()
+        due = self.injector.fs_call(op, self.area(path), path)
+        writer = _Writer(self, open_(), self.area(path))
         self.writers.add(writer)
+        if due == "after":
+            try:
+                self.injector.fire(f"after {op} of {path}", path)
+            except OSError:
+                # The open landed but its answer was lost: the caller holds no writer to close.
+                writer.kill()
+                self.writers.discard(writer)
+                raise
         return writer
 
     def create(
