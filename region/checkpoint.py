@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from region.atomic import dir_permission, write_atomically
 from region.errors import CheckpointError
 from region.fs import FileStatus, FileSystem
 from region.state import State
@@ -37,7 +38,6 @@ __all__ = [
     "CheckpointInfo",
     "CheckpointStore",
     "cut_file_name",
-    "dir_permission",
     "get_or_create",
 ]
 
@@ -61,14 +61,6 @@ _SCAN_ATTEMPTS = 10
 def cut_file_name(cut_id: int) -> str:
     """The file name of a completed cut (zero-padded so names sort like ids)."""
     return f"cut-{cut_id:012d}.json"
-
-
-def dir_permission(file_permission: int | None) -> int | None:
-    """Directory mode matching a file mode: each class that may read may also traverse."""
-    if file_permission is None:
-        return None
-    read_bits = file_permission & 0o444
-    return file_permission | (read_bits >> 2) | 0o700
 
 
 def _canonical(value: Any) -> bytes:
@@ -246,29 +238,23 @@ class CheckpointStore:
         if not cuts and not temps and not self.fs.exists(self.directory):
             self.fs.mkdirs(self.directory, permission=dir_permission(self.permission))
 
-        # 3. Write under a unique hidden name, make it durable, close it.
+        # 3. Write under a unique hidden name, make it durable, and 4. publish it by a rename
+        #    without overwrite, so a cut file is never replaced.
         final = self._path(cut_file_name(cut_id))
-        temp = self._path(f".cut-{cut_id:012d}-{uuid.uuid4().hex}.tmp")
         try:
-            writer = self.fs.create(temp, overwrite=False, permission=self.permission)
-            try:
-                writer.write(data)
-                writer.sync()
-            finally:
-                writer.close()
-            # 4. Publish: rename without overwrite, so a cut file is never replaced.
-            if self.guard is not None:
-                self.guard()
-            self.fs.rename(temp, final, overwrite=False)
+            write_atomically(
+                self.fs,
+                final,
+                data,
+                temp=self._path(f".cut-{cut_id:012d}-{uuid.uuid4().hex}.tmp"),
+                permission=self.permission,
+                before_rename=self.guard,
+            )
         except FileExistsError:
-            self._delete_quietly(temp)
             raise CheckpointError(
                 f"cut {cut_id}: {self.fs.display(final)} already exists "
                 "(is another process writing to this checkpoint directory?)"
             ) from None
-        except BaseException:
-            self._delete_quietly(temp)
-            raise
         self._last_cut_id = max(self._last_cut_id, cut_id)
         logger.info(
             "Wrote checkpoint of cut %d to %s (%d bytes)", cut_id, self.fs.display(final), len(data)

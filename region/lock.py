@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from region.checkpoint import dir_permission
+from region.atomic import dir_permission, write_atomically
 from region.errors import LockedError, LockLostError
 from region.fs import FileStatus, FileSystem, FileWriter
 
@@ -240,24 +240,19 @@ class CheckpointLock:
 
     def _take(self, generation: int, record: LockHolder) -> bool:
         """Publish ``record`` as ``generation``; ``True`` when it is now the newest generation."""
-        # 1. Write the complete record under a unique name.
-        temp = self._path(f".lock-{uuid.uuid4().hex}.tmp")
-        writer = self.fs.create(temp, overwrite=False, permission=self.permission)
-        try:
-            writer.write(record.to_json())
-            writer.sync()
-        finally:
-            writer.close()
-        # 2. Rename onto the generation name without overwrite: one racer wins.
+        # 1. Write the complete record under a unique name, and 2. rename it onto the generation
+        #    name without overwrite: one racer wins.
         target = self._gen_path(generation)
         try:
-            self.fs.rename(temp, target, overwrite=False)
+            write_atomically(
+                self.fs,
+                target,
+                record.to_json(),
+                temp=self._path(f".lock-{uuid.uuid4().hex}.tmp"),
+                permission=self.permission,
+            )
         except FileExistsError:
-            self._delete_quietly(temp)
             return False
-        except BaseException:
-            self._delete_quietly(temp)
-            raise
         # 3. Confirm: a taker that read an old listing may land on a number cleanup freed.
         temps: list[FileStatus] = []
         generations = self._generations(temps=temps)

@@ -11,7 +11,7 @@ import os
 import shutil
 import stat as stat_mod
 
-from region.checkpoint import dir_permission
+from region.atomic import dir_permission
 from region.fs import FileStatus, ListingEntry
 
 __all__ = ["LocalFileSystem", "LocalWriter"]

@@ -23,7 +23,7 @@ from operators.errors import BadRecordError
 from operators.safepath import confine, name_problem
 from operators.sink.settings import SinkSettings
 from operators.templating import FileNameTemplate
-from region.checkpoint import dir_permission
+from region.atomic import dir_permission
 from region.errors import ConfigError
 from region.fs import FileStatus, FileSystem
 

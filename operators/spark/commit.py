@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.publish import publish
-from region.checkpoint import dir_permission
+from region.atomic import dir_permission, write_atomically
 from region.fs import FileSystem
 
 __all__ = [
@@ -167,18 +167,6 @@ class SinkLog:
             raise ValueError(msg)
         return entry
 
-    def _write_atomically(self, path: str, data: bytes) -> None:
-        # 1. unique temporary name, 2. write + sync, 3. rename into place (atomic).
-        directory, name = posixpath.split(path)
-        tmp = posixpath.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-        writer = self._fs.create(tmp, overwrite=False, permission=self._permission)
-        try:
-            writer.write(data)
-            writer.sync()
-        finally:
-            writer.close()
-        self._fs.rename(tmp, path, overwrite=True)
-
     def _mark_done(self, batch_id: int) -> None:
         writer = self._fs.create(
             self._path(batch_id, _DONE_SUFFIX), overwrite=True, permission=self._permission
@@ -314,8 +302,12 @@ class SinkLog:
         # 4. The write-ahead entry: from here on the batch's output is decided.
         if not self._fs.exists(self.log_dir):
             self._fs.mkdirs(self.log_dir, permission=dir_permission(self._permission))
-        self._write_atomically(
-            self._path(batch_id, _ENTRY_SUFFIX), json.dumps(entry, indent=1).encode()
+        write_atomically(
+            self._fs,
+            self._path(batch_id, _ENTRY_SUFFIX),
+            json.dumps(entry, indent=1).encode(),
+            overwrite=True,
+            permission=self._permission,
         )
         self._fault_at("after_wal", batch_id)
         # 5. Publish (idempotent renames), 6. mark the entry done.

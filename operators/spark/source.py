@@ -49,7 +49,7 @@ from pyspark.sql.streaming.datasource import (
 from operators.cursor import ScanCursor
 from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
-from region.checkpoint import dir_permission
+from region.atomic import dir_permission, write_atomically
 from region.fs import FileSystem, ListingEntry
 
 if TYPE_CHECKING:
@@ -262,20 +262,20 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return posixpath.join(self.config.plan_dir, f"{seq:020d}-{digest}.json")
 
     def _write_plan(self, seq: int, digest: str, body: bytes) -> None:
-        # 1. unique temporary name, 2. write + sync, 3. rename; an identical plan may exist.
+        # An identical plan may exist: the batch was planned before a restart.
         path = self._plan_path(seq, digest)
         if self.plan_fs.exists(path):
             return
         if not self.plan_fs.exists(self.config.plan_dir):
             self.plan_fs.mkdirs(self.config.plan_dir, permission=dir_permission(_PLAN_PERMISSION))
-        tmp = posixpath.join(self.config.plan_dir, f".{seq:020d}-{uuid.uuid4().hex}.tmp")
-        writer = self.plan_fs.create(tmp, permission=_PLAN_PERMISSION)
-        try:
-            writer.write(body)
-            writer.sync()
-        finally:
-            writer.close()
-        self.plan_fs.rename(tmp, path, overwrite=True)
+        write_atomically(
+            self.plan_fs,
+            path,
+            body,
+            temp=posixpath.join(self.config.plan_dir, f".{seq:020d}-{uuid.uuid4().hex}.tmp"),
+            overwrite=True,  # a plan named by its digest: one written meanwhile is the same plan
+            permission=_PLAN_PERMISSION,
+        )
 
     def _read_plan(self, end: Mapping[str, Any]) -> list[tuple[str, int, int, int]]:
         path = self._plan_path(int(end["seq"]), str(end["plan"]))
@@ -325,7 +325,8 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except FileNotFoundError:
             return
         for status in listing:
-            head = status.name.split("-", 1)[0]
+            # ``.<seq>-<uuid>.tmp``: a plan whose writer died before its rename.
+            head = status.name.removeprefix(".").split("-", 1)[0]
             if head.isdigit() and int(head) < oldest:
                 self.plan_fs.delete(status.path)
 

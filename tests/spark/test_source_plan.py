@@ -165,3 +165,32 @@ def test_two_queries_share_a_read_only_landing_directory(tmp_path: Path) -> None
         # Each query replays its own batch from its own plan.
         assert ranges(second, p0, p1) == [("a", 0, 20), ("b", 0, 20)]
     assert sorted(os.listdir(src)) == ["a", "b"]  # nothing of either query in the landing dir
+
+
+def test_a_failed_plan_write_leaves_nothing_and_old_leftovers_are_cleaned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "in"
+    plans = tmp_path / "in-plans"
+    write_inputs(src, {"a": b"1\n"}, T0)
+    r = reader(src, plan_retain="1")
+    fs = r.plan_fs
+
+    def full_disk(src_path: str, dst: str, *, overwrite: bool = False) -> None:
+        raise OSError(28, "No space left on device", dst)
+
+    monkeypatch.setattr(fs, "rename", full_disk)
+    o0 = r.initialOffset()
+    with pytest.raises(OSError, match="No space left"):
+        r.latestOffset(o0, ReadAllAvailable())
+    assert os.listdir(plans) == []  # no plan, and no temporary file of it
+    monkeypatch.undo()
+
+    # A temporary plan a killed driver left behind goes once its batch is long committed.
+    (plans / f".{1:020d}-{'0' * 32}.tmp").write_bytes(b"{")
+    offsets = [o0]
+    for i in range(3):
+        write_inputs(src, {f"b{i}": b"2\n"}, T0 + (i + 1) * 1_000_000_000)
+        offsets.append(r.latestOffset(offsets[-1], ReadAllAvailable()))
+        r.commit(offsets[-1])
+    assert not [name for name in os.listdir(plans) if name.endswith(".tmp")]

@@ -1,0 +1,77 @@
+"""A file that appears whole or not at all: the one write-to-temporary, sync, rename.
+
+Checkpoint cuts, lock generations, the Spark sink's log entries and the Spark scan's plans are
+all published this way. A reader lists or opens only final names, so it never sees a file being
+written; the temporary name is hidden (leading ``.``) and unique, so writers never collide on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import uuid
+from collections.abc import Callable
+
+from region.fs import FileSystem
+
+__all__ = ["dir_permission", "temp_path", "write_atomically"]
+
+logger = logging.getLogger(__name__)
+
+
+def dir_permission(file_permission: int | None) -> int | None:
+    """Directory mode matching a file mode: each class that may read may also traverse."""
+    if file_permission is None:
+        return None
+    read_bits = file_permission & 0o444
+    return file_permission | (read_bits >> 2) | 0o700
+
+
+def temp_path(path: str) -> str:
+    """A unique hidden name beside ``path``: ``.<name>.<uuid>.tmp``."""
+    directory, name = posixpath.split(path)
+    return posixpath.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+
+
+def write_atomically(
+    fs: FileSystem,
+    path: str,
+    data: bytes,
+    *,
+    temp: str | None = None,
+    overwrite: bool = False,
+    permission: int | None = None,
+    before_rename: Callable[[], None] | None = None,
+) -> None:
+    """Publish ``data`` as ``path``, durable when this returns.
+
+    1. Create ``temp`` (default :func:`temp_path`; never overwriting) with ``permission``.
+    2. Write, sync and close it.
+    3. Call ``before_rename`` (a last check, e.g. that a lock is still held).
+    4. Rename it onto ``path``; without ``overwrite`` an existing ``path`` raises
+       ``FileExistsError`` (of racing writers exactly one wins).
+
+    On any failure after step 1 the temporary file is deleted (a failed delete is logged, never
+    raised over the original error) and the error propagates; ``path`` is untouched.
+    """
+    temp = temp if temp is not None else temp_path(path)
+    writer = fs.create(temp, overwrite=False, permission=permission)
+    try:
+        try:
+            writer.write(data)
+            writer.sync()
+        finally:
+            writer.close()
+        if before_rename is not None:
+            before_rename()
+        fs.rename(temp, path, overwrite=overwrite)
+    except BaseException:
+        _delete_quietly(fs, temp)
+        raise
+
+
+def _delete_quietly(fs: FileSystem, path: str) -> None:
+    try:
+        fs.delete(path)
+    except Exception as exc:  # the caller's error is the one to report
+        logger.warning("Could not delete the temporary file %s: %s", fs.display(path), exc)

@@ -1,0 +1,118 @@
+"""write_atomically: a file appears whole or not at all, and a failure leaves no temporary file."""
+
+from __future__ import annotations
+
+import logging
+import stat
+from pathlib import Path
+
+import pytest
+
+from operators.fs.local import LocalFileSystem
+from region.atomic import dir_permission, temp_path, write_atomically
+from region.fs import FileWriter
+from tests.conftest import FsHandle
+
+
+def names(handle: FsHandle, directory: str) -> list[str]:
+    return sorted(s.name for s in handle.fs.list_dir(directory))
+
+
+def test_the_file_appears_whole_and_no_temporary_file_stays(any_fs: FsHandle) -> None:
+    directory = any_fs.path("d")
+    any_fs.fs.mkdirs(directory)
+    path = any_fs.path("d", "entry.json")
+    write_atomically(any_fs.fs, path, b'{"a": 1}\n')
+    assert any_fs.fs.read(path) == b'{"a": 1}\n'
+    assert names(any_fs, directory) == ["entry.json"]
+
+
+def test_without_overwrite_an_existing_file_wins_and_the_loser_leaves_nothing(
+    any_fs: FsHandle,
+) -> None:
+    directory = any_fs.path("d")
+    any_fs.fs.mkdirs(directory)
+    path = any_fs.path("d", "gen-1.json")
+    write_atomically(any_fs.fs, path, b"first\n")
+    with pytest.raises(FileExistsError):
+        write_atomically(any_fs.fs, path, b"second\n")
+    assert any_fs.fs.read(path) == b"first\n"
+    assert names(any_fs, directory) == ["gen-1.json"]
+    write_atomically(any_fs.fs, path, b"second\n", overwrite=True)
+    assert any_fs.fs.read(path) == b"second\n"
+
+
+class _BrokenSync(LocalFileSystem):
+    """Local files whose writers fail to sync (a disk that reports an I/O error)."""
+
+    def create(
+        self, path: str, *, overwrite: bool = False, permission: int | None = None
+    ) -> FileWriter:
+        writer = super().create(path, overwrite=overwrite, permission=permission)
+
+        def sync() -> None:
+            raise OSError(5, "Input/output error", path)
+
+        writer.sync = sync  # type: ignore[method-assign]
+        return writer
+
+
+def test_a_failed_sync_publishes_nothing_and_removes_the_temporary_file(tmp_path: Path) -> None:
+    fs = _BrokenSync()
+    path = str(tmp_path / "entry.json")
+    with pytest.raises(OSError, match="Input/output error"):
+        write_atomically(fs, path, b"data\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refusal_before_the_rename_publishes_nothing(tmp_path: Path) -> None:
+    def lock_lost() -> None:
+        raise RuntimeError("the lock was taken over")
+
+    path = str(tmp_path / "cut.json")
+    with pytest.raises(RuntimeError, match="taken over"):
+        write_atomically(LocalFileSystem(), path, b"data\n", before_rename=lock_lost)
+    assert list(tmp_path.iterdir()) == []
+
+
+class _NoDelete(LocalFileSystem):
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        raise OSError(28, "No space left on device", dst)
+
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        raise ConnectionError(f"{path}: connection reset")
+
+
+def test_a_failed_clean_up_is_logged_and_never_hides_the_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = str(tmp_path / "entry.json")
+    with (
+        caplog.at_level(logging.WARNING, logger="region.atomic"),
+        pytest.raises(OSError, match="No space left"),
+    ):
+        write_atomically(_NoDelete(), path, b"data\n", temp=str(tmp_path / ".entry.tmp"))
+    assert "Could not delete the temporary file" in caplog.text
+    assert ".entry.tmp" in caplog.text
+    assert not (tmp_path / "entry.json").exists()
+
+
+def test_the_file_gets_the_permission_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "entry.json"
+    write_atomically(LocalFileSystem(), str(path), b"x", permission=0o640)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def test_temporary_names_are_hidden_unique_and_beside_the_file() -> None:
+    a, b = temp_path("/d/entry.json"), temp_path("/d/entry.json")
+    assert a != b
+    assert a.startswith("/d/.entry.json.") and a.endswith(".tmp")
+
+
+@pytest.mark.parametrize(
+    ("file_mode", "dir_mode"), [(0o600, 0o700), (0o640, 0o750), (0o644, 0o755), (None, None)]
+)
+def test_a_directory_lets_whoever_may_read_the_files_traverse_it(
+    file_mode: int | None, dir_mode: int | None
+) -> None:
+    assert dir_permission(file_mode) == dir_mode
