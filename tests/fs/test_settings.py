@@ -92,7 +92,7 @@ def test_errors_name_the_field_and_value(values: dict[str, str], names: list[str
         ("hdfs://nameservice1/a%20b", ("hdfs://nameservice1", "/a b")),
     ],
 )
-def test_split_uri(given: str, expected: tuple[str, str]) -> None:
+def test_a_uri_splits_into_its_filesystem_and_path(given: str, expected: tuple[str, str]) -> None:
     assert split_uri(given) == expected
 
 

@@ -289,7 +289,9 @@ def test_connection_failures_are_retried_logged_then_raised(
     assert fs.read("/f") == b"onetwo"
 
 
-def test_nothing_listens(tmp_path: Path) -> None:
+def test_a_namenode_nobody_listens_on_is_a_connection_error_naming_the_uri_and_call(
+    tmp_path: Path,
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # free once closed: nothing listens there

@@ -69,7 +69,7 @@ def test_every_record_lands_once_and_files_end_where_the_limit_is_reached(
         assert len(last) <= value if kind == "tuples" else sum(last) - last[-1] < value
 
 
-def test_time_and_punctuation() -> None:
+def test_a_file_expires_after_its_seconds_and_rolls_on_punctuation_only_when_asked() -> None:
     policy = RollingPolicy(seconds=2.0, on_punctuation=True)
     assert not policy.expired(10.0, 11.9) and policy.expired(10.0, 12.0)
     assert policy.on_punctuation and not RollingPolicy().on_punctuation

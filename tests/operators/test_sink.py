@@ -220,7 +220,7 @@ def test_time_per_file_is_checked_before_each_batch(
     assert sink_local.published() == {"part-0.txt": b"a\n", "part-1.txt": b"b\n"}
 
 
-def test_close_on_punct(sink_local: SinkEnv) -> None:
+def test_close_on_punct_ends_the_file_at_each_punctuation(sink_local: SinkEnv) -> None:
     run = SinkRun(sink_local, settings(sink_local, closeOnPunct=True))
     run.write(["a"], punctuation=True)
     run.write(["b"])
@@ -330,7 +330,7 @@ def test_publish_fails_when_neither_name_exists(sink_env: SinkEnv) -> None:
         run.sink.on_cut_completed(run.cut_id)
 
 
-def test_close_publishes_nothing(sink_local: SinkEnv) -> None:
+def test_close_without_a_completed_cut_publishes_nothing(sink_local: SinkEnv) -> None:
     run = SinkRun(sink_local, settings(sink_local, tuples_per_file=1))
     run.write(["a", "b"])
     run.sink.close()

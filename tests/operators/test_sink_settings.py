@@ -12,7 +12,7 @@ from operators.sink import HDFS2FileSink, SinkSettings
 from region.errors import ConfigError
 
 
-def test_defaults() -> None:
+def test_a_sink_given_only_a_file_writes_utf8_lines_exactly_once_published_atomically() -> None:
     s = SinkSettings(file="/out/part-%FILENUM")
     assert (s.format, s.delivery, s.publish, s.encoding) == (
         "line",

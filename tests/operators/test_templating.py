@@ -48,7 +48,7 @@ def test_every_variable_is_substituted(now: float) -> None:
     assert out == f"/out/{host}/{os.getpid()}/pe9/2/3/12/20240305_070809.txt"
 
 
-def test_defaults_without_runtime_values(now: float) -> None:
+def test_runtime_variables_render_as_zero_outside_a_job(now: float) -> None:
     template = FileNameTemplate("p%PARTITION-e%PEID-l%PELAUNCHNUM")
     assert template.render(filenum=0, now=now) == "p0-e0-l0"
 
@@ -105,7 +105,9 @@ def test_unknown_token_is_a_config_error_naming_token_and_template(
         ("G yyyy", "AD 2024"),
     ],
 )
-def test_java_time_formats(now: float, pattern: str, expected: str) -> None:
+def test_java_time_patterns_render_as_java_renders_them(
+    now: float, pattern: str, expected: str
+) -> None:
     assert render("%TIME", now, pattern) == expected
 
 

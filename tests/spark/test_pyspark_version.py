@@ -47,6 +47,6 @@ def test_an_older_pyspark_gets_one_line_naming_it_and_the_fix(older: str) -> Non
     assert "--engine local" in message
 
 
-def test_newer_releases_pass() -> None:
+def test_newer_pyspark_releases_are_accepted() -> None:
     for newer in ("4.2.0", "4.3.0", "4.10.1"):
         check_pyspark(newer)

@@ -92,7 +92,7 @@ def test_bad_words_say_what_is_wrong(words: str, complaint: str) -> None:
     assert complaint in str(info.value)
 
 
-def test_the_scan_promise() -> None:
+def test_the_landing_model_promises_ties_after_the_cursor_and_new_late_names() -> None:
     model = LandingModel(late_window=0)
     assert model.appear([("b", 1000), ("a", 1000)]) == [True, True]  # all visible at once
     assert model.promised("c", 1000)  # a tie that sorts after b

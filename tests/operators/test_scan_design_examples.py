@@ -1,6 +1,6 @@
-"""The worked examples of the directory-scan design (seed 001), as tests.
+"""The worked examples of the directory-scan design, as tests.
 
-Timestamps are the seed's (1000 … 8000), read as milliseconds after a fixed instant.
+Timestamps are the design's (1000 … 8000), read as milliseconds after a fixed instant.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def one_file_per_batch(scan: HDFS2DirectoryScan, n: int | None = None) -> list[s
     return out
 
 
-def test_seed001_checkpoint_after_A_crash_while_processing_D_replays_B_D_F_G_H_I_J(
+def test_checkpoint_after_A_crash_while_processing_D_replays_B_D_F_G_H_I_J(
     any_landing: Landing, clock: ManualClock
 ) -> None:
     put(any_landing, [("E", 1000), ("A", 3000), ("C", 2000), ("B", 4000), ("D", 5000)])
@@ -54,7 +54,7 @@ def test_seed001_checkpoint_after_A_crash_while_processing_D_replays_B_D_F_G_H_I
     assert one_file_per_batch(restarted) == ["B", "D", "F", "G", "H", "I", "J"]
 
 
-def test_seed001_checkpoint_inside_the_equal_mtime_group_resumes_with_G_H_then_I_J(
+def test_checkpoint_inside_the_equal_mtime_group_resumes_with_G_H_then_I_J(
     any_landing: Landing, clock: ManualClock
 ) -> None:
     put(any_landing, [("E", 1000), ("C", 2000), ("A", 3000), ("B", 4000), ("D", 5000)])
@@ -70,7 +70,7 @@ def test_seed001_checkpoint_inside_the_equal_mtime_group_resumes_with_G_H_then_I
     assert one_file_per_batch(restarted) == ["G", "H", "I", "J"]
 
 
-def test_seed001_equal_mtime_case_through_the_file_source_replays_records_once(
+def test_equal_mtime_case_through_the_file_source_replays_records_once(
     any_landing: Landing, clock: ManualClock
 ) -> None:
     """The same crash with the source reading the files: the checkpoint falls in the middle of
