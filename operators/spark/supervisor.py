@@ -35,8 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BatchProgress",
+    "RestartPolicy",
     "SparkSupervisor",
     "apply_trigger",
+    "failure_cause",
     "source_options",
 ]
 
@@ -77,6 +79,58 @@ def apply_trigger(
     return writer  # operator_driven: the next batch starts as soon as one ends
 
 
+class RestartPolicy:
+    """When a failed query (or batch) runs again: after ``reset_backoff`` (doubled per attempt,
+    from the second on), up to ``max_consecutive_reset_attempts`` failures in a row; never after
+    an error no restart can repair (:func:`region.errors.is_permanent_name`)."""
+
+    def __init__(
+        self,
+        settings: RegionSettings,
+        *,
+        on_restart: Callable[[int, BaseException], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._on_restart = on_restart
+        self.failures = 0
+
+    def succeeded(self) -> None:
+        """Some work completed: the count of failures in a row starts again."""
+        self.failures = 0
+
+    def failed(self, error: BaseException, what: str) -> float:
+        """Count a failure of ``what``; raise :class:`RegionFailedError` when it may not run
+        again, else call ``on_restart`` and return the seconds to wait before it does."""
+        self.failures += 1
+        limit = self.settings.max_consecutive_reset_attempts
+        name, cause = failure_cause(error)
+        if is_permanent_name(name):
+            msg = (
+                f"{what} stopped: {cause}. A restart would fail the same way, so none was "
+                "tried: remove the cause and run again (it resumes from its checkpoint)"
+            )
+            raise RegionFailedError(msg) from error
+        if self.failures >= limit:
+            msg = (
+                f"{what} failed {self.failures} time(s) in a row "
+                f"(max_consecutive_reset_attempts={limit}, reset_backoff="
+                f"{self.settings.reset_backoff:g} s); last error: {cause}"
+            )
+            raise RegionFailedError(msg) from error
+        delay = self.settings.backoff(self.failures - 1)
+        logger.warning(
+            "%s failed (%s of %s in a row), restarting from its checkpoint%s: %s",
+            what,
+            self.failures,
+            limit,
+            f" in {delay:.1f} s" if delay else "",
+            cause,
+        )
+        if self._on_restart is not None:
+            self._on_restart(self.failures, error)
+        return delay
+
+
 #: Builds the query's writer (with its checkpointLocation) from the ``hdfs_scan`` options the
 #: region needs (merge them into the reader's options).
 QueryBuilder = Callable[[dict[str, str]], "DataStreamWriter"]
@@ -103,8 +157,8 @@ class SparkSupervisor:
         self.settings = settings
         self._available_now = available_now
         self._on_progress = on_progress
-        self._on_restart = on_restart
         self._poll = poll_interval
+        self._restarts = RestartPolicy(settings, on_restart=on_restart)
         # Plain attributes, polled: set from signal handlers, where taking a lock could deadlock.
         self._stopping = False
         self._now = False
@@ -119,7 +173,6 @@ class SparkSupervisor:
     def run(self) -> None:
         """Run until the query ends (available_now), :meth:`stop` is called, or it failed
         ``max_consecutive_reset_attempts`` times in a row (RegionFailedError)."""
-        failures = 0
         while not self._stopping:
             self.attempt += 1
             writer = apply_trigger(
@@ -132,35 +185,9 @@ class SparkSupervisor:
             error, completed = self._watch(query)
             if error is None:
                 return
-            failures = 1 if completed else failures + 1
-            limit = self.settings.max_consecutive_reset_attempts
-            name, cause = _cause(error)
-            if is_permanent_name(name):
-                msg = (
-                    f"query {query.name or query.id} stopped: {cause}. A restart would fail the "
-                    "same way, so none was tried: remove the cause and run again (the query "
-                    "resumes from its checkpoint)"
-                )
-                raise RegionFailedError(msg) from error
-            if failures >= limit:
-                msg = (
-                    f"query {query.name or query.id} failed {failures} time(s) in a row "
-                    f"(max_consecutive_reset_attempts={limit}, reset_backoff="
-                    f"{self.settings.reset_backoff:g} s); last error: {cause}"
-                )
-                raise RegionFailedError(msg) from error
-            delay = self.settings.backoff(failures - 1)
-            logger.warning(
-                "query %s failed (%s of %s in a row), restarting from its checkpoint%s: %s",
-                query.name or query.id,
-                failures,
-                limit,
-                f" in {delay:.1f} s" if delay else "",
-                cause,
-            )
-            if self._on_restart is not None:
-                self._on_restart(failures, error)
-            self._pause(delay)
+            if completed:
+                self._restarts.succeeded()
+            self._pause(self._restarts.failed(error, f"query {query.name or query.id}"))
 
     def _watch(self, query: StreamingQuery) -> tuple[BaseException | None, bool]:
         """Wait for the query to end; report progress. Returns (error, any batch completed)."""
@@ -267,7 +294,7 @@ _CAUSE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
 _WRAPPERS = ("org.", "java.", "scala.", "py4j.", "pyspark.")
 
 
-def _cause(error: BaseException) -> tuple[str, str]:
+def failure_cause(error: BaseException) -> tuple[str, str]:
     """The Python error that failed the query (Spark wraps it in Java stack traces): its class
     name, and ``"Name: message"``."""
     text = str(error).strip()
