@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+    from operators.spark.fused import FusedRunner
     from operators.spark.supervisor import BatchProgress, SparkSupervisor
+    from region.fs import FileSystem
 
 __all__ = ["SparkPlan", "plan_spark", "run_spark"]
 
@@ -322,7 +324,10 @@ def _session(config: PipelineConfig) -> SparkSession:
     if config.transform is not None and config.transform.function and config.folder not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([*paths, config.folder])
     return build_session(
-        f"hdfs-region {config.pipeline_id()}", master=config.spark.master, conf=config.spark.conf
+        f"hdfs-region {config.pipeline_id()}",
+        master=config.spark.master,
+        conf=config.spark.conf,
+        data_sources=not fused(config),
     )
 
 
@@ -332,7 +337,7 @@ class _Stop:
     call it. (PySpark starts the JVM ignoring SIGINT, so Ctrl-C reaches only this process.)"""
 
     def __init__(self) -> None:
-        self.target: SparkSupervisor | None = None
+        self.target: SparkSupervisor | FusedRunner | None = None
         self.requested = False
         self.now = False
 
@@ -342,7 +347,7 @@ class _Stop:
         if self.target is not None:
             self.target.stop(immediate=self.now)
 
-    def attach(self, target: SparkSupervisor) -> None:
+    def attach(self, target: SparkSupervisor | FusedRunner) -> None:
         self.target = target
         if self.requested:
             target.stop(immediate=self.now)
@@ -464,7 +469,7 @@ def run_spark(
         with signals.installed():
             spark = _session(config)
             _check_jvm_user(spark, plan.jvm_env.get("HADOOP_USER_NAME"))
-            supervisor = _supervisor(spark, plan, available_now, totals)
+            supervisor = _runner(spark, plan, available_now, totals, (cp_fs, cp_dir))
             stopper.attach(supervisor)
             if display is not None:
                 display.start(totals.progress)
@@ -499,6 +504,46 @@ def _check_jvm_user(spark: SparkSession, user: str | None) -> None:
             user,
             actual,
         )
+
+
+def fused(config: PipelineConfig) -> bool:
+    """Whether the pipeline runs as fused batches (see :mod:`operators.spark.fused`): any
+    transform but SQL, unless ``[spark] execution = "streaming"``."""
+    transform = config.transform
+    sql = transform is not None and transform.sql is not None
+    return config.spark.execution == "auto" and not sql
+
+
+def _runner(
+    spark: SparkSession,
+    plan: SparkPlan,
+    available_now: bool,
+    totals: _Totals,
+    checkpoint: tuple[FileSystem, str],
+) -> SparkSupervisor | FusedRunner:
+    config = plan.config
+    if not fused(config):
+        return _supervisor(spark, plan, available_now, totals)
+    from operators.spark.fused import FusedRunner
+
+    transform = config.transform
+    function = None
+    if transform is not None and transform.function is not None:
+        function = load_function(transform.function, config.folder)
+    cp_fs, cp_dir = checkpoint
+    return FusedRunner(
+        spark,
+        plan.source_options,
+        plan.sink_options,
+        cp_fs,
+        posixpath.join(cp_dir, SPARK_DIR),
+        config.region,
+        transform=function,
+        available_now=available_now,
+        on_progress=totals.on_batch,
+        on_restart=totals.on_restart,
+        permission=config.region.checkpoint_permission,
+    )
 
 
 def _supervisor(

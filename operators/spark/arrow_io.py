@@ -20,6 +20,8 @@ from operators.decoding import LineDecoder, OnDecodeError
 from region.fs import FileSystem
 
 __all__ = [
+    "NotVerbatim",
+    "copy_lines",
     "encode_records",
     "read_blocks",
     "read_lines",
@@ -216,6 +218,66 @@ def read_lines(
         if len(values):
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
         if limit < total:
+            return
+        base += consumed
+
+
+class NotVerbatim(Exception):
+    """The text from ``offset`` (a line start) is not written byte for byte as it is read:
+    it holds a CR or bytes that are not UTF-8. Read it with :func:`read_lines` from there."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+def copy_lines(
+    fs: FileSystem, path: str, start: int, end: int, *, size: int, chunk_size: int = 8 << 20
+) -> Iterator[tuple[bytes, int]]:
+    """The lines owned by ``[start, end)`` as the line sink writes them in UTF-8 (each line and
+    LF), with how many: for UTF-8 text without CR that is the file's own bytes (LF added after
+    an unterminated last line), so they are checked, not decoded and encoded again.
+
+    Raises :class:`NotVerbatim` at the first chunk that is not such text; the lines before it
+    were yielded. Same ownership and size rule as :func:`read_lines`.
+    """
+    base = _first_line_start(fs, path, start, size, chunk_size)
+    want = chunk_size
+    while base < end and base < size:
+        length = min(want, size - base)
+        data = fs.read(path, base, length)
+        if len(data) < length:
+            msg = (
+                f"{fs.display(path)}: the file shrank while being read (wanted {length} bytes "
+                f"at offset {base}, got {len(data)}); it was {size} bytes when planned"
+            )
+            raise OSError(msg)
+        if base + length >= size:
+            consumed = length
+            if data[-1] != _NL:
+                data += b"\n"  # the last line of the file has no LF
+            usable = len(data)
+        else:
+            consumed = data.rfind(b"\n") + 1
+            if not consumed:
+                want *= 2  # a line longer than the chunk: read more at once
+                continue
+            usable = consumed
+        want = chunk_size
+        # Only lines starting before ``end`` are this range's: up to the LF ending the line
+        # that holds byte ``end - 1``.
+        last = base + consumed > end
+        if last:
+            usable = data.find(b"\n", end - 1 - base) + 1
+        piece = memoryview(data)[:usable]
+        if data.find(b"\r", 0, len(piece)) >= 0:
+            raise NotVerbatim(base)
+        try:
+            str(piece, "utf-8")
+        except UnicodeDecodeError:
+            raise NotVerbatim(base) from None
+        yield (data if usable == len(data) else bytes(piece)), data.count(b"\n", 0, usable)
+        if last:
             return
         base += consumed
 

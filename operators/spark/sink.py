@@ -14,6 +14,7 @@ output of one batch, by the in-process sink's rolling policy (:mod:`operators.ro
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 import posixpath
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAULT_ENV",
+    "EncodedLines",
     "HdfsSinkDataSource",
     "HdfsSinkStreamWriter",
     "SinkTaskMessage",
@@ -73,6 +75,14 @@ def _fault(point: str, batch_id: int | None = None) -> None:
     while os.getppid() == parent and time.monotonic() < deadline:
         time.sleep(0.2)
     os._exit(1)  # the engine died without killing us: do not linger
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedLines:
+    """``count`` records already as the sink writes them: UTF-8 lines, each ending in LF."""
+
+    data: bytes
+    count: int
 
 
 @dataclass
@@ -167,7 +177,15 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             self._fs = open_config_fs(self.config.fs)
         return self._fs
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkTaskMessage:
+    @property
+    def accepts_lines(self) -> bool:
+        """Whether :meth:`write` may be given :class:`EncodedLines`: UTF-8 lines, and no
+        record or byte limit that could end a file inside them."""
+        sink = self.config
+        utf8 = codecs.lookup(sink.encoding).name == "utf-8"
+        return utf8 and not sink.binary and sink.rolling.room(0) is None and not sink.rolling.bytes
+
+    def write(self, iterator: Iterator[pa.RecordBatch | EncodedLines]) -> SinkTaskMessage:
         # Imported here: the driver-side processes (schema, commit) never write records.
         from operators.spark.arrow_io import encode_records
 
@@ -176,6 +194,11 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         binary = sink.binary
         try:
             for batch in iterator:
+                if isinstance(batch, EncodedLines):
+                    if not self.accepts_lines:
+                        raise ValueError(f"{_SINK}: encoded lines given to a sink that rolls")
+                    out.write([batch.data], batch.count, len(batch.data))
+                    continue
                 values = batch.column(self.column)
                 start = 0
                 while start < len(values):

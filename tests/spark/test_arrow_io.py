@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 from operators.errors import BadRecordError
 from operators.fs.local import LocalFileSystem
-from operators.spark.arrow_io import encode_records, read_blocks, read_lines
+from operators.spark.arrow_io import (
+    NotVerbatim,
+    copy_lines,
+    encode_records,
+    read_blocks,
+    read_lines,
+)
 
 FS = LocalFileSystem()
 
@@ -57,6 +63,62 @@ def test_ranges_tiling_a_file_yield_each_line_once(
     starts = [0, *[i + 1 for i, b in enumerate(data) if b == 10][: len(rows) - 1]]
     assert [r[2] for r in rows] == starts[: len(rows)]
     assert all(r[1] == "file://" + str(path) for r in rows)
+
+
+def copied(path: Path, start: int, end: int, size: int, chunk: int) -> tuple[bytes, int]:
+    """What fused execution writes for ``[start, end)``: bytes as they are while they can be,
+    then the decoded lines, encoded (``replace``: undecodable bytes become U+FFFD)."""
+    out, count = b"", 0
+    try:
+        for data, n in copy_lines(FS, str(path), start, end, size=size, chunk_size=chunk):
+            out, count = out + data, count + n
+    except NotVerbatim as at:
+        for batch in read_lines(
+            FS, str(path), at.offset, end, size=size, chunk_size=chunk, on_decode_error="replace"
+        ):
+            out += b"".join(encode_records(batch.column(0), binary=False))
+            count += batch.num_rows
+    return out, count
+
+
+@given(
+    pieces=st.lists(
+        st.sampled_from([b"ab", b"c", b"\n", b"\r", "€".encode(), b"\xff"]), max_size=30
+    ),
+    cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=5),
+    chunk=st.integers(min_value=1, max_value=40),
+)
+def test_lines_copied_as_bytes_are_what_decoding_and_encoding_would_write(
+    tmp_path_factory: pytest.TempPathFactory, pieces: list[bytes], cuts: list[int], chunk: int
+) -> None:
+    data = b"".join(pieces)
+    path = tmp_path_factory.mktemp("in") / "f.txt"
+    path.write_bytes(data)
+    bounds = [0, *sorted({c for c in cuts if c < len(data)}), len(data)]
+    fast, fast_count = b"", 0
+    slow = b""
+    for start, end in itertools.pairwise(bounds):
+        out, n = copied(path, start, end, len(data), chunk)
+        fast, fast_count = fast + out, fast_count + n
+        for batch in read_lines(
+            FS, str(path), start, end, size=len(data), chunk_size=chunk, on_decode_error="replace"
+        ):
+            slow += b"".join(encode_records(batch.column(0), binary=False))
+    assert fast == slow
+    assert fast_count == len(expected_lines(data))
+
+
+def test_clean_text_is_copied_as_its_own_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "f.txt"
+    data = "a\n€\n\nlast".encode()
+    path.write_bytes(data)
+    chunks = list(copy_lines(FS, str(path), 0, len(data), size=len(data), chunk_size=4))
+    assert b"".join(d for d, _ in chunks) == "a\n€\n\nlast\n".encode()
+    assert sum(n for _, n in chunks) == 4
+    path.write_bytes(b"ok\nbad\xff\n")
+    with pytest.raises(NotVerbatim) as info:
+        list(copy_lines(FS, str(path), 0, 8, size=8, chunk_size=3))
+    assert info.value.offset == 3  # where the undecodable line starts
 
 
 def test_bytes_appended_after_planning_are_not_read(tmp_path: Path) -> None:

@@ -1,4 +1,6 @@
-"""SIGKILL of a Spark query process at chosen points, restart, exactly-once output."""
+"""SIGKILL of a Spark pipeline process at chosen points, restart, exactly-once output: a
+streaming query (scan -> SQL -> sink) and ``hdfs-region run`` in fused execution (a Python
+transform)."""
 
 from __future__ import annotations
 
@@ -23,19 +25,40 @@ INPUTS = {
 }
 
 
-def start_worker(tmp: Path, fault: str | None) -> subprocess.Popen[bytes]:
+FUSED_SETTINGS = """\
+engine = "spark"
+[region]
+checkpoint_dir = "ck"
+[scan]
+directory = "in"
+[transform]
+function = "crash_transform:upper"
+[sink]
+file = "out/part-%FILENUM.txt"
+[spark]
+max_files_per_trigger = 1
+"""
+
+
+def command(tmp: Path, execution: str) -> list[str]:
+    if execution == "streaming":
+        dirs = (str(tmp / d) for d in ("in", "out", "ck"))
+        return [sys.executable, "-m", "tests.spark.crash_worker", *dirs]
+    config = tmp / "pipeline.toml"
+    if not config.exists():
+        config.write_text(FUSED_SETTINGS)
+        (tmp / "crash_transform.py").write_text("def upper(value):\n    return value.upper()\n")
+    return [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
+
+
+def start_worker(tmp: Path, fault: str | None, execution: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, HDFS_REGION_FAULT_DIR=str(tmp / "faults"))
     env.pop(FAULT_ENV, None)
     if fault is not None:
         env[FAULT_ENV] = fault
     log = (tmp / "worker.log").open("ab")
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.spark.crash_worker",
-            *(str(tmp / d) for d in ("in", "out", "ck")),
-        ],
+        command(tmp, execution),
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -44,10 +67,10 @@ def start_worker(tmp: Path, fault: str | None) -> subprocess.Popen[bytes]:
     )
 
 
-def kill_at(tmp: Path, fault: str, timeout: float = 240.0) -> None:
+def kill_at(tmp: Path, fault: str, execution: str, timeout: float = 240.0) -> None:
     """Run the query until it reaches ``fault``, then SIGKILL the whole process group."""
     marker = tmp / "faults" / fault.split(":")[0]
-    proc = start_worker(tmp, fault)
+    proc = start_worker(tmp, fault, execution)
     deadline = time.monotonic() + timeout
     try:
         while not marker.exists():
@@ -63,20 +86,26 @@ def kill_at(tmp: Path, fault: str, timeout: float = 240.0) -> None:
         marker.unlink(missing_ok=True)
 
 
-def test_sigkill_during_task_write_and_between_wal_and_renames(tmp_path: Path) -> None:
+@pytest.mark.parametrize("execution", ["streaming", "fused"])
+def test_sigkill_during_task_write_and_between_wal_and_renames(
+    tmp_path: Path, execution: str
+) -> None:
     write_inputs(tmp_path / "in", INPUTS, T0)
     (tmp_path / "faults").mkdir()
     out = tmp_path / "out"
     # 1. Killed while a task of batch 0 writes: its in-progress file is orphaned.
-    kill_at(tmp_path, "task_write")
+    kill_at(tmp_path, "task_write", execution)
     # 2. Restarted, batch 0 is replayed and published; killed after batch 1's write-ahead
     #    entry, before its renames.
-    kill_at(tmp_path, "after_wal:1")
+    kill_at(tmp_path, "after_wal:1", execution)
     assert published_lines(out) == [line.upper() for line in lines_of(INPUTS["f0.txt"])]
     # 3. Restarted without faults: batch 1 is finished from its log entry (its recomputed
     #    files are orphans), then batch 2 runs.
-    proc = start_worker(tmp_path, None)
-    assert proc.wait(timeout=300) == 0, (tmp_path / "worker.log").read_text()[-3000:]
+    proc = start_worker(tmp_path, None, execution)
+    code = proc.wait(timeout=300)
+    log = (tmp_path / "worker.log").read_text()
+    assert code == 0, log[-3000:]
+    assert ("batch 1 was already published" in log) == (execution == "fused")
     expected = [line.upper() for data in INPUTS.values() for line in lines_of(data)]
     assert published_lines(out) == expected
     assert leftovers(out) == []

@@ -1,0 +1,408 @@
+"""Fused execution: the scan and the commit on the driver, each batch one Spark job whose tasks
+read, transform and write in Python.
+
+A streaming query with a Python source and a Python sink pays twice per batch: the source's
+planning runs in a Python process Spark starts afresh for every query, and every record crosses
+the JVM as a row (Arrow from the source, copied into Spark rows, then Arrow again for the sink).
+Here only the plan goes to the tasks and only a manifest of the written files comes back:
+``spark.range(n, numPartitions=n).mapInArrow(task)`` runs one task per planned partition, and the
+task reads its byte ranges, applies the transform and writes in-progress files with the same
+code as ``hdfs_scan`` / ``hdfs_sink`` (and the same rules as the in-process engine: cursor,
+decoding, rolling, file names). ``mapInArrow`` is plain DataFrame API (it works through Spark
+Connect as well) and gives each task its Spark task context (partition, attempt), which the
+in-progress names need. A SQL transform needs Spark's own operators between the two, so it keeps
+the streaming query.
+
+Batch ``N`` (the region's cut), numbered steps as in :mod:`operators.spark.commit`:
+
+1. Plan: ``end = latestOffset(start)``; the scan writes the plan (the exact byte ranges).
+2. Write ahead: ``offsets/N`` in Spark's checkpoint (:class:`BatchLog`). From here the batch is
+   decided: a restart runs it again over the same plan.
+3. Run the job: tasks write hidden in-progress files and return their manifests.
+4. Commit: the sink log publishes the files exactly once (its own write-ahead entry, renames).
+5. Record ``commits/N``; the scan drops old plans.
+
+A restart finds ``offsets/N`` without ``commits/N`` and runs batch ``N`` again (skipping the job
+when the sink log already published it). A failed batch is retried by the same rule as a failed
+streaming query (:class:`operators.spark.supervisor.SparkSupervisor`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from operators.spark.batchlog import SPARK_CONFS, BatchLog
+from operators.spark.commit import WrittenFile
+from operators.spark.sink import EncodedLines, HdfsSinkStreamWriter, SinkTaskMessage
+from operators.spark.source import HdfsScanStreamReader, ScanPartition
+from operators.spark.supervisor import BatchProgress, RestartPolicy, source_options
+from region.fs import FileSystem
+from region.settings import RegionSettings, Trigger
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+__all__ = ["FusedRunner", "Transform"]
+
+logger = logging.getLogger(__name__)
+
+#: A per-record transform: the value (``str``, or ``bytes`` in binary mode) to the value to
+#: write, or ``None`` to drop the record.
+Transform = Callable[[Any], Any]
+
+_MANIFEST = (
+    "path string, partition int, idx int, rows long, size long, opened_ns long, records_in long"
+)
+#: How often an idle operator-driven run looks for new files.
+_IDLE_POLL = 0.5
+
+
+@dataclass(frozen=True)
+class _Task:
+    """What every task of one batch gets: the reader, the writer and the transform (small:
+    settings only; each opens its filesystem where it runs) and the plan."""
+
+    reader: HdfsScanStreamReader
+    writer: HdfsSinkStreamWriter
+    transform: Transform | None
+    binary: bool
+    plan: tuple[tuple[tuple[str, int, int, int], ...], ...]
+
+
+def _transformed(
+    batches: Iterator[pa.RecordBatch], task: _Task, counted: list[int]
+) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa
+
+    kind = pa.binary() if task.binary else pa.string()
+    for batch in batches:
+        counted[0] += batch.num_rows
+        if task.transform is None:
+            yield batch
+            continue
+        values = [task.transform(v) for v in batch.column(0).to_pylist()]
+        kept = [v for v in values if v is not None]
+        try:
+            column = pa.array(kept, kind)
+        except (TypeError, pa.ArrowException) as exc:
+            name = getattr(task.transform, "__qualname__", repr(task.transform))
+            wanted = "bytes" if task.binary else "str"
+            msg = f"transform {name} must return {wanted} or None: {exc}"
+            raise TypeError(msg) from None
+        yield pa.RecordBatch.from_arrays([column], ["value"])
+
+
+def _verbatim(task: _Task) -> bool:
+    """Whether lines go from the input files to the output files as bytes (checked, not
+    decoded): UTF-8 lines in and out, no transform, nothing added, no file limits."""
+    scan = task.reader.config
+    utf8 = codecs.lookup(scan.encoding).name == "utf-8"
+    plain = not scan.binary and not scan.include_file_info and task.transform is None
+    return utf8 and plain and task.writer.accepts_lines
+
+
+def _records(
+    task: _Task, ranges: list[tuple[str, int, int, int]], counted: list[int]
+) -> Iterator[pa.RecordBatch | EncodedLines]:
+    """The partition's records for the sink: as bytes where they can be, else decoded."""
+    reader = task.reader
+    if not _verbatim(task):
+        yield from _transformed(reader.read(ScanPartition(ranges)), task, counted)
+        return
+    from operators.spark.arrow_io import NotVerbatim, copy_lines
+
+    for path, start, end, size in ranges:
+        try:
+            for data, count in copy_lines(
+                reader.fs, path, start, end, size=size, chunk_size=reader.config.read_chunk
+            ):
+                counted[0] += count
+                yield EncodedLines(data, count)
+        except NotVerbatim as at:
+            # A CR or bytes that are not UTF-8 from here: the decoding rule decides.
+            rest = ScanPartition([(path, at.offset, end, size)])
+            yield from _transformed(reader.read(rest), task, counted)
+
+
+def _run_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One Spark task: read the partition's byte ranges, transform, write in-progress files;
+    yield the manifest (one row per file, one with the count of records read)."""
+    import pyarrow as pa
+
+    for id_batch in ids:
+        for partition in id_batch.column(0).to_pylist():
+            counted = [0]
+            records = _records(task, list(task.plan[partition]), counted)
+            message = task.writer.write(records)
+            rows = [
+                {
+                    "path": f.path,
+                    "partition": f.partition,
+                    "idx": f.index,
+                    "rows": f.rows,
+                    "size": f.size,
+                    "opened_ns": f.opened_ns,
+                    "records_in": 0,
+                }
+                for f in message.files
+            ]
+            rows.append(
+                {
+                    "path": None,
+                    "partition": message.partition,
+                    "idx": -1,
+                    "rows": 0,
+                    "size": 0,
+                    "opened_ns": 0,
+                    "records_in": counted[0],
+                }
+            )
+            yield pa.RecordBatch.from_pylist(rows, schema=_manifest_schema())
+
+
+@functools.cache
+def _manifest_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("path", pa.string()),
+            ("partition", pa.int32()),
+            ("idx", pa.int32()),
+            ("rows", pa.int64()),
+            ("size", pa.int64()),
+            ("opened_ns", pa.int64()),
+            ("records_in", pa.int64()),
+        ]
+    )
+
+
+class FusedRunner:
+    """Runs the pipeline batch after batch until stopped (or, ``available_now``, until what was
+    present at start is done). The same surface as :class:`SparkSupervisor`: :meth:`run`,
+    :meth:`stop`, ``on_progress`` once per completed batch, ``on_restart`` before a retry."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        scan_options: dict[str, str],
+        sink_options: dict[str, str],
+        log_fs: FileSystem,
+        log_dir: str,
+        settings: RegionSettings,
+        *,
+        transform: Transform | None = None,
+        available_now: bool = False,
+        on_progress: Callable[[BatchProgress], None] | None = None,
+        on_restart: Callable[[int, BaseException], None] | None = None,
+        permission: int | None = 0o640,
+    ) -> None:
+        from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+        from operators.spark.options import scan_config, sink_config
+
+        self.spark = spark
+        self.settings = settings
+        scan = scan_config({**scan_options, **source_options(settings)})
+        sink = sink_config(sink_options)
+        self.binary = scan.binary
+        value = BinaryType() if scan.binary else StringType()
+        self.reader = HdfsScanStreamReader(scan)
+        self.writer = HdfsSinkStreamWriter(sink, StructType([StructField("value", value)]))
+        self.transform = transform
+        self.log = BatchLog(log_fs, log_dir, permission=permission)
+        self.available_now = available_now
+        self._on_progress = on_progress
+        self._restarts = RestartPolicy(settings, on_restart=on_restart)
+        # Plain attributes, polled: set from signal handlers.
+        self._stopping = False
+        self._now = False
+        self._group = f"hdfs-region-{id(self):x}"
+        self.progress: list[BatchProgress] = []
+        self.attempt = 0
+
+    # -- control --------------------------------------------------------------------------
+
+    def stop(self, *, immediate: bool = False) -> None:
+        """Stop after the running batch, or at once (its job is cancelled; the next start runs
+        the batch again). Callable from any thread and from signal handlers."""
+        self._now = self._now or immediate
+        self._stopping = True
+
+    def run(self) -> None:
+        """Run until stopped, done (available_now), or failed as the restart rule says
+        (:class:`region.errors.RegionFailedError`)."""
+        while not self._stopping:
+            self.attempt += 1
+            try:
+                self._run_batches()
+                return
+            except _Cancelled:
+                return
+            except Exception as error:
+                self._pause(self._restarts.failed(error, "the pipeline's Spark job"))
+
+    # -- batches --------------------------------------------------------------------------
+
+    def _run_batches(self) -> None:
+        if self.available_now:
+            self.reader.prepareForTriggerAvailableNow()
+        limit = self.reader.getDefaultReadLimit()
+        # 0. Recovery: a batch with an offset and no commit runs again over the same plan.
+        newest, committed = self.log.newest()
+        if newest is not None and newest != committed:
+            start = self._offset_before(newest)
+            self._run_batch(newest, start, self.log.offset(newest))
+        next_tick = time.monotonic()
+        while not self._stopping:
+            newest, _ = self.log.newest()
+            start = self.log.offset(newest) if newest is not None else self.reader.initialOffset()
+            batch_id = 0 if newest is None else newest + 1
+            # 1. Plan.
+            end = self.reader.latestOffset(start, limit)
+            if end == start:
+                if self.available_now:
+                    return
+                next_tick = self._wait_for_trigger(next_tick)
+                continue
+            # 2. Write ahead.
+            self.log.write_offset(batch_id, end, self._spark_conf())
+            self._run_batch(batch_id, start, end)
+            if self.settings.trigger == Trigger.PERIODIC and not self.available_now:
+                next_tick = self._wait_for_trigger(next_tick)
+
+    def _offset_before(self, batch_id: int) -> dict[str, Any]:
+        if batch_id == 0:
+            return self.reader.initialOffset()
+        try:
+            return self.log.offset(batch_id - 1)
+        except FileNotFoundError:
+            shown = self.log.fs.display(self.log.directory)
+            msg = (
+                f"{shown}: batch {batch_id} has to run again, but the offset of batch "
+                f"{batch_id - 1} it starts from is gone"
+            )
+            raise FileNotFoundError(msg) from None
+
+    def _run_batch(self, batch_id: int, start: dict[str, Any], end: dict[str, Any]) -> None:
+        started = time.monotonic()
+        published = self.writer._log().recover()["batch_id"]
+        records_in = 0
+        if published is not None and published >= batch_id:
+            # Published before a crash took the commit record: 4. would change nothing.
+            logger.info("batch %s was already published; recording it", batch_id)
+            files: list[WrittenFile] = []
+            ran = time.monotonic()
+        else:
+            # 3. Run the job.
+            files, records_in = self._job(batch_id, start, end)
+        ran = time.monotonic()
+        # 4. Commit through the sink log.
+        self.writer.commit([SinkTaskMessage(0, 0, files)], batch_id)
+        # 5. Record.
+        self.log.write_commit(batch_id)
+        self.reader.commit(end)
+        self._restarts.succeeded()
+        progress = BatchProgress(
+            batch_id=batch_id,
+            num_input_rows=records_in,
+            duration_ms=round((time.monotonic() - started) * 1000),
+            timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            attempt=self.attempt,
+            passed_over=end.get("passed_over"),
+            modified=end.get("modified"),
+        )
+        self.progress.append(progress)
+        logger.info(
+            "batch %s: %s records in %s ms (job %.0f ms, commit %.0f ms)",
+            batch_id,
+            records_in,
+            progress.duration_ms,
+            (ran - started) * 1000,
+            (time.monotonic() - ran) * 1000,
+        )
+        if self._on_progress is not None:
+            self._on_progress(progress)
+
+    def _job(
+        self, batch_id: int, start: dict[str, Any], end: dict[str, Any]
+    ) -> tuple[list[WrittenFile], int]:
+        parts = self.reader.partitions(start, end)
+        if not parts:
+            return [], 0
+        plan = tuple(
+            tuple((str(a), int(b), int(c), int(d)) for a, b, c, d in p.ranges)
+            for p in parts
+            if isinstance(p, ScanPartition)
+        )
+        task = _Task(self.reader, self.writer, self.transform, self.binary, plan)
+        frame = self.spark.range(0, len(plan), 1, len(plan)).mapInArrow(
+            functools.partial(_run_tasks, task), _MANIFEST
+        )
+        rows = self._collect(frame, f"hdfs-region batch {batch_id}")
+        files = [
+            WrittenFile(r.path, r.partition, r.idx, r.rows, r.size, r.opened_ns)
+            for r in rows
+            if r.path is not None
+        ]
+        files.sort(key=lambda f: (f.partition, f.index))
+        return files, sum(r.records_in for r in rows)
+
+    def _collect(self, frame: Any, description: str) -> list[Any]:
+        """``frame.collect()`` in a thread of its own, so an immediate stop can cancel it."""
+        sc = self.spark.sparkContext
+        result: list[Any] = []
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                sc.setJobGroup(self._group, description, interruptOnCancel=True)
+                result.extend(frame.collect())
+            except BaseException as exc:
+                failure.append(exc)
+
+        thread = threading.Thread(target=run, name="hdfs-region-job", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.1)
+            if self._now:
+                sc.cancelJobGroup(self._group)
+                thread.join()
+                raise _Cancelled
+        if failure:
+            raise failure[0]
+        return result
+
+    def _spark_conf(self) -> dict[str, str]:
+        conf: dict[str, str] = {}
+        for key in SPARK_CONFS:
+            value = self.spark.conf.get(key, None)
+            if value is not None:
+                conf[key] = value
+        return conf
+
+    def _wait_for_trigger(self, tick: float) -> float:
+        """Sleep to the next trigger time (``period`` apart; ``_IDLE_POLL`` when idle and
+        operator-driven); return the one after."""
+        step = self.settings.period if self.settings.trigger == Trigger.PERIODIC else _IDLE_POLL
+        tick = max(tick + step, time.monotonic())
+        self._pause(tick - time.monotonic())
+        return tick
+
+    def _pause(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._stopping and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
+
+
+class _Cancelled(Exception):
+    """An immediate stop cancelled the running job."""

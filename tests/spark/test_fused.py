@@ -1,0 +1,268 @@
+"""Fused execution: each batch one Spark job of Python tasks, progress kept in Spark's own
+checkpoint layout, the sink log publishing each batch once."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operators.fs.local import LocalFileSystem
+from operators.spark.batchlog import BatchLog
+from operators.spark.fused import FusedRunner
+from region.errors import RegionFailedError
+from region.settings import RegionSettings
+from tests.spark.helpers import leftovers, lines_of, published_lines, write_inputs
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000_000_000
+
+
+def inputs(first: int, count: int) -> dict[str, bytes]:
+    return {
+        f"f{i:02d}.txt": "".join(f"file {i} line {j}\n" for j in range(50)).encode()
+        for i in range(first, first + count)
+    }
+
+
+def expected(files: dict[str, bytes], transform: Any = str.upper) -> list[str]:
+    return [transform(line) for data in files.values() for line in lines_of(data)]
+
+
+def upper(value: str) -> str:
+    return value.upper()
+
+
+class Layout:
+    def __init__(self, root: Path) -> None:
+        self.src, self.out, self.ck = root / "in", root / "out", root / "ck"
+
+    def scan_options(self, **more: str) -> dict[str, str]:
+        return {"directory": str(self.src), "plan_dir": str(self.ck / "plans"), **more}
+
+    def sink_options(self) -> dict[str, str]:
+        return {"file": str(self.out / "part-%FILENUM.txt")}
+
+    def runner(self, spark: Any, **kwargs: Any) -> FusedRunner:
+        scan = kwargs.pop("scan", {})
+        kwargs.setdefault("transform", upper)
+        kwargs.setdefault("available_now", True)
+        settings = kwargs.pop("settings", RegionSettings())
+        return FusedRunner(
+            spark,
+            self.scan_options(**scan),
+            self.sink_options(),
+            LocalFileSystem(),
+            str(self.ck / "spark"),
+            settings,
+            **kwargs,
+        )
+
+    def streaming(self, spark: Any) -> None:
+        query = (
+            spark.readStream.format("hdfs_scan")
+            .options(**self.scan_options(maxFilesPerTrigger="1"))
+            .load()
+            .selectExpr("upper(value) AS value")
+            .writeStream.format("hdfs_sink")
+            .options(**self.sink_options())
+            .option("checkpointLocation", str(self.ck / "spark"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        assert query.exception() is None
+
+    def log(self) -> BatchLog:
+        return BatchLog(LocalFileSystem(), str(self.ck / "spark"))
+
+
+def test_batches_publish_each_record_once_in_order_with_the_transform(
+    spark: Any, tmp_path: Path
+) -> None:
+    lay = Layout(tmp_path)
+    files = inputs(0, 5)
+    write_inputs(lay.src, files, T0)
+    runner = lay.runner(spark, scan={"maxFilesPerTrigger": "2", "split_size": "600"})
+    runner.run()
+    assert published_lines(lay.out) == expected(files)
+    assert [p.num_input_rows for p in runner.progress] == [100, 100, 50]
+    assert leftovers(lay.out) == []
+    assert lay.log().newest() == (2, 2)
+
+
+def test_a_pipeline_moves_between_fused_batches_and_a_streaming_query_on_one_checkpoint(
+    spark: Any, tmp_path: Path
+) -> None:
+    lay = Layout(tmp_path)
+    first, second, third = inputs(0, 2), inputs(2, 2), inputs(4, 2)
+    write_inputs(lay.src, first, T0)
+    lay.runner(spark).run()
+    # A SQL transform needs a streaming query: it resumes after the fused batches...
+    write_inputs(lay.src, second, T0 + 10_000_000_000)
+    lay.streaming(spark)
+    # ... and fused execution resumes after the streaming query's batches.
+    write_inputs(lay.src, third, T0 + 20_000_000_000)
+    lay.runner(spark).run()
+    assert published_lines(lay.out) == expected({**first, **second, **third})
+    assert leftovers(lay.out) == []
+    newest, committed = lay.log().newest()
+    assert newest == committed and newest is not None and newest >= 3
+
+
+def test_a_batch_written_ahead_but_not_run_is_run_from_its_plan_after_a_restart(
+    spark: Any, tmp_path: Path
+) -> None:
+    lay = Layout(tmp_path)
+    files = inputs(0, 2)
+    write_inputs(lay.src, files, T0)
+    # The driver died right after step 2: batch 0 has its offset (and plan) and nothing else.
+    runner = lay.runner(spark)
+    reader = runner.reader
+    reader.prepareForTriggerAvailableNow()
+    end = reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
+    lay.log().write_offset(0, end, {})
+    # Meanwhile a file grew and a late one landed: batch 0 stays what was planned.
+    with (lay.src / "f00.txt").open("ab") as f:
+        f.write(b"appended later\n")
+    os.utime(lay.src / "f00.txt", ns=(T0, T0))
+    write_inputs(lay.src, {"a-late.txt": b"late\n"}, T0 - 5_000_000_000)
+    restarted = lay.runner(spark)
+    restarted.run()
+    assert restarted.progress[0].batch_id == 0
+    assert restarted.progress[0].num_input_rows == 100
+    # The late file is read by the next batch (the late window keeps it); the growth is not.
+    assert published_lines(lay.out) == [*expected(files), "LATE"]
+
+
+def test_a_batch_published_before_its_commit_record_is_not_published_again(
+    spark: Any, tmp_path: Path
+) -> None:
+    lay = Layout(tmp_path)
+    files = inputs(0, 2)
+    write_inputs(lay.src, files, T0)
+    lay.runner(spark).run()
+    before = sorted(os.listdir(lay.out))
+    # The driver died between the sink's publish (step 4) and commits/0 (step 5).
+    (lay.ck / "spark" / "commits" / "0").unlink()
+    restarted = lay.runner(spark)
+    restarted.run()
+    assert sorted(os.listdir(lay.out)) == before
+    assert published_lines(lay.out) == expected(files)
+    assert lay.log().newest() == (0, 0)
+    assert [p.num_input_rows for p in restarted.progress] == [0]  # no job ran
+
+
+def test_a_failed_batch_runs_again_and_leaves_no_partial_output(spark: Any, tmp_path: Path) -> None:
+    lay = Layout(tmp_path)
+    files = inputs(0, 3)
+    write_inputs(lay.src, files, T0)
+    flag = tmp_path / "fail-once"
+    flag.write_text("")
+    restarts: list[int] = []
+    runner = lay.runner(
+        spark,
+        transform=FailOnce(str(flag), "file 1 line 20"),
+        settings=RegionSettings(reset_backoff=0),
+        on_restart=lambda attempt, error: restarts.append(attempt),
+    )
+    runner.run()
+    assert restarts == [1]
+    assert published_lines(lay.out) == expected(files)
+    assert leftovers(lay.out) == []
+
+
+def test_a_permanent_error_ends_the_run_at_once_naming_the_file(spark: Any, tmp_path: Path) -> None:
+    lay = Layout(tmp_path)
+    write_inputs(lay.src, {"bad.txt": b"ok\n\xff\xfe broken\n"}, T0)
+    runner = lay.runner(spark, settings=RegionSettings(reset_backoff=0))
+    with pytest.raises(RegionFailedError) as info:
+        runner.run()
+    message = str(info.value)
+    assert "A restart would fail the same way" in message and "bad.txt" in message
+    assert not lay.out.exists() or published_lines(lay.out) == []
+
+
+def test_an_immediate_stop_cancels_the_job_and_the_next_run_replays_the_batch(
+    spark: Any, tmp_path: Path
+) -> None:
+    lay = Layout(tmp_path)
+    files = inputs(0, 2)
+    write_inputs(lay.src, files, T0)
+    started = tmp_path / "started"
+    runner = lay.runner(spark, transform=Slow(str(started)))
+    thread = threading.Thread(target=runner.run)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    runner.stop(immediate=True)
+    thread.join(60)
+    assert not thread.is_alive()
+    assert lay.log().newest() == (0, None)  # written ahead, not committed
+    lay.runner(spark).run()
+    assert published_lines(lay.out) == expected(files)
+    assert leftovers(lay.out) == []
+
+
+class FailOnce:
+    """Raises on ``value`` while ``flag`` exists, removing it (workers are other processes)."""
+
+    def __init__(self, flag: str, value: str) -> None:
+        self.flag, self.value = flag, value
+
+    def __call__(self, value: str) -> str:
+        if value == self.value and os.path.exists(self.flag):
+            os.unlink(self.flag)
+            raise ConnectionError("the disk went away for a moment")
+        return value.upper()
+
+
+class Slow:
+    """Upper-cases slowly, after touching ``started``."""
+
+    def __init__(self, started: str) -> None:
+        self.started = started
+
+    def __call__(self, value: str) -> str:
+        Path(self.started).touch()
+        time.sleep(0.05)
+        return value.upper()
+
+
+def test_local_python_workers_import_the_installed_pyspark_not_its_zip(spark: Any) -> None:
+    def where(batches: Any) -> Any:
+        import pyarrow as pa
+        import pyspark
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pylist([{"file": pyspark.__file__}])
+
+    (row,) = spark.range(0, 1, 1, 1).mapInArrow(where, "file string").collect()
+    assert "pyspark.zip" not in row.file and row.file.endswith("__init__.py")
+
+
+def test_the_worker_wrapper_drops_only_the_installed_zip(tmp_path: Path) -> None:
+    import subprocess
+
+    import pyspark
+
+    from operators.spark.session import worker_python
+
+    wrapper = worker_python()
+    zip_path = str(Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip")
+    other = str(tmp_path / "elsewhere" / "pyspark.zip")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([zip_path, other, "/x", zip_path]))
+    shown = subprocess.run(
+        [wrapper, "-c", "import os; print(os.environ['PYTHONPATH'])"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert shown == os.pathsep.join([other, "/x"])
