@@ -1,7 +1,9 @@
-"""Throughput of hdfs_scan -> hdfs_sink against Spark's built-in text source -> text sink.
+"""Throughput on Spark, JVM started: hdfs_scan -> hdfs_sink as a streaming query, and the same
+pipeline in fused execution (what ``hdfs-region run`` does without a SQL transform), against
+Spark's built-in text source -> text sink.
 
-Same session, same input files, both with ``trigger(availableNow=True)``, after a warm-up query
-of each. Prints a table and writes ``bench/results/spark.json``.
+Same session, same input files, all available-now, after a warm-up run of each. Prints a table
+and writes ``bench/results/spark.json``.
 
     python bench/bench_spark.py            # 200 MB
     python bench/bench_spark.py --mb 20    # a quick run
@@ -61,6 +63,25 @@ def run_ours(spark: Any, src: Path, work: Path, tag: str) -> float:
     return elapsed
 
 
+def run_fused(spark: Any, src: Path, work: Path, tag: str) -> float:
+    from operators.fs.local import LocalFileSystem
+    from operators.spark.fused import FusedRunner
+    from region.settings import RegionSettings
+
+    out, ck = work / f"fused-{tag}", work / f"fused-{tag}-ck"
+    started = time.perf_counter()
+    FusedRunner(
+        spark,
+        {"directory": str(src), "plan_dir": str(ck / "plans")},
+        {"file": str(out / "part-%FILENUM.txt")},
+        LocalFileSystem(),
+        str(ck / "spark"),
+        RegionSettings(),
+        available_now=True,
+    ).run()
+    return time.perf_counter() - started
+
+
 def run_builtin(spark: Any, src: Path, work: Path, tag: str) -> float:
     out, ck = work / f"spark-{tag}", work / f"spark-{tag}-ck"
     started = time.perf_counter()
@@ -101,14 +122,17 @@ def main(argv: list[str] | None = None) -> int:
         make_text_files(warm, max(4.0, min(20.0, args.mb / 10)), 2, seed=1)
         spark = build_session("bench-spark")
         run_ours(spark, warm, work, "warm")
+        run_fused(spark, warm, work, "warm")
         run_builtin(spark, warm, work, "warm")
         ours: list[float] = []
+        fused: list[float] = []
         builtin: list[float] = []
         for i in range(args.repeat):
-            # Alternate so that neither side always runs on a warmer page cache.
+            # Alternate so that no side always runs on a warmer page cache.
             builtin.append(run_builtin(spark, src, work, str(i)))
+            fused.append(run_fused(spark, src, work, str(i)))
             ours.append(run_ours(spark, src, work, str(i)))
-            for tag in ("ours", "spark"):
+            for tag in ("ours", "fused", "spark"):
                 written = output_bytes(work / f"{tag}-{i}")
                 if written != total_bytes:
                     raise RuntimeError(f"{tag} run {i} wrote {written} bytes, read {total_bytes}")
@@ -119,14 +143,17 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     mb = total_bytes / 1e6
     ours_s, builtin_s = statistics.median(ours), statistics.median(builtin)
+    fused_s = statistics.median(fused)
     result = {
         "input_mb": round(mb, 1),
         "input_lines": total_lines,
         "input_files": args.files,
         "repeat": args.repeat,
         "hdfs_scan_to_hdfs_sink": {"seconds": ours, "mb_per_s": round(mb / ours_s, 1)},
+        "fused": {"seconds": fused, "mb_per_s": round(mb / fused_s, 1)},
         "spark_text_to_text": {"seconds": builtin, "mb_per_s": round(mb / builtin_s, 1)},
         "ratio": round(builtin_s / ours_s, 2),
+        "fused_ratio": round(builtin_s / fused_s, 2),
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
@@ -137,8 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"{'pipeline':<28} {'MB/s':>8} {'seconds (median)':>18}")
     print(f"{'hdfs_scan -> hdfs_sink':<28} {mb / ours_s:>8.1f} {ours_s:>18.2f}")
+    print(f"{'fused (hdfs-region run)':<28} {mb / fused_s:>8.1f} {fused_s:>18.2f}")
     print(f"{'Spark text -> text':<28} {mb / builtin_s:>8.1f} {builtin_s:>18.2f}")
-    print(f"ratio (ours / built-in): {result['ratio']:.2f}   ({mb:.0f} MB, {total_lines} lines)")
+    print(
+        f"ratio to built-in: streaming {result['ratio']:.2f}, fused {result['fused_ratio']:.2f}"
+        f"   ({mb:.0f} MB, {total_lines} lines)"
+    )
     before, after = (" ".join(f"{x:.2f}" for x in load) for load in (load_before, load_after))
     print(f"load average (1, 5, 15 min) before: {before}, after: {after}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
