@@ -295,9 +295,11 @@ class FusedRunner:
 
     def _run_batch(self, batch_id: int, start: dict[str, Any], end: dict[str, Any]) -> None:
         started = time.monotonic()
+        # Only exactly_once numbers the sink log's entries by batch id: at_least_once gives a
+        # re-run batch a fresh one, so there a newer entry says nothing about this batch.
         published = self.writer._log().recover()["batch_id"]
         records_in = 0
-        if published is not None and published >= batch_id:
+        if self.writer.config.exactly_once and published is not None and published >= batch_id:
             # Published before a crash took the commit record: 4. would change nothing.
             logger.info("batch %s was already published; recording it", batch_id)
             files: list[WrittenFile] = []

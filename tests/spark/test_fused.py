@@ -158,6 +158,32 @@ def test_a_batch_published_before_its_commit_record_is_not_published_again(
     assert [p.num_input_rows for p in restarted.progress] == [0]  # no job ran
 
 
+def test_at_least_once_never_takes_a_newer_sink_entry_for_a_pending_batch(
+    spark: Any, tmp_path: Path
+) -> None:
+    lay = Layout(tmp_path)
+    first, second = inputs(0, 1), inputs(1, 1)
+    write_inputs(lay.src, first, T0)
+    sink = {**lay.sink_options(), "delivery": "at_least_once"}
+    lay.sink_options = lambda: sink  # type: ignore[method-assign]
+    lay.runner(spark).run()
+    # Published, then killed before commits/0: the re-run batch 0 is published again under a
+    # fresh sink entry (at least once), so the sink log runs one entry ahead of the batches.
+    (lay.ck / "spark" / "commits" / "0").unlink()
+    lay.runner(spark).run()
+    # Batch 1 written ahead, then killed before its job ran.
+    write_inputs(lay.src, second, T0 + 10_000_000_000)
+    runner = lay.runner(spark)
+    reader = runner.reader
+    reader.prepareForTriggerAvailableNow()
+    end = reader.latestOffset(lay.log().offset(0), reader.getDefaultReadLimit())
+    lay.log().write_offset(1, end, {})
+    lay.runner(spark).run()
+    published = published_lines(lay.out)
+    assert set(published) == set(expected({**first, **second}))
+    assert published.count("FILE 1 LINE 0") == 1
+
+
 def test_a_failed_batch_runs_again_and_leaves_no_partial_output(spark: Any, tmp_path: Path) -> None:
     lay = Layout(tmp_path)
     files = inputs(0, 3)
