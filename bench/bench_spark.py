@@ -26,20 +26,10 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import make_text_files
+from bench.common import make_text_files, output_bytes
 from operators.spark.session import build_session
 
 RESULTS = Path(__file__).resolve().parent / "results" / "spark.json"
-
-
-def output_bytes(directory: Path) -> int:
-    """Bytes a plain directory reader sees (hidden ``.``/``_`` names skipped, as Spark does)."""
-    return sum(
-        p.stat().st_size
-        for p in directory.rglob("*")
-        if p.is_file()
-        and not any(part.startswith((".", "_")) for part in p.relative_to(directory).parts)
-    )
 
 
 def run_ours(spark: Any, src: Path, work: Path, tag: str) -> float:

@@ -29,6 +29,7 @@ from bench.common import (
     machine,
     make_text_files,
     median,
+    output_bytes,
     print_table,
     scratch,
     write_json,
@@ -65,16 +66,6 @@ query = (
 query.awaitTermination()
 spark.stop()
 """
-
-
-def output_bytes(directory: Path) -> int:
-    """Bytes a plain directory reader sees (hidden ``.``/``_`` names skipped, as Spark does)."""
-    return sum(
-        p.stat().st_size
-        for p in directory.rglob("*")
-        if p.is_file()
-        and not any(part.startswith((".", "_")) for part in p.relative_to(directory).parts)
-    )
 
 
 def timed(command: list[str], log: Path) -> float:

@@ -115,6 +115,16 @@ def published_files(directory: Path) -> list[Path]:
     )
 
 
+def output_bytes(directory: Path) -> int:
+    """Bytes a plain directory reader sees (hidden ``.``/``_`` names skipped, as Spark does)."""
+    return sum(
+        p.stat().st_size
+        for p in directory.rglob("*")
+        if p.is_file()
+        and not any(part.startswith((".", "_")) for part in p.relative_to(directory).parts)
+    )
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0..100), nearest rank: a value that was actually measured."""
     if not values:

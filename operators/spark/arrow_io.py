@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -152,6 +153,55 @@ def _cut(
     return lines, starts
 
 
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    """Whole lines of a file read at ``base``: ``view`` ends with an LF (added after an
+    unterminated last line, then ``unterminated``); the next chunk starts ``consumed`` bytes on,
+    and the chunk holds the range's last owned line when ``base + consumed > end``."""
+
+    base: int
+    data: bytes
+    view: memoryview
+    consumed: int
+    unterminated: bool
+
+
+def _chunks(
+    fs: FileSystem, path: str, start: int, end: int, size: int, chunk_size: int
+) -> Iterator[_Chunk]:
+    """The chunks of whole lines from the first line starting in ``[start, end)`` on, while
+    lines start before ``end``. Each read starts at a line start; the partial line at the end
+    of a chunk is read again with the next one (instead of being copied over), so chunks are
+    used without copies."""
+    base = _first_line_start(fs, path, start, size, chunk_size)
+    want = chunk_size
+    while base < end and base < size:
+        length = min(want, size - base)
+        data = fs.read(path, base, length)
+        if len(data) < length:
+            msg = (
+                f"{fs.display(path)}: the file shrank while being read (wanted {length} bytes "
+                f"at offset {base}, got {len(data)}); it was {size} bytes when planned"
+            )
+            raise OSError(msg)
+        unterminated = False
+        if base + length >= size:
+            consumed = length
+            if data[-1] != _NL:
+                data += b"\n"  # the last line of the file has no LF
+                unterminated = True
+            view = memoryview(data)
+        else:
+            consumed = data.rfind(b"\n") + 1
+            if not consumed:
+                want *= 2  # a line longer than the chunk: read more at once
+                continue
+            view = memoryview(data)[:consumed]
+        want = chunk_size
+        yield _Chunk(base, data, view, consumed, unterminated)
+        base += consumed
+
+
 def read_lines(
     fs: FileSystem,
     path: str,
@@ -172,40 +222,15 @@ def read_lines(
     display = fs.display(path)
     decoder = _Decoder(encoding, on_decode_error, path, display)
     schema = record_schema(binary=False, file_info=file_info)
-    base = _first_line_start(fs, path, start, size, chunk_size)
-    want = chunk_size
-    # Each read starts at a line start; the partial line at the end of a chunk is read again
-    # with the next one (instead of being copied over), so chunks are used without copies.
-    while base < end and base < size:
-        length = min(want, size - base)
-        data = fs.read(path, base, length)
-        if len(data) < length:
-            msg = (
-                f"{display}: the file shrank while being read (wanted {length} bytes at offset "
-                f"{base}, got {len(data)}); it was {size} bytes when planned"
-            )
-            raise OSError(msg)
-        unterminated = False
-        if base + length >= size:
-            consumed = length
-            if data[-1] != _NL:
-                data += b"\n"  # the last line of the file has no LF
-                unterminated = True
-            view = memoryview(data)
-        else:
-            consumed = data.rfind(b"\n") + 1
-            if not consumed:
-                want *= 2  # a line longer than the chunk: read more at once
-                continue
-            view = memoryview(data)[:consumed]
-        want = chunk_size
+    for chunk in _chunks(fs, path, start, end, size, chunk_size):
+        base, data, view, consumed = chunk.base, chunk.data, chunk.view, chunk.consumed
         buf = np.frombuffer(view, dtype=np.uint8)
         ends = np.flatnonzero(buf == _NL)
         # Only lines starting before ``end`` belong to this range.
         total = len(ends)
         limit = total if base + consumed <= end else _lines_before(ends, end - base)
         has_cr = data.find(b"\r", 0, len(view)) >= 0
-        keep_last_cr = unterminated and limit == total
+        keep_last_cr = chunk.unterminated and limit == total
         lines, starts = _cut(view, buf, ends[:limit], strip_cr=has_cr, keep_last_cr=keep_last_cr)
         starts += base
         raw = None if decoder.utf8 else bytes(view)
@@ -219,7 +244,6 @@ def read_lines(
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
         if limit < total:
             return
-        base += consumed
 
 
 class NotVerbatim(Exception):
@@ -241,45 +265,23 @@ def copy_lines(
     Raises :class:`NotVerbatim` at the first chunk that is not such text; the lines before it
     were yielded. Same ownership and size rule as :func:`read_lines`.
     """
-    base = _first_line_start(fs, path, start, size, chunk_size)
-    want = chunk_size
-    while base < end and base < size:
-        length = min(want, size - base)
-        data = fs.read(path, base, length)
-        if len(data) < length:
-            msg = (
-                f"{fs.display(path)}: the file shrank while being read (wanted {length} bytes "
-                f"at offset {base}, got {len(data)}); it was {size} bytes when planned"
-            )
-            raise OSError(msg)
-        if base + length >= size:
-            consumed = length
-            if data[-1] != _NL:
-                data += b"\n"  # the last line of the file has no LF
-            usable = len(data)
-        else:
-            consumed = data.rfind(b"\n") + 1
-            if not consumed:
-                want *= 2  # a line longer than the chunk: read more at once
-                continue
-            usable = consumed
-        want = chunk_size
+    for chunk in _chunks(fs, path, start, end, size, chunk_size):
+        data, usable = chunk.data, len(chunk.view)
         # Only lines starting before ``end`` are this range's: up to the LF ending the line
         # that holds byte ``end - 1``.
-        last = base + consumed > end
+        last = chunk.base + chunk.consumed > end
         if last:
-            usable = data.find(b"\n", end - 1 - base) + 1
-        piece = memoryview(data)[:usable]
-        if data.find(b"\r", 0, len(piece)) >= 0:
-            raise NotVerbatim(base)
+            usable = data.find(b"\n", end - 1 - chunk.base) + 1
+        piece = chunk.view[:usable]
+        if data.find(b"\r", 0, usable) >= 0:
+            raise NotVerbatim(chunk.base)
         try:
             str(piece, "utf-8")
         except UnicodeDecodeError:
-            raise NotVerbatim(base) from None
+            raise NotVerbatim(chunk.base) from None
         yield (data if usable == len(data) else bytes(piece)), data.count(b"\n", 0, usable)
         if last:
             return
-        base += consumed
 
 
 def _lines_before(ends: np.ndarray, rel_end: int) -> int:
