@@ -40,6 +40,7 @@ from region.fs import FileStatus
 
 from .claims import WriterClaim, claim_path
 from .errors import scrub
+from .hadoop_errors import INVALID_ARGUMENT, LEASE_HELD, NOT_READY, builtin_error
 from .settings import FileSystemSettings, split_uri
 from .waits import Patience
 
@@ -59,8 +60,7 @@ _user_lock = threading.Lock()
 _process_user: str | None = None
 _RPC_ERROR = re.compile(r'RPCError\("(?P<cls>[\w.$]+)", "(?P<msg>.*?)(?:\\n|"\))', re.S)
 _LEASE_MARKERS = (
-    "AlreadyBeingCreatedException",
-    "RecoveryInProgressException",
+    *LEASE_HELD,
     "lease holder",
     "lease is currently owned",
     "lease recovery is in progress",
@@ -69,7 +69,13 @@ _LEASE_MARKERS = (
 _CONNECT_MARKERS = ("Connection refused", "connection reset", "Connection reset", "Broken pipe")
 _MAX_LEASE_POLL = 1.0
 #: A NameNode that just started refuses changes until enough blocks are reported.
-_SAFE_MODE_MARKERS = ("SafeModeException", "in safe mode", "RetriableException")
+_SAFE_MODE_MARKERS = (*NOT_READY, "in safe mode")
+#: Errors hdfs-native raises as Python built-ins (kept, with the path as a URI).
+_CLIENT_BUILTINS: tuple[tuple[type[OSError], int], ...] = (
+    (FileExistsError, errno.EEXIST),
+    (PermissionError, errno.EACCES),
+    (IsADirectoryError, errno.EISDIR),
+)
 
 
 def _use_process_user(settings: FileSystemSettings) -> None:
@@ -392,22 +398,23 @@ class NativeHdfsFileSystem:
         msg = f"{op}: {detail}"
         if any(marker in text for marker in _LEASE_MARKERS):
             return BlockingIOError(errno.EWOULDBLOCK, msg, where)
+        # hdfs-native raises some as Python built-ins, and some texts carry no class name.
         if isinstance(err, FileNotFoundError) or cls == "FileNotFoundException":
             if "is not a file" in text or "Path is not a file" in text:
                 return IsADirectoryError(errno.EISDIR, msg, where)
             return FileNotFoundError(errno.ENOENT, msg, where)
-        if isinstance(err, FileExistsError) or cls == "FileAlreadyExistsException":
-            return FileExistsError(errno.EEXIST, msg, where)
-        if isinstance(err, PermissionError) or cls == "AccessControlException":
-            return PermissionError(errno.EACCES, msg, where)
-        if isinstance(err, IsADirectoryError):
-            return IsADirectoryError(errno.EISDIR, msg, where)
-        if cls == "ParentNotDirectoryException" or "not a directory" in text:
-            return NotADirectoryError(errno.ENOTDIR, msg, where)
-        if cls == "PathIsNotEmptyDirectoryException" or "is non empty" in text:
-            return OSError(errno.ENOTEMPTY, msg, where)
-        if cls in ("HadoopIllegalArgumentException", "IllegalArgumentException"):
+        for builtin, code in _CLIENT_BUILTINS:
+            if isinstance(err, builtin):
+                return builtin(code, msg, where)
+        if cls in INVALID_ARGUMENT:
             return OSError(errno.EINVAL, msg, where)
+        mapped = builtin_error(cls, msg, where)
+        if mapped is not None:
+            return mapped
+        if "not a directory" in text:
+            return NotADirectoryError(errno.ENOTDIR, msg, where)
+        if "is non empty" in text:
+            return OSError(errno.ENOTEMPTY, msg, where)
         return OSError(getattr(err, "errno", None) or errno.EIO, msg, where)
 
     def _call(self, op: str, path: str, fn: Callable[[], T]) -> T:

@@ -28,6 +28,7 @@ from region.fs import FileStatus
 
 from .claims import WriterClaim, claim_path
 from .errors import install_log_scrubbing, register_secret, scrub
+from .hadoop_errors import INVALID_ARGUMENT, NOT_READY, builtin_error
 from .settings import FileSystemSettings
 from .waits import Patience
 
@@ -47,8 +48,6 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     rq.exceptions.ChunkedEncodingError,
     urllib3.exceptions.HTTPError,  # a body cut off while it is read through ``raw``
 )
-_LEASE_EXCEPTIONS = frozenset({"AlreadyBeingCreatedException", "RecoveryInProgressException"})
-_SAFE_MODE_EXCEPTIONS = frozenset({"SafeModeException", "RetriableException"})
 #: A writer sends its buffer when it grows past this, as a buffered local file would.
 _AUTO_FLUSH_BYTES = 16 << 20
 _MAX_LEASE_POLL = 2.0
@@ -308,29 +307,23 @@ class WebHdfsFileSystem:
         remote = scrub(str(getattr(err, "message", None) or err))
         where = self.display(path)
         text = f"{op}: {remote}"
-        if exc == "FileNotFoundException":
-            if "is not a file" in remote:
-                return IsADirectoryError(errno.EISDIR, text, where)
-            return FileNotFoundError(errno.ENOENT, text, where)
-        if exc == "FileAlreadyExistsException":
-            if "as a directory" in remote:
-                return IsADirectoryError(errno.EISDIR, text, where)
-            return FileExistsError(errno.EEXIST, text, where)
+        # What WebHDFS's texts refine in a class (hdfs:// says these differently).
+        if exc == "FileNotFoundException" and "is not a file" in remote:
+            return IsADirectoryError(errno.EISDIR, text, where)
+        if exc == "FileAlreadyExistsException" and "as a directory" in remote:
+            return IsADirectoryError(errno.EISDIR, text, where)
         if exc == "AccessControlException" and "(is not a directory)" in remote.split("\n")[0]:
             # Hadoop refuses a path through a file so (CREATE and MKDIRS: ParentNotDirectory).
             return NotADirectoryError(errno.ENOTDIR, text, where)
-        if exc in ("AccessControlException", "SecurityException", "AuthorizationException") or (
-            "Authentication failure" in remote
-        ):
+        if "Authentication failure" in remote:
             return PermissionError(errno.EACCES, text, where)
-        if exc in _LEASE_EXCEPTIONS:
-            return BlockingIOError(errno.EWOULDBLOCK, text, where)
-        if exc in ("HadoopIllegalArgumentException", "IllegalArgumentException"):
+        if exc in INVALID_ARGUMENT:
             return ValueError(f"{where}: {text}")
-        if exc == "ParentNotDirectoryException" or (not exc and "is not a directory" in remote):
+        mapped = builtin_error(exc, text, where)
+        if mapped is not None:
+            return mapped
+        if not exc and "is not a directory" in remote:
             return NotADirectoryError(errno.ENOTDIR, text, where)
-        if exc == "PathIsNotEmptyDirectoryException":
-            return OSError(errno.ENOTEMPTY, text, where)
         return OSError(errno.EIO, f"{text} ({exc})" if exc else text, where)
 
     def _backoff(self, attempt: int, op: str, path: str, err: BaseException) -> None:
@@ -365,7 +358,7 @@ class WebHdfsFileSystem:
                     attempt += 1
                     self._backoff(attempt, op, path, err)
                     continue
-                if getattr(err, "exception", None) not in _SAFE_MODE_EXCEPTIONS:
+                if getattr(err, "exception", None) not in NOT_READY:
                     raise self._error(err, op, path) from None
                 # A NameNode that just started refuses changes until its blocks are reported.
                 if patience is None:
@@ -468,7 +461,7 @@ class WebHdfsFileSystem:
                     resync = True
                     continue
                 mapped = self._error(err, "APPEND", path)
-                if getattr(err, "exception", None) in _SAFE_MODE_EXCEPTIONS:
+                if getattr(err, "exception", None) in NOT_READY:
                     mapped = BlockingIOError(errno.EWOULDBLOCK, str(mapped), where)
                 if not isinstance(mapped, BlockingIOError):
                     raise mapped from None
