@@ -46,7 +46,10 @@ directory = "{src}"
 file = "{work}/out-{tag}/part-%FILENUM.txt"
 [spark]
 execution = "{execution}"
-"""
+{transform}"""
+
+#: The SQL of the ``-sql`` contenders (ASCII input: the output has the input's bytes).
+SQL = "SELECT upper(value) AS value FROM input"
 
 #: The baseline: what a user of plain PySpark writes, with the session settings ours uses.
 BUILTIN = """\
@@ -58,8 +61,11 @@ for key, value in {conf!r}.items():
 spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("WARN")
 src, out, ck = sys.argv[1:4]
+frame = spark.readStream.format("text").load(src)
+if len(sys.argv) > 4:
+    frame = frame.selectExpr("upper(value) AS value")
 query = (
-    spark.readStream.format("text").load(src)
+    frame
     .writeStream.format("text").option("path", out).option("checkpointLocation", ck)
     .trigger(availableNow=True).start()
 )
@@ -81,14 +87,18 @@ def timed(command: list[str], log: Path) -> float:
 
 def run(kind: str, src: Path, work: Path, tag: str) -> float:
     log = work / f"{kind}.log"
-    if kind == "builtin":
+    if kind.startswith("builtin"):
         script = work / "builtin.py"
         script.write_text(BUILTIN.format(conf=DEFAULT_CONF))
         out, ck = work / f"out-{tag}", work / f"ck-{tag}"
-        return timed([sys.executable, str(script), str(src), str(out), str(ck)], log)
-    execution = "streaming" if kind == "streaming" else "auto"
+        sql = ["sql"] if kind.endswith("-sql") else []
+        return timed([sys.executable, str(script), str(src), str(out), str(ck), *sql], log)
+    execution = "streaming" if kind.startswith("streaming") else "auto"
+    transform = f'[transform]\nsql = "{SQL}"\n' if kind.endswith("-sql") else ""
     config = work / f"{tag}.toml"
-    config.write_text(SETTINGS.format(work=work, tag=tag, src=src, execution=execution))
+    config.write_text(
+        SETTINGS.format(work=work, tag=tag, src=src, execution=execution, transform=transform)
+    )
     command = [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
     if kind == "local":
         command += ["--engine", "local"]
@@ -96,6 +106,8 @@ def run(kind: str, src: Path, work: Path, tag: str) -> float:
 
 
 KINDS = ("fused", "builtin", "streaming", "local")
+#: With ``--sql``: the same job with a SQL transform, fused (stateless SQL) and streaming.
+SQL_KINDS = ("fused-sql", "builtin-sql", "streaming-sql")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=8, help="input files (default 8)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each (default 3)")
     parser.add_argument("--only", default=",".join(KINDS), help=f"of {','.join(KINDS)}")
+    parser.add_argument("--sql", action="store_true", help=f"run {','.join(SQL_KINDS)}")
     add_common_args(parser, "spark_engine")
     args = parser.parse_args(argv)
-    kinds = [k for k in args.only.split(",") if k]
+    kinds = list(SQL_KINDS) if args.sql else [k for k in args.only.split(",") if k]
     before = machine()
     times: dict[str, list[float]] = {k: [] for k in kinds}
     with scratch(args.work, "bench-spark-engine-") as work:
@@ -120,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                 if written != total:
                     raise RuntimeError(f"{tag} wrote {written} bytes of {total}")
     mb = total / 1e6
-    base = median(times["builtin"]) if "builtin" in times else float("nan")
+    builtin = "builtin-sql" if args.sql else "builtin"
+    base = median(times[builtin]) if builtin in times else float("nan")
     rows = []
     for kind in kinds:
         seconds = median(times[kind])

@@ -126,10 +126,11 @@ class SparkSettings(BaseModel):
     )
     #: Extra Spark configuration (``spark.*`` keys), e.g. ``{"spark.driver.memory" = "2g"}``.
     conf: dict[str, str] = Field(default_factory=dict)
-    #: ``auto``: fused execution (each batch one Spark job of Python tasks that read, transform
-    #: and write) unless the transform is SQL, which needs a streaming query; ``streaming``:
-    #: always a Structured Streaming query of ``hdfs_scan`` -> ``hdfs_sink``. Both keep the
-    #: same checkpoint, so a pipeline may switch between them.
+    #: ``auto``: fused execution (each batch one Spark job whose tasks read, transform and
+    #: write) unless a SQL transform keeps state across batches (an aggregation, a
+    #: deduplication), which needs a streaming query; ``streaming``: always a Structured
+    #: Streaming query of ``hdfs_scan`` -> ``hdfs_sink``. Both keep the same checkpoint, so a
+    #: pipeline may switch between them.
     execution: Literal["auto", "streaming"] = "auto"
 
 

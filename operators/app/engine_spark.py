@@ -507,11 +507,10 @@ def _check_jvm_user(spark: SparkSession, user: str | None) -> None:
 
 
 def fused(config: PipelineConfig) -> bool:
-    """Whether the pipeline runs as fused batches (see :mod:`operators.spark.fused`): any
-    transform but SQL, unless ``[spark] execution = "streaming"``."""
-    transform = config.transform
-    sql = transform is not None and transform.sql is not None
-    return config.spark.execution == "auto" and not sql
+    """Whether the pipeline may run as fused batches (see :mod:`operators.spark.fused`): unless
+    ``[spark] execution = "streaming"``. A SQL transform that keeps state across batches is
+    found only once Spark has parsed it, and then runs as a streaming query after all."""
+    return config.spark.execution == "auto"
 
 
 def _runner(
@@ -522,11 +521,25 @@ def _runner(
     checkpoint: tuple[FileSystem, str],
 ) -> SparkSupervisor | FusedRunner:
     config = plan.config
+    transform = config.transform
+    sql = transform.sql if transform is not None else None
+    if fused(config) and sql is not None:
+        from operators.spark.fused import stateful_part
+
+        node = stateful_part(spark, sql, binary=config.source.format == "binary")
+        if node is not None:
+            logger.info(
+                "[transform] sql keeps state across batches (%s): it runs as a streaming query",
+                node,
+            )
+            from operators.spark import register
+
+            register(spark)
+            return _supervisor(spark, plan, available_now, totals)
     if not fused(config):
         return _supervisor(spark, plan, available_now, totals)
     from operators.spark.fused import FusedRunner
 
-    transform = config.transform
     function = None
     if transform is not None and transform.function is not None:
         function = load_function(transform.function, config.folder)
@@ -539,6 +552,7 @@ def _runner(
         posixpath.join(cp_dir, SPARK_DIR),
         config.region,
         transform=function,
+        sql=sql,
         available_now=available_now,
         on_progress=totals.on_batch,
         on_restart=totals.on_restart,

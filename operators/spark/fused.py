@@ -10,8 +10,9 @@ task reads its byte ranges, applies the transform and writes in-progress files w
 code as ``hdfs_scan`` / ``hdfs_sink`` (and the same rules as the in-process engine: cursor,
 decoding, rolling, file names). ``mapInArrow`` is plain DataFrame API (it works through Spark
 Connect as well) and gives each task its Spark task context (partition, attempt), which the
-in-progress names need. A SQL transform needs Spark's own operators between the two, so it keeps
-the streaming query.
+in-progress names need. A SQL transform runs between two such halves in one stage (read by
+``mapInArrow``, the SQL, write by ``mapInArrow``) when it keeps no state across batches
+(:func:`stateful_part`); one that does (an aggregation, a deduplication) needs a streaming query.
 
 Batch ``N`` (the region's cut), numbered steps as in :mod:`operators.spark.commit`:
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 import codecs
 import functools
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-__all__ = ["FusedRunner", "Transform"]
+__all__ = ["FusedRunner", "Transform", "sql_frame", "stateful_part"]
 
 logger = logging.getLogger(__name__)
 
@@ -133,40 +135,65 @@ def _records(
             yield from _transformed(reader.read(rest), task, counted)
 
 
+def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
+    """One row per written file, and one (no path) with the count of records read."""
+    import pyarrow as pa
+
+    rows: list[dict[str, Any]] = [
+        {
+            "path": f.path,
+            "partition": f.partition,
+            "idx": f.index,
+            "rows": f.rows,
+            "size": f.size,
+            "opened_ns": f.opened_ns,
+            "records_in": 0,
+        }
+        for f in message.files
+    ]
+    rows.append(
+        {
+            "path": None,
+            "partition": message.partition,
+            "idx": -1,
+            "rows": 0,
+            "size": 0,
+            "opened_ns": 0,
+            "records_in": records_in,
+        }
+    )
+    return pa.RecordBatch.from_pylist(rows, schema=_manifest_schema())
+
+
+def _read_tasks(
+    task: _Task, counter: Any, ids: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The source half of a task whose transform is SQL: the partition's records (counted in
+    the accumulator ``counter``: the write half sees only the SQL's output)."""
+    for id_batch in ids:
+        for partition in id_batch.column(0).to_pylist():
+            for batch in task.reader.read(ScanPartition(list(task.plan[partition]))):
+                counter.add(batch.num_rows)
+                yield batch
+
+
+def _write_tasks(
+    writer: HdfsSinkStreamWriter, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The sink half of a task whose transform is SQL: the SQL's output to in-progress files."""
+    yield _manifest(writer.write(batches), 0)
+
+
 def _run_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """One Spark task: read the partition's byte ranges, transform, write in-progress files;
     yield the manifest (one row per file, one with the count of records read)."""
-    import pyarrow as pa
 
     for id_batch in ids:
         for partition in id_batch.column(0).to_pylist():
             counted = [0]
             records = _records(task, list(task.plan[partition]), counted)
             message = task.writer.write(records)
-            rows = [
-                {
-                    "path": f.path,
-                    "partition": f.partition,
-                    "idx": f.index,
-                    "rows": f.rows,
-                    "size": f.size,
-                    "opened_ns": f.opened_ns,
-                    "records_in": 0,
-                }
-                for f in message.files
-            ]
-            rows.append(
-                {
-                    "path": None,
-                    "partition": message.partition,
-                    "idx": -1,
-                    "rows": 0,
-                    "size": 0,
-                    "opened_ns": 0,
-                    "records_in": counted[0],
-                }
-            )
-            yield pa.RecordBatch.from_pylist(rows, schema=_manifest_schema())
+            yield _manifest(message, counted[0])
 
 
 @functools.cache
@@ -186,6 +213,54 @@ def _manifest_schema() -> pa.Schema:
     )
 
 
+#: Logical plan nodes a SQL transform may use to run fused: each batch's output is then what
+#: a streaming query would append for it. Anything else (aggregation, deduplication, sorting,
+#: limits, windows...) keeps state across batches in a streaming query: it runs as one.
+_STATELESS_NODES = frozenset(
+    {
+        "Project",
+        "Filter",
+        "Generate",
+        "SubqueryAlias",
+        "View",
+        "MapInArrow",
+        "PythonMapInArrow",
+        "Range",
+        "LocalRelation",
+    }
+)
+_NODE = re.compile(r"^[\s:|+\-]*(\w+)")
+
+
+def sql_frame(spark: SparkSession, source: Any, sql: str) -> Any:
+    """``sql`` over the view ``input`` of ``source``; ``ConfigError`` naming what is wrong."""
+    from region.errors import ConfigError
+
+    source.createOrReplaceTempView("input")
+    try:
+        return spark.sql(sql)
+    except Exception as exc:  # AnalysisException / ParseException: the SQL is wrong
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"[transform] sql: {first} (got {sql!r})") from None
+
+
+def stateful_part(spark: SparkSession, sql: str, *, binary: bool) -> str | None:
+    """The first plan node of ``sql`` that keeps state across streaming batches (its name), or
+    ``None`` when the SQL can run fused, batch by batch."""
+
+    def nothing(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from ()
+
+    value = "value binary" if binary else "value string"
+    frame = sql_frame(spark, spark.range(0).mapInArrow(nothing, value), sql)
+    plan = str(frame._jdf.queryExecution().optimizedPlan().toString())
+    for line in plan.splitlines():
+        match = _NODE.match(line)
+        if match is not None and match.group(1) not in _STATELESS_NODES:
+            return match.group(1)
+    return None
+
+
 class FusedRunner:
     """Runs the pipeline batch after batch until stopped (or, ``available_now``, until what was
     present at start is done). The same surface as :class:`SparkSupervisor`: :meth:`run`,
@@ -201,6 +276,7 @@ class FusedRunner:
         settings: RegionSettings,
         *,
         transform: Transform | None = None,
+        sql: str | None = None,
         available_now: bool = False,
         on_progress: Callable[[BatchProgress], None] | None = None,
         on_restart: Callable[[int, BaseException], None] | None = None,
@@ -219,6 +295,8 @@ class FusedRunner:
         self.reader = HdfsScanStreamReader(scan)
         self.writer = HdfsSinkStreamWriter(sink, StructType([StructField("value", value)]))
         self.transform = transform
+        #: A stateless SQL transform over the view ``input`` (see :func:`stateful_part`).
+        self.sql = sql
         self.log = BatchLog(log_fs, log_dir, permission=permission)
         self.available_now = available_now
         self._on_progress = on_progress
@@ -347,9 +425,19 @@ class FusedRunner:
             if isinstance(p, ScanPartition)
         )
         task = _Task(self.reader, self.writer, self.transform, self.binary, plan)
-        frame = self.spark.range(0, len(plan), 1, len(plan)).mapInArrow(
-            functools.partial(_run_tasks, task), _MANIFEST
-        )
+        ids = self.spark.range(0, len(plan), 1, len(plan))
+        counter = None
+        if self.sql is None:
+            frame = ids.mapInArrow(functools.partial(_run_tasks, task), _MANIFEST)
+        else:
+            # One stage: read (Python), the SQL (Spark), write (Python), task by task.
+            counter = self.spark.sparkContext.accumulator(0)
+            source = ids.mapInArrow(
+                functools.partial(_read_tasks, task, counter), self.reader.config.schema()
+            )
+            out = sql_frame(self.spark, source, self.sql)
+            writer = HdfsSinkStreamWriter(self.writer.config, out.schema)
+            frame = out.mapInArrow(functools.partial(_write_tasks, writer), _MANIFEST)
         rows = self._collect(frame, f"hdfs-region batch {batch_id}")
         files = [
             WrittenFile(r.path, r.partition, r.idx, r.rows, r.size, r.opened_ns)
@@ -357,6 +445,8 @@ class FusedRunner:
             if r.path is not None
         ]
         files.sort(key=lambda f: (f.partition, f.index))
+        if counter is not None:
+            return files, int(counter.value)
         return files, sum(r.records_in for r in rows)
 
     def _collect(self, frame: Any, description: str) -> list[Any]:

@@ -13,8 +13,8 @@ import pytest
 
 from operators.fs.local import LocalFileSystem
 from operators.spark.batchlog import BatchLog
-from operators.spark.fused import FusedRunner
-from region.errors import RegionFailedError
+from operators.spark.fused import FusedRunner, stateful_part
+from region.errors import ConfigError, RegionFailedError
 from region.settings import RegionSettings
 from tests.spark.helpers import leftovers, lines_of, published_lines, write_inputs
 
@@ -292,3 +292,40 @@ def test_the_worker_wrapper_drops_only_the_installed_zip(tmp_path: Path) -> None
         check=True,
     ).stdout.strip()
     assert shown == os.pathsep.join([other, "/x"])
+
+
+def test_a_stateless_sql_transform_runs_fused_counting_the_records_read(
+    spark: Any, tmp_path: Path
+) -> None:
+    lay = Layout(tmp_path)
+    files = inputs(0, 3)
+    write_inputs(lay.src, files, T0)
+    sql = "SELECT upper(value) AS value FROM input WHERE value NOT LIKE '%line 7'"
+    runner = lay.runner(spark, transform=None, sql=sql, scan={"maxFilesPerTrigger": "2"})
+    runner.run()
+    kept = [line for line in expected(files) if not line.endswith("LINE 7")]
+    assert published_lines(lay.out) == kept
+    assert [p.num_input_rows for p in runner.progress] == [100, 50]
+    assert leftovers(lay.out) == []
+
+
+@pytest.mark.parametrize(
+    ("sql", "stateful"),
+    [
+        ("SELECT upper(value) AS value FROM input WHERE length(value) > 3", None),
+        ("SELECT explode(split(value, ' ')) AS value FROM input", None),
+        ("SELECT DISTINCT value FROM input", "Aggregate"),
+        ("SELECT value FROM input GROUP BY value", "Aggregate"),
+        ("SELECT value FROM input ORDER BY value", "Sort"),
+        ("SELECT value FROM input LIMIT 3", "GlobalLimit"),
+    ],
+)
+def test_only_sql_without_state_across_batches_runs_fused(
+    spark: Any, sql: str, stateful: str | None
+) -> None:
+    assert stateful_part(spark, sql, binary=False) == stateful
+
+
+def test_wrong_sql_is_a_config_error_naming_it(spark: Any) -> None:
+    with pytest.raises(ConfigError, match=r"\[transform\] sql: .*no_such_column"):
+        stateful_part(spark, "SELECT no_such_column FROM input", binary=False)
