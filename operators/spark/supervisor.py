@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from region.errors import RegionFailedError, is_permanent_name
+from region.errors import ConfigError, RegionFailedError, is_permanent_name
 from region.settings import RegionSettings, Trigger
 
 if TYPE_CHECKING:
@@ -180,7 +180,15 @@ class SparkSupervisor:
                 self.settings,
                 available_now=self._available_now,
             )
-            query = writer.start()
+            try:
+                query = writer.start()
+            except Exception as exc:
+                if type(exc).__name__ != "AnalysisException":
+                    raise
+                # A query Spark refuses to start (an output mode it cannot give): no restart
+                # helps, and the JVM stack trace says nothing more than its first line.
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else "refused"
+                raise ConfigError(f"the streaming query cannot start: {first}") from None
             self._query = query
             error, completed = self._watch(query)
             if error is None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from operators.spark.supervisor import BatchProgress, SparkSupervisor
-from region.errors import RegionFailedError
+from region.errors import ConfigError, RegionFailedError
 from region.settings import RegionSettings
 from tests.spark.helpers import leftovers, lines_of, published_lines, write_inputs
 
@@ -188,3 +188,17 @@ def test_an_immediate_stop_does_not_wait_for_the_batch_and_the_next_run_replays_
     SparkSupervisor(builder(spark, tmp_path), RegionSettings(), available_now=True).run()
     assert published_lines(tmp_path / "out") == ["one", "two"]
     assert leftovers(tmp_path / "out") == []
+
+
+def test_a_query_spark_cannot_start_is_one_line_naming_why(spark: Any, tmp_path: Path) -> None:
+    write_inputs(tmp_path / "in", {"a.txt": b"x\nx\n"}, T0)
+    supervisor = SparkSupervisor(
+        builder(spark, tmp_path, transform=lambda f: f.groupBy("value").count().select("value")),
+        RegionSettings(),
+        available_now=True,
+    )
+    with pytest.raises(ConfigError) as info:
+        supervisor.run()
+    message = str(info.value)
+    assert message.startswith("the streaming query cannot start: ")
+    assert "append" in message and "\n" not in message
