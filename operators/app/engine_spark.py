@@ -301,12 +301,9 @@ def _transformed(spark: SparkSession, frame: DataFrame, config: PipelineConfig) 
     if transform is None:
         return frame
     if transform.sql is not None:
-        frame.createOrReplaceTempView("input")
-        try:
-            return spark.sql(transform.sql)
-        except Exception as exc:  # AnalysisException / ParseException: the SQL is wrong
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(f"[transform] sql: {first} (got {transform.sql!r})") from None
+        from operators.spark.fused import sql_frame
+
+        return sql_frame(spark, frame, transform.sql)
     assert transform.function is not None
     from pyspark.sql.functions import col, udf
 

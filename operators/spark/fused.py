@@ -51,7 +51,7 @@ from region.settings import RegionSettings, Trigger
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["FusedRunner", "Transform", "sql_frame", "stateful_part"]
 
@@ -232,7 +232,7 @@ _STATELESS_NODES = frozenset(
 _NODE = re.compile(r"^[\s:|+\-]*(\w+)")
 
 
-def sql_frame(spark: SparkSession, source: Any, sql: str) -> Any:
+def sql_frame(spark: SparkSession, source: DataFrame, sql: str) -> DataFrame:
     """``sql`` over the view ``input`` of ``source``; ``ConfigError`` naming what is wrong."""
     from region.errors import ConfigError
 

@@ -81,6 +81,15 @@ class Layout:
     def log(self) -> BatchLog:
         return BatchLog(LocalFileSystem(), str(self.ck / "spark"))
 
+    def write_ahead(self, spark: Any, batch_id: int) -> None:
+        """What a driver killed right after step 2 leaves: batch ``batch_id``'s offset (and
+        plan), planned from the previous batch's offset, and nothing else."""
+        reader = self.runner(spark).reader
+        reader.prepareForTriggerAvailableNow()
+        start = self.log().offset(batch_id - 1) if batch_id else reader.initialOffset()
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        self.log().write_offset(batch_id, end, {})
+
 
 def test_batches_publish_each_record_once_in_order_with_the_transform(
     spark: Any, tmp_path: Path
@@ -121,12 +130,7 @@ def test_a_batch_written_ahead_but_not_run_is_run_from_its_plan_after_a_restart(
     lay = Layout(tmp_path)
     files = inputs(0, 2)
     write_inputs(lay.src, files, T0)
-    # The driver died right after step 2: batch 0 has its offset (and plan) and nothing else.
-    runner = lay.runner(spark)
-    reader = runner.reader
-    reader.prepareForTriggerAvailableNow()
-    end = reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
-    lay.log().write_offset(0, end, {})
+    lay.write_ahead(spark, 0)
     # Meanwhile a file grew and a late one landed: batch 0 stays what was planned.
     with (lay.src / "f00.txt").open("ab") as f:
         f.write(b"appended later\n")
@@ -173,11 +177,7 @@ def test_at_least_once_never_takes_a_newer_sink_entry_for_a_pending_batch(
     lay.runner(spark).run()
     # Batch 1 written ahead, then killed before its job ran.
     write_inputs(lay.src, second, T0 + 10_000_000_000)
-    runner = lay.runner(spark)
-    reader = runner.reader
-    reader.prepareForTriggerAvailableNow()
-    end = reader.latestOffset(lay.log().offset(0), reader.getDefaultReadLimit())
-    lay.log().write_offset(1, end, {})
+    lay.write_ahead(spark, 1)
     lay.runner(spark).run()
     published = published_lines(lay.out)
     assert set(published) == set(expected({**first, **second}))
