@@ -37,6 +37,7 @@ if __package__ in (None, ""):
 
 from bench.common import REPO, add_common_args, machine, median, print_table, write_json
 from operators.app.progress import Progress, ProgressDisplay, _rate, render
+from operators.testing.terminal import CSI, screen
 
 #: At a redraw every 0.5 s, 500 µs per redraw is 0.1% of one core.
 TARGET_REDRAW_US = 500.0
@@ -226,54 +227,6 @@ class PseudoTerminal:
         os.close(self.leader)
 
 
-# -- what a terminal shows ----------------------------------------------------------------------
-
-_CSI = re.compile(r"\x1b\[(\??)(\d*)([A-Za-z])")
-
-
-def screen(output: str, width: int) -> list[str]:
-    """Rows a terminal of ``width`` columns shows after ``output`` (CR, LF as CR LF, erase line,
-    cursor up, automatic wrap of a full row)."""
-    rows: list[list[str]] = [[]]
-    row = col = 0
-    i = 0
-    while i < len(output):
-        match = _CSI.match(output, i)
-        if match:
-            private, number, command = match.groups()
-            i = match.end()
-            if private:
-                continue
-            if command == "K" and number == "2":
-                rows[row] = []
-            elif command == "A":
-                row = max(0, row - int(number or 1))
-            else:
-                raise ValueError(f"unexpected escape sequence {match.group()!r}")
-            continue
-        char = output[i]
-        i += 1
-        if char == "\r":
-            col = 0
-        elif char == "\n":
-            row, col = row + 1, 0
-        else:
-            if col == width:
-                row, col = row + 1, 0
-            while len(rows) <= row:
-                rows.append([])
-            cells = rows[row]
-            cells.extend(" " * (col + 1 - len(cells)))
-            cells[col] = char
-            col += 1
-        while len(rows) <= row:
-            rows.append([])
-    text = ["".join(cells).rstrip() for cells in rows]
-    while text and not text[-1]:
-        text.pop()
-    return text
-
-
 def quality(which: str, width: int = 40) -> dict[str, Any]:
     """A line wider than the terminal redrawn 3 times, a record above it, the final line."""
     stream = io.StringIO()
@@ -305,7 +258,7 @@ def quality(which: str, width: int = 40) -> dict[str, Any]:
     ]
     expected = (record_spans[0] if record_spans else 0) + (final_spans[0] if final_spans else 0)
     # Rows written for the progress line (the record is left to the terminal to wrap).
-    written = re.split(r"\r|\n", _CSI.sub("", out.replace(record, "")))
+    written = re.split(r"\r|\n", CSI.sub("", out.replace(record, "")))
     return {
         "width": width,
         "line_chars": len(render(wide, 0.0, 0.0)),

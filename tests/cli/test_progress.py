@@ -15,6 +15,7 @@ import pytest
 
 from operators.app.console import setup_logging
 from operators.app.progress import LiveLineHandler, Progress, ProgressDisplay, render
+from operators.testing.terminal import CSI, screen
 
 RUNNING = Progress(
     status="running",
@@ -36,51 +37,6 @@ DONE = Progress(
     last_cut_id=2,
     elapsed=3.0,
 )
-_CSI = re.compile(r"\x1b\[(\??)(\d*)([A-Za-z])")
-
-
-def screen(output: str, width: int) -> list[str]:
-    """The rows a terminal of ``width`` columns shows after ``output``: carriage return, line
-    feed (as a terminal's output processing turns it into CR LF), erase line, cursor up, and
-    automatic wrapping of a row that is full; any other escape sequence fails the test."""
-    rows: list[list[str]] = [[]]
-    row = col = 0
-    i = 0
-    while i < len(output):
-        match = _CSI.match(output, i)
-        if match:
-            private, number, command = match.groups()
-            i = match.end()
-            if private:  # cursor shown or hidden
-                continue
-            if command == "K" and number == "2":
-                rows[row] = []
-            elif command == "A":
-                row = max(0, row - int(number or 1))
-            else:
-                raise AssertionError(f"unexpected escape sequence {match.group()!r}")
-            continue
-        char = output[i]
-        i += 1
-        if char == "\r":
-            col = 0
-        elif char == "\n":
-            row, col = row + 1, 0
-        else:
-            if col == width:  # the row is full: the terminal wraps
-                row, col = row + 1, 0
-            while len(rows) <= row:
-                rows.append([])
-            cells = rows[row]
-            cells.extend(" " * (col + 1 - len(cells)))
-            cells[col] = char
-            col += 1
-        while len(rows) <= row:
-            rows.append([])
-    text = ["".join(cells).rstrip() for cells in rows]
-    while text and not text[-1]:
-        text.pop()
-    return text
 
 
 def live_display(width: int = 160) -> tuple[ProgressDisplay, io.StringIO]:
@@ -126,7 +82,7 @@ def test_a_log_record_is_printed_above_the_line_literally() -> None:
     rows = screen(stream.getvalue(), 160)
     assert rows == [f"WARNING {log.name}: {message}", render(RUNNING, 0.0, 0.0)]
     # No markup, no highlighting: the only escape sequence is the redraw's erase line.
-    assert set(_CSI.findall(stream.getvalue())) == {("", "2", "K")}
+    assert set(CSI.findall(stream.getvalue())) == {("", "2", "K")}
 
 
 def test_a_long_record_is_not_cut_and_the_line_stays_below_it() -> None:
@@ -149,7 +105,7 @@ def test_a_line_wider_than_the_terminal_is_cropped_with_an_ellipsis() -> None:
         display.update(wide)
     out = stream.getvalue()
     # No row written longer than the terminal: nothing wraps, so each redraw erases the last.
-    for written in re.split(r"\r|\n", _CSI.sub("", out)):
+    for written in re.split(r"\r|\n", CSI.sub("", out)):
         assert len(written) <= 40
     full = render(wide, 0.0, 0.0)
     assert screen(out, 40) == [full[:39] + "…"]
