@@ -71,7 +71,18 @@ def _pid_alive(pid: int) -> bool:
         return False
     except OSError:
         return True  # exists but belongs to someone else
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A killed process whose parent has not reaped it yet: dead, though ``kill(pid, 0)``
+    still finds it. Common in containers whose first process does not reap orphans."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # "pid (comm) S ...": comm may hold spaces and ")"; the state follows the last ")".
+            return stat.read().rpartition(b")")[2].split()[:1] == [b"Z"]
+    except OSError:
+        return False  # no /proc: kill(pid, 0) is all we know
 
 
 def _format_time(seconds: float) -> str:

@@ -9,6 +9,7 @@ import textwrap
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -260,6 +261,39 @@ def test_a_crashed_holder_on_this_host_is_taken_over_at_once(tmp_path: Any) -> N
     with CheckpointLock(LocalFileSystem(), directory, owner="next-job") as lock:
         current = lock.holder()
         assert current is not None and current.owner == "next-job"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc to see a zombie")
+def test_a_killed_holder_nobody_reaped_yet_is_taken_over_at_once(tmp_path: Any) -> None:
+    # kill -9 of a runner whose parent is gone leaves a zombie where init does not reap (many
+    # containers): kill(pid, 0) still finds it, but it holds nothing.
+    directory = str(tmp_path / "ckpt")
+    script = textwrap.dedent(
+        f"""
+        import time
+        from operators.fs.local import LocalFileSystem
+        from region.lock import CheckpointLock
+        CheckpointLock(LocalFileSystem(), {directory!r}, owner="zombie-job").acquire()
+        print("locked", flush=True)
+        time.sleep(600)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        proc.send_signal(signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the killed holder never became a zombie"
+            time.sleep(0.01)
+        # Not reaped: the pid still answers kill(pid, 0).
+        os.kill(proc.pid, 0)
+        with CheckpointLock(LocalFileSystem(), directory, owner="next-job") as lock:
+            current = lock.holder()
+            assert current is not None and current.owner == "next-job"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_a_holder_that_lost_the_lock_publishes_no_more_cuts(any_fs: FsHandle) -> None:
