@@ -1,6 +1,7 @@
 """Fault-campaign scenarios for the operations users perform (not crashes alone): switching the
 delivery between runs, a second runner of the Python API, a file that grows while it is read, a
-file replaced while the job is down, and a sink pointed inside the landing directory.
+file replaced while the job is down, a sink pointed inside the landing directory, and a second
+job pointed at the output directory of the first.
 
 Each scenario drives real processes on real files and counts every record, like the rest of
 the campaign, which runs them under ``--only operations``.
@@ -307,10 +308,57 @@ def output_inside_input(work: Path, args: argparse.Namespace) -> Outcome:
     )
 
 
+def second_job_same_output(work: Path, args: argparse.Namespace) -> Outcome:
+    """A second job (its own landing directory and checkpoints) pointed at the output directory
+    of a running first job: refused at start (exit 2); the first finishes; pointed at its own
+    output directory, the second moves its records too."""
+    rng = random.Random(args.seed + 65)
+    root = work / "second-job-same-output"
+    shared_out = root / "shared-out"
+    first = Workspace(root / "first", records_per_s=3000, output_dir=shared_out)
+    second = Workspace(root / "second", output_dir=shared_out)
+    first_in, second_in = Arrivals(first.landing, rng), Arrivals(second.landing, rng)
+    for _ in range(6):
+        first_in.place(1000)
+        second_in.place(1000)
+    running = first.start(available_now=True)
+    wait_for(progressed(first, running), args.timeout, "a cut of the first job")
+    code, log = second.run(timeout=args.timeout)
+    refused = code == 2 and "is written by another job" in log
+    first_code = running.wait(timeout=args.timeout)
+    second.out = root / "second-out"
+    second.write_config()
+    own_code, _ = second.run(timeout=args.timeout)
+    got = Workspace.read_output(shared_out) + Workspace.read_output(second.out)
+    result = tally(first_in.expected | second_in.expected, got)
+    return Outcome(
+        fault="a second job writes into the output directory of a running job",
+        engine="local",
+        delivery="exactly_once",
+        expected="the second is refused at start (exit 2); nothing lost or doubled",
+        outcome=(
+            f"second exit {code} (refused: {'yes' if refused else 'NO'}); first exit "
+            f"{first_code}; second with its own output exit {own_code}"
+        ),
+        lost=result.lost,
+        duplicated=result.duplicated,
+        corrupt=result.corrupt,
+        ok=refused and first_code == 0 and own_code == 0 and result.exactly_once(),
+        message=last_error(log) if code else "",
+        details={"examples": result.examples},
+    )
+
+
 def operations(work: Path, args: argparse.Namespace) -> list[Outcome]:
     """Every operation scenario, one row each (two for the growing file)."""
     rows: list[Outcome] = []
-    for scenario in (delivery_switch, second_api_runner, replaced_while_down, output_inside_input):
+    for scenario in (
+        delivery_switch,
+        second_api_runner,
+        replaced_while_down,
+        output_inside_input,
+        second_job_same_output,
+    ):
         rows.append(scenario(work, args))
     rows.extend(growing_file(work, args))
     return rows

@@ -194,7 +194,30 @@ class PipelineConfig(BaseModel):
                 "(the scan names the files to read); remove it"
             )
         self._output_outside_input()
+        self._checkpoints_apart()
         return self
+
+    def _checkpoints_apart(self) -> None:
+        """Refuse a checkpoint directory that is the watched directory (the scan would read the
+        checkpoint files as input) or the output directory (plain readers would see them)."""
+        checkpoints = posixpath.normpath(self.display(self.region.checkpoint_dir))
+        pattern = re.compile(self.scan.pattern) if self.scan.pattern is not None else None
+        if checkpoints == posixpath.normpath(self.display(self.scan_directory)) and any(
+            would_list(name, pattern) for name in ("pipeline.json", "cut-000000000001.json")
+        ):
+            raise ValueError(
+                f"[region] checkpoint_dir: {self.region.checkpoint_dir!r} is the watched "
+                "directory, and the scan would read the checkpoint files as input: keep the "
+                "checkpoints in a directory of their own"
+            )
+        template = self.sink.template
+        folder = posixpath.dirname(template) if template is not None else self.sink.directory
+        if folder is not None and checkpoints == posixpath.normpath(self.display(folder or ".")):
+            raise ValueError(
+                f"[region] checkpoint_dir: {self.region.checkpoint_dir!r} is the output "
+                "directory, where readers would see the checkpoint files among the output: "
+                "keep the checkpoints in a directory of their own"
+            )
 
     def _output_outside_input(self) -> None:
         """Refuse a sink that writes files the scan would read: it would read its own output

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from operators.app.config import PipelineConfig
 from operators.app.engines import (
+    JobOutput,
     claim_checkpoint_dir,
     load_function,
     read_identity,
@@ -179,6 +180,7 @@ def run_local(
                 run.checkpoint_dir.rstrip("/") + "/spark"
             ),
             details=config.identity_paths(),
+            output=JobOutput(*run.sink.output, run.checkpoint_fs.display(run.checkpoint_dir)),
         )
         if display is not None:
             display.start(run.progress)

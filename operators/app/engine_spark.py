@@ -18,9 +18,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from operators.app.config import PipelineConfig
-from operators.app.engines import claim_checkpoint_dir, load_function, warn_young_files_left
+from operators.app.engines import (
+    JobOutput,
+    claim_checkpoint_dir,
+    load_function,
+    warn_young_files_left,
+)
 from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
+from operators.owner import SINK_DIR
 from region.errors import ConfigError, LockLostError
 from region.lock import CheckpointLock
 from region.signals import StopSignals
@@ -70,9 +76,11 @@ class SparkPlan:
         )
         self.source_options = self._source_options()
         self.sink_options = self._sink_options()
-        #: Where the sink's write-ahead log is (the sink's default), for ``inspect``.
+        #: The output directory, and where the sink's write-ahead log is (the sink's default),
+        #: for ``inspect``.
         template = config.sink.template or ""
-        self.sink_log = config.display(_join(posixpath.dirname(template) or ".", "_hdfs_sink"))
+        self.output_dir = posixpath.dirname(template) or "."
+        self.sink_log = config.display(_join(self.output_dir, SINK_DIR))
         if config.transform is not None and config.transform.function is not None:
             load_function(config.transform.function, config.folder)  # fails here, not in Spark
 
@@ -432,7 +440,7 @@ def run_spark(
     )
     lock.acquire()
     try:
-        claim_checkpoint_dir(
+        job_id = claim_checkpoint_dir(
             cp_fs,
             cp_dir,
             pipeline_id=config.pipeline_id(),
@@ -442,7 +450,10 @@ def run_spark(
                 s.name.startswith("cut-") for s in cp_fs.list_dir(cp_dir)
             ),
             details={**config.identity_paths(), "sink_log": plan.sink_log},
+            output=JobOutput(*open_path(plan.output_dir, config.filesystem), plan.spark_checkpoint),
         )
+        # The sink log tells this job's batches from another's by its id (operators.owner).
+        plan.sink_options.update(job_id=job_id, checkpointLocation=plan.spark_checkpoint)
         logger.info(
             "Pipeline %s: %s -> %s, checkpoints in %s (spark engine, %s trigger)",
             config.pipeline_id(),

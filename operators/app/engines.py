@@ -13,15 +13,20 @@ import importlib
 import json
 import logging
 import sys
+import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from operators.owner import SINK_DIR, Owner, check_output, claim_output
 from operators.scan import ScanSettings, young_files
+from region.atomic import write_atomically
 from region.errors import CheckpointError, ConfigError
 from region.fs import FileSystem
 
 __all__ = [
     "IDENTITY_FILE",
+    "JobOutput",
     "claim_checkpoint_dir",
     "load_function",
     "read_identity",
@@ -107,6 +112,16 @@ def _owned_by_another(
     )
 
 
+@dataclass(frozen=True)
+class JobOutput:
+    """The output directory a job writes (``directory`` on ``fs``), and its checkpoint
+    location as the owner record shows it (Spark's checkpoint location on the Spark engine)."""
+
+    fs: FileSystem
+    directory: str
+    checkpoint: str
+
+
 def claim_checkpoint_dir(
     fs: FileSystem,
     directory: str,
@@ -116,15 +131,26 @@ def claim_checkpoint_dir(
     permission: int | None = 0o640,
     foreign_engine_files: Callable[[], bool] | None = None,
     details: Mapping[str, str] | None = None,
-) -> None:
-    """Stamp ``directory`` with this pipeline and engine, or refuse one stamped otherwise.
+    output: JobOutput | None = None,
+) -> str:
+    """Stamp ``directory`` with this pipeline and engine and claim ``output`` for this job
+    (:mod:`operators.owner`), or refuse either, writing nothing when refused; return the
+    checkpoints' id (made when the directory is first stamped, so checkpoints deleted and
+    started afresh get a new one, which the output directory tells apart).
+
+    1. Read the stamp: another pipeline's or engine's is refused (CheckpointError).
+    2. The id: the stamp's, or a new one.
+    3. Check the output's owner: another job's is refused (ConfigError), before anything is
+       written, so that a refused run leaves no stamp behind.
+    4. Stamp the directory (or add the id to a stamp written before ids existed).
+    5. Claim the output (of two jobs that both passed 3, one wins here).
 
     Call it while holding the directory's :class:`~region.lock.CheckpointLock`.
     ``foreign_engine_files()`` says whether checkpoints of the other engine are present in an
     unstamped directory. ``details`` are stored too (for ``inspect``; never credentials).
-    Raises :class:`CheckpointError` naming the directory and the owner.
     """
     shown = fs.display(directory)
+    # 1.
     record = read_identity(fs, directory)
     if record is not None:
         owner, used = record.get("pipeline_id"), record.get("engine")
@@ -137,25 +163,43 @@ def claim_checkpoint_dir(
                 f"output): run with --engine {used}, or give a new [region] checkpoint_dir"
             )
             raise CheckpointError(msg)
-        return
-    if foreign_engine_files is not None and foreign_engine_files():
+    elif foreign_engine_files is not None and foreign_engine_files():
         other = "spark" if engine == "local" else "local"
         msg = (
             f"checkpoint directory {shown} holds checkpoints of the {other} engine: run with "
             f"--engine {other}, or give a new [region] checkpoint_dir"
         )
         raise CheckpointError(msg)
-    fs.mkdirs(directory)
-    record = {**(details or {}), "pipeline_id": pipeline_id, "engine": engine}
+    # 2.
+    known = record is not None and isinstance(record.get("id"), str)
+    job_id = str(record["id"]) if record is not None and known else uuid.uuid4().hex
+    # 3.
+    job: Owner | None = None
+    if output is not None:
+        job = Owner(output.checkpoint, job_id)
+        check_output(output.fs, _join(output.directory, SINK_DIR), job)
+    # 4.
+    if record is None:
+        fs.mkdirs(directory)
+        stamp = {**(details or {}), "pipeline_id": pipeline_id, "engine": engine, "id": job_id}
+        _write_identity(fs, directory, stamp, permission)
+        logger.info(
+            "Checkpoint directory %s now belongs to pipeline %s (%s)", shown, pipeline_id, engine
+        )
+    elif not known:
+        _write_identity(fs, directory, {**record, "id": job_id}, permission)
+    # 5.
+    if output is not None and job is not None:
+        claim_output(output.fs, _join(output.directory, SINK_DIR), job, permission=permission)
+    return job_id
+
+
+def _write_identity(
+    fs: FileSystem, directory: str, record: Mapping[str, Any], permission: int | None
+) -> None:
     body = json.dumps(record, indent=1) + "\n"
-    writer = fs.create(_join(directory, IDENTITY_FILE), overwrite=True, permission=permission)
-    try:
-        writer.write(body.encode("utf-8"))
-        writer.sync()
-    finally:
-        writer.close()
-    logger.info(
-        "Checkpoint directory %s now belongs to pipeline %s (%s)", shown, pipeline_id, engine
+    write_atomically(
+        fs, _join(directory, IDENTITY_FILE), body.encode(), overwrite=True, permission=permission
     )
 
 

@@ -155,6 +155,12 @@ class HDFS2FileSink(SinkOperator):
         return self.metrics.files_published
 
     @property
+    def output(self) -> tuple[FileSystem, str]:
+        """The filesystem and the directory this sink writes below (its template's fixed
+        directory, or the base directory of record-named files)."""
+        return self._fs, self._layout.root
+
+    @property
     def current_file(self) -> str | None:
         """Final name of the file being written, if any."""
         return self._cur.final if self._cur is not None else None

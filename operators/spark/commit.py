@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from operators.owner import Owner, claim_output
 from operators.publish import publish
 from region.atomic import dir_permission, write_atomically
 from region.fs import FileSystem
@@ -113,8 +114,12 @@ class SinkLog:
         retain: int = 100,
         fault: FaultHook | None = None,
         permission: int | None = 0o640,
+        owner: Owner | None = None,
     ) -> None:
         self._fs = fs
+        #: The job writing the output; claimed (operators.owner) before the log is first used.
+        self._owner = owner
+        self._claimed = owner is None
         #: Mode of log entries (the log directory gets the matching traversal bits).
         self._permission = permission
         self.output_dir = output_dir.rstrip("/") or "/"
@@ -193,7 +198,12 @@ class SinkLog:
 
     def recover(self) -> dict[str, Any]:
         """Finish every entry not marked done (in batch order); return the newest sink state
-        (``{"next_filenum": n, "batch_id": id | None}``)."""
+        (``{"next_filenum": n, "batch_id": id | None}``). ConfigError when the log belongs to
+        another job (its entries would be taken for this job's batches)."""
+        if not self._claimed:
+            assert self._owner is not None
+            claim_output(self._fs, self.log_dir, self._owner, permission=self._permission)
+            self._claimed = True
         entries, done = self._listing()
         state: dict[str, Any] = {"next_filenum": 0, "batch_id": None}
         newest = max(entries, default=None)

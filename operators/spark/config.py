@@ -17,6 +17,7 @@ from region.fs import FileSystem
 
 if TYPE_CHECKING:
     from operators.fs.settings import FileSystemSettings
+    from operators.owner import Owner
 
 __all__ = ["ScanConfig", "SinkConfig", "open_config_fs"]
 
@@ -79,3 +80,5 @@ class SinkConfig:
     log_retain: int
     column: str | None
     fs: FileSystemSettings | None = None
+    #: The job writing the output (:mod:`operators.owner`); ``None``: not known, not claimed.
+    owner: Owner | None = None

@@ -21,6 +21,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from operators.fs import open_filesystem
 from operators.fs.settings import FileSystemSettings, split_uri
+from operators.owner import Owner
 from operators.scan import ScanSettings
 from operators.sink import SinkSettings
 from operators.source import SourceSettings
@@ -190,6 +191,9 @@ class SinkOptions(BaseModel):
     log_retain: int = Field(100, ge=1, validation_alias=AliasChoices("log_retain", "logRetain"))
     #: Column to write; default ``value``, or the only column.
     column: str | None = None
+    #: The id of the job writing the output (``hdfs-region run`` gives its checkpoints' id);
+    #: without it the query's checkpointLocation tells one job from another (operators.owner).
+    job_id: str | None = Field(None, validation_alias=AliasChoices("job_id", "jobId"))
 
 
 _NS = 1_000_000_000
@@ -352,4 +356,5 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         log_retain=spark.log_retain,
         column=spark.column,
         fs=_fs_or_local(fs_settings),
+        owner=Owner.of_options(options),
     )

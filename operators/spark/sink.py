@@ -15,6 +15,7 @@ output of one batch, by the in-process sink's rolling policy (:mod:`operators.ro
 from __future__ import annotations
 
 import codecs
+import json
 import logging
 import os
 import posixpath
@@ -31,6 +32,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from operators.fs.settings import split_uri
+from operators.owner import Owner
 from operators.spark.commit import SinkLog, WrittenFile, in_progress_name
 from operators.spark.config import SinkConfig, open_config_fs
 from operators.templating import FileNameTemplate
@@ -250,7 +253,25 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             retain=self.config.log_retain,
             fault=_fault,
             permission=self.config.permission,
+            owner=self._owner(),
         )
+
+    def _owner(self) -> Owner | None:
+        """The job writing, as the options name it, with the id Spark gave the query's
+        checkpoint (its ``metadata`` file) when that is on the output's filesystem: checkpoints
+        deleted and made afresh in the same place are then another job, as they are."""
+        owner = self.config.owner
+        if owner is None or owner.id is not None:
+            return owner
+        base, path = split_uri(owner.checkpoint)
+        if split_uri(self.fs.display("/"))[0] != base:
+            return owner
+        try:
+            query_id = json.loads(self.fs.read(posixpath.join(path, "metadata")))["id"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            logger.debug("%s: no query id in %s (%s)", _SINK, owner.checkpoint, exc)
+            return owner
+        return Owner(owner.checkpoint, str(query_id))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         files = [f for m in messages if isinstance(m, SinkTaskMessage) for f in m.files]

@@ -111,6 +111,18 @@ CASES = [
         "[sink] directory: '.' holds the watched directory 'landing', and records may name files",
         id="attribute-base-holds-input",
     ),
+    pytest.param(
+        {"region": 'checkpoint_dir = "landing"'},
+        "[region] checkpoint_dir: 'landing' is the watched directory, and the scan would read "
+        "the checkpoint files as input",
+        id="checkpoints-in-the-watched-directory",
+    ),
+    pytest.param(
+        {"region": 'checkpoint_dir = "out/"'},
+        "[region] checkpoint_dir: 'out/' is the output directory, where readers would see the "
+        "checkpoint files",
+        id="checkpoints-in-the-output-directory",
+    ),
 ]
 
 

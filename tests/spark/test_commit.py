@@ -11,12 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from operators.fs.local import LocalFileSystem
+from operators.owner import Owner
 from operators.spark.commit import (
     IN_PROGRESS_PREFIX,
     SinkLog,
     WrittenFile,
     in_progress_name,
 )
+from region.errors import ConfigError
 
 
 class Crash(BaseException):
@@ -197,3 +199,51 @@ def test_a_file_already_at_a_planned_name_is_skipped_never_overwritten(tmp_path:
         log2._apply(1, entry_renames)
     assert (tmp_path / "part-00003.txt").read_text() == "raced\n"
     assert Path(files[0].path).exists()
+
+
+def test_a_second_job_on_the_same_sink_log_is_refused_and_takes_nothing(tmp_path: Path) -> None:
+    # Two jobs writing one output directory: before the owner record, the second took the
+    # first one's entry for batch 0 as its own and dropped its records (exit 0).
+    fs = LocalFileSystem()
+    out, log_dir = tmp_path / "out", tmp_path / "out" / "_hdfs_sink"
+    out.mkdir()
+
+    def log(owner: Owner) -> SinkLog:
+        return SinkLog(
+            fs, str(out), str(log_dir), lambda f, n: str(out / f"part-{n}.txt"), owner=owner
+        )
+
+    first = Owner("/ckpt/a", "id-a")
+    log(first).commit(0, write_task_files(out, [["a1", "a2"]]))
+    pending = write_task_files(out, [["a3"]])  # the first job's next batch, being written
+    theirs = write_task_files(out, [["b1"]])
+    with pytest.raises(ConfigError) as refused:
+        log(Owner("/ckpt/b", "id-b")).commit(0, theirs)
+    message = str(refused.value)
+    assert "/ckpt/a (id id-a)" in message and "/ckpt/b (id id-b)" in message
+    assert "give this job its own output directory" in message
+    # Nothing of either job was deleted or taken: the first job's in-progress file is there to
+    # be published, the second job's records are still in theirs.
+    assert all(os.path.exists(f.path) for f in pending + theirs)
+    assert visible(out) == ["a1", "a2"]
+    # The same job (same id, whatever the location is called now) goes on.
+    log(Owner("/elsewhere/a", "id-a")).commit(1, pending)
+    assert visible(out) == ["a1", "a2", "a3"]
+    # Checkpoints made afresh in the same place carry a new id: another job.
+    with pytest.raises(ConfigError, match="checkpoints were deleted to start over"):
+        log(Owner("/ckpt/a", "id-a2")).commit(0, theirs)
+    # Without ids (a query that names only its checkpointLocation) the location decides.
+    (log_dir / "owner.json").unlink()
+    log(Owner("/ckpt/q")).commit(2, [])
+    theirs = write_task_files(out, [["q1"]])
+    with pytest.raises(ConfigError):
+        log(Owner("/ckpt/other")).commit(3, theirs)
+    log(Owner("/ckpt/q/")).commit(3, theirs)
+    assert visible(out) == ["a1", "a2", "a3", "q1"]
+
+
+def test_the_owner_a_query_names_in_its_options() -> None:
+    assert Owner.of_options({"checkpointlocation": "/c", "file": "x"}) == Owner("/c", None)
+    assert Owner.of_options({"queryname": "q"}) == Owner("query q", None)
+    assert Owner.of_options({"checkpointLocation": "/c", "job_id": "j"}) == Owner("/c", "j")
+    assert Owner.of_options({"file": "x"}) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +143,25 @@ def test_an_unknown_option_is_named(spark: Any, tmp_path: Path) -> None:
         from operators.spark.options import scan_config
 
         scan_config(CaseInsensitiveDict({"directory": "/x", "maxFilesPerTrigerr": "1"}))
+
+
+def test_a_second_query_into_the_same_output_directory_fails_and_takes_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
+    # It used to take the first query's sink-log entries for its own batches: exit 0, its
+    # records never published.
+    first_in, second_in, out = tmp_path / "in1", tmp_path / "in2", tmp_path / "out"
+    write_inputs(first_in, {"a.txt": b"a1\na2\n"}, T0)
+    write_inputs(second_in, {"b.txt": b"b1\nb2\n"}, T0)
+    run_query(spark, first_in, out, tmp_path / "ck1")
+    before = published_lines(out)
+    assert before == ["A1", "A2"]
+    with pytest.raises(Exception, match="is written by another job") as failed:
+        run_query(spark, second_in, out, tmp_path / "ck2")
+    assert "ck1/spark" in str(failed.value) and "ck2/spark" in str(failed.value)
+    assert published_lines(out) == before
+    # The same place made afresh (the query id Spark keeps there is new): another job too.
+    shutil.rmtree(tmp_path / "ck1")
+    with pytest.raises(Exception, match="checkpoints were deleted to start over"):
+        run_query(spark, first_in, out, tmp_path / "ck1")
+    assert published_lines(out) == before
