@@ -378,6 +378,10 @@ class ScanCursor:
         window = self._window
         low = self._regions(listing)[0]
         below = [e[1] for e in listing[:low] if e[1] not in window]
+        # Names of the window that left the directory while the scan was stopped leave the
+        # window, as they do while it runs (_drop_vanished): one landing again later is new.
+        for n in window.where.keys() - listed.keys():
+            window.drop(n)
         changed: dict[str, int | None] = {}
         for n in window.where.keys() & listed.keys():
             if window.mtime(n) != listed[n]:

@@ -270,3 +270,28 @@ def test_on_modified_reread_reads_a_changed_file_again_and_fail_stops() -> None:
         failing.emit(entry)
     with pytest.raises(ModifiedFileError, match=r"/in/a changed after it was read .* by 5.000s"):
         failing.new_files(listing({"a": T0 + 5 * S}))
+
+
+@pytest.mark.parametrize("far", [False, True], ids=["in-window", "below-window"])
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "restarted"])
+def test_a_name_deleted_after_it_was_read_and_landing_again_later_is_a_new_file(
+    caplog: pytest.LogCaptureFixture, restart: bool, far: bool
+) -> None:
+    # The hourly export that writes data.csv again once the last one was cleared away. A scan
+    # that saw the name gone reads the new file, whether or not it restarted in between
+    # (restarted, the window used to keep the name and report the new file as changed).
+    run = Run(60)
+    run.directory = {"data.csv": T0, "other": T0 + (100 if far else 1) * S}
+    assert run.scan() == ["data.csv", "other"]
+    run.cut()
+    del run.directory["data.csv"]
+    if restart:
+        run.crash()
+    assert run.scan() == []
+    run.cut()
+    if restart:
+        run.crash()
+    run.directory["data.csv"] = T0 + 200 * S
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert run.scan() == ["data.csv"]
+    assert caplog.text == "" and run.cursor.modified == 0
