@@ -75,14 +75,17 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _zombie(pid: int) -> bool:
-    """A killed process whose parent has not reaped it yet: dead, though ``kill(pid, 0)``
-    still finds it. Common in containers whose first process does not reap orphans."""
+    """A process that ended and whose parent has not reaped it yet: dead, though
+    ``kill(pid, 0)`` still finds it (common in containers whose first process reaps no
+    orphans). Its first thread shows as a zombie while others still run: not dead yet."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            # "pid (comm) S ...": comm may hold spaces and ")"; the state follows the last ")".
-            return stat.read().rpartition(b")")[2].split()[:1] == [b"Z"]
+        with open(f"/proc/{pid}/status", "rb") as status:
+            lines = status.read().splitlines()
+        fields = dict(line.split(b":", 1) for line in lines if b":" in line)
     except OSError:
         return False  # no /proc: kill(pid, 0) is all we know
+    state, threads = fields.get(b"State", b"").split(), fields.get(b"Threads", b"").strip()
+    return state[:1] == [b"Z"] and threads in (b"0", b"1")
 
 
 def _format_time(seconds: float) -> str:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -237,30 +238,44 @@ def test_a_stalled_but_living_holder_is_not_taken_over_on_local_disk(tmp_path: A
     holder.release()
 
 
-def test_a_crashed_holder_on_this_host_is_taken_over_at_once(tmp_path: Any) -> None:
-    directory = str(tmp_path / "ckpt")
+def _holder_process(directory: str, owner: str) -> subprocess.Popen[str]:
+    """Another process that takes the lock and sleeps holding it."""
     script = textwrap.dedent(
         f"""
-        import sys, time
+        import time
         from operators.fs.local import LocalFileSystem
         from region.lock import CheckpointLock
-        CheckpointLock(LocalFileSystem(), {directory!r}, owner="crashing-job").acquire()
+        CheckpointLock(LocalFileSystem(), {directory!r}, owner={owner!r}).acquire()
         print("locked", flush=True)
         time.sleep(600)
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def _proc_status(pid: int) -> str:
+    return Path(f"/proc/{pid}/status").read_text()
+
+
+def _taken_over_by_next_job(directory: str) -> None:
+    with CheckpointLock(LocalFileSystem(), directory, owner="next-job") as lock:
+        current = lock.holder()
+        assert current is not None and current.owner == "next-job"
+
+
+def test_a_crashed_holder_on_this_host_is_taken_over_at_once(tmp_path: Any) -> None:
+    directory = str(tmp_path / "ckpt")
+    proc = _holder_process(directory, "crashing-job")
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
         with pytest.raises(LockedError, match="crashing-job"):
             CheckpointLock(LocalFileSystem(), directory, owner="next-job").acquire()
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     # Same heartbeat age, but the holder's process is gone: no need to wait for the ttl.
-    with CheckpointLock(LocalFileSystem(), directory, owner="next-job") as lock:
-        current = lock.holder()
-        assert current is not None and current.owner == "next-job"
+    _taken_over_by_next_job(directory)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc to see a zombie")
@@ -268,29 +283,15 @@ def test_a_killed_holder_nobody_reaped_yet_is_taken_over_at_once(tmp_path: Any) 
     # kill -9 of a runner whose parent is gone leaves a zombie where init does not reap (many
     # containers): kill(pid, 0) still finds it, but it holds nothing.
     directory = str(tmp_path / "ckpt")
-    script = textwrap.dedent(
-        f"""
-        import time
-        from operators.fs.local import LocalFileSystem
-        from region.lock import CheckpointLock
-        CheckpointLock(LocalFileSystem(), {directory!r}, owner="zombie-job").acquire()
-        print("locked", flush=True)
-        time.sleep(600)
-        """
-    )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    proc = _holder_process(directory, "zombie-job")
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
         proc.send_signal(signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        while not re.search(r"State:\s+Z.*Threads:\s+1\n", _proc_status(proc.pid), re.S):
             assert time.monotonic() < deadline, "the killed holder never became a zombie"
             time.sleep(0.01)
-        # Not reaped: the pid still answers kill(pid, 0).
-        os.kill(proc.pid, 0)
-        with CheckpointLock(LocalFileSystem(), directory, owner="next-job") as lock:
-            current = lock.holder()
-            assert current is not None and current.owner == "next-job"
+        os.kill(proc.pid, 0)  # not reaped: the pid still answers
+        _taken_over_by_next_job(directory)
     finally:
         proc.kill()
         proc.wait()
