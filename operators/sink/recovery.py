@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.errors import OperatorError
+from operators.owner import SINK_DIR
 from operators.sink.layout import MARKER, REWRITE, SinkLayout, final_of, side_name
 from operators.sink.records import RecordEncoder
 from operators.sink.settings import SinkSettings
@@ -178,9 +179,19 @@ class Recovery:
     def _missing(self, cur: OpenFile) -> FileNotFoundError:
         msg = (
             f"sink {self._name!r}: {self._fs.display(cur.work)}, open at the checkpoint "
-            f"with {cur.size} bytes, is missing"
+            f"with {cur.size} bytes, is missing: the records the checkpoint covers went with "
+            f"it. {self._way_forward()}"
         )
-        return FileNotFoundError(msg)
+        # No retry brings it back: stop at once.
+        return permanent(FileNotFoundError(msg))
+
+    def _way_forward(self) -> str:
+        sink_dir = self._fs.display(self._layout.root.rstrip("/") + "/" + SINK_DIR)
+        return (
+            "Put the file back as it was to go on where the checkpoint is, or start the job "
+            f"over: remove its checkpoint directory and {sink_dir}, and every input file is "
+            "read again"
+        )
 
     def _cut_back(self, cur: OpenFile) -> None:
         """exactly_once: the file holds exactly the bytes the cut covers."""
@@ -195,9 +206,10 @@ class Recovery:
         if actual < cur.size:
             msg = (
                 f"sink {self._name!r}: {self._fs.display(path)} has {actual} bytes, fewer than "
-                f"the {cur.size} its checkpoint covers"
+                f"the {cur.size} its checkpoint covers (cut short outside the sink). "
+                f"{self._way_forward()}"
             )
-            raise OperatorError(msg)
+            raise permanent(OperatorError(msg))
         if actual > cur.size and self._settings.delivery == "exactly_once":
             if self._fs.supports_truncate:
                 self._fs.truncate(path, cur.size)

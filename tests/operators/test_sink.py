@@ -581,8 +581,12 @@ def test_missing_open_file_at_reset_is_an_error_naming_it(sink_env: SinkEnv) -> 
     run.cut()
     run.sink.abandon()
     sink_env.fs.delete(sink_env.path(".part-0.txt~sink.inprogress"))
-    with pytest.raises(FileNotFoundError, match=r"part-0.txt~sink.inprogress.*is missing"):
+    with pytest.raises(FileNotFoundError, match=r"part-0.txt~sink.inprogress.*is missing") as info:
         run.new_sink().reset(run.state)
+    # No retry brings it back (the region stops at once), and the message says how to go on.
+    assert is_permanent(info.value)
+    sink_dir = sink_env.fs.display(sink_env.path("_hdfs_sink"))
+    assert f"remove its checkpoint directory and {sink_dir}" in str(info.value)
 
 
 def test_state_is_a_plain_json_dict_with_the_documented_layout(sink_local: SinkEnv) -> None:
