@@ -179,6 +179,7 @@ def run_local(
             foreign_engine_files=lambda: run.checkpoint_fs.exists(
                 run.checkpoint_dir.rstrip("/") + "/spark"
             ),
+            own_engine_files=lambda: run.store.latest() is not None,
             details=config.identity_paths(),
             output=JobOutput(*run.sink.output, run.checkpoint_fs.display(run.checkpoint_dir)),
         )

@@ -449,6 +449,7 @@ def run_spark(
             foreign_engine_files=lambda: any(
                 s.name.startswith("cut-") for s in cp_fs.list_dir(cp_dir)
             ),
+            own_engine_files=lambda: cp_fs.exists(posixpath.join(cp_dir, SPARK_DIR, "offsets")),
             details={**config.identity_paths(), "sink_log": plan.sink_log},
             output=JobOutput(*open_path(plan.output_dir, config.filesystem), plan.spark_checkpoint),
         )

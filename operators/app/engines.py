@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from operators.owner import SINK_DIR, Owner, check_output, claim_output
+from operators.owner import SINK_DIR, Owner, check_output, claim_output, read_owner
 from operators.scan import ScanSettings, young_files
 from region.atomic import write_atomically
 from region.errors import CheckpointError, ConfigError
@@ -130,6 +130,7 @@ def claim_checkpoint_dir(
     engine: str,
     permission: int | None = 0o640,
     foreign_engine_files: Callable[[], bool] | None = None,
+    own_engine_files: Callable[[], bool] | None = None,
     details: Mapping[str, str] | None = None,
     output: JobOutput | None = None,
 ) -> str:
@@ -139,7 +140,9 @@ def claim_checkpoint_dir(
     started afresh get a new one, which the output directory tells apart).
 
     1. Read the stamp: another pipeline's or engine's is refused (CheckpointError).
-    2. The id: the stamp's, or a new one.
+    2. The id: the stamp's; else, when the directory holds this engine's checkpoints
+       (``own_engine_files()``: the stamp was removed, or predates ids), the one the output
+       records for this checkpoint location; else a new one.
     3. Check the output's owner: another job's is refused (ConfigError), before anything is
        written, so that a refused run leaves no stamp behind.
     4. Stamp the directory (or add the id to a stamp written before ids existed).
@@ -172,12 +175,24 @@ def claim_checkpoint_dir(
         raise CheckpointError(msg)
     # 2.
     known = record is not None and isinstance(record.get("id"), str)
-    job_id = str(record["id"]) if record is not None and known else uuid.uuid4().hex
+    job_id = str(record["id"]) if record is not None and known else None
+    sink_dir = _join(output.directory, SINK_DIR) if output is not None else ""
+    if job_id is None and output is not None and own_engine_files is not None:
+        theirs = read_owner(output.fs, sink_dir)
+        here = Owner(output.checkpoint)
+        if (
+            theirs is not None
+            and theirs.id
+            and here.same_job(Owner(theirs.checkpoint))
+            and own_engine_files()
+        ):
+            job_id = theirs.id
+    job_id = job_id or uuid.uuid4().hex
     # 3.
     job: Owner | None = None
     if output is not None:
         job = Owner(output.checkpoint, job_id)
-        check_output(output.fs, _join(output.directory, SINK_DIR), job)
+        check_output(output.fs, sink_dir, job)
     # 4.
     if record is None:
         fs.mkdirs(directory)
@@ -190,7 +205,7 @@ def claim_checkpoint_dir(
         _write_identity(fs, directory, {**record, "id": job_id}, permission)
     # 5.
     if output is not None and job is not None:
-        claim_output(output.fs, _join(output.directory, SINK_DIR), job, permission=permission)
+        claim_output(output.fs, sink_dir, job, permission=permission)
     return job_id
 
 

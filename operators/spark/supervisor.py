@@ -302,10 +302,26 @@ _CAUSE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
 _WRAPPERS = ("org.", "java.", "scala.", "py4j.", "pyspark.")
 
 
+def _with_java_causes(error: BaseException) -> str:
+    """``error``'s text, then its Java causes' (a sink's commit fails the query as "Writing job
+    failed"; the Python error is only in a cause)."""
+    texts = [str(error).strip()]
+    origin = getattr(error, "_origin", None)
+    try:
+        for _ in range(10):
+            if origin is None:
+                break
+            texts.append(str(origin.toString()))
+            origin = origin.getCause()
+    except Exception as exc:  # the JVM is gone: what str() said is all there is
+        logger.debug("no Java causes of %s: %s", type(error).__name__, exc)
+    return "\n".join(texts)
+
+
 def failure_cause(error: BaseException) -> tuple[str, str]:
-    """The Python error that failed the query (Spark wraps it in Java stack traces): its class
-    name, and ``"Name: message"``."""
-    text = str(error).strip()
+    """The Python error that failed the query (Spark wraps it in Java stack traces and causes):
+    its class name, and ``"Name: message"``."""
+    text = _with_java_causes(error)
     for line in text.splitlines():
         match = _CAUSE.match(line.strip())
         if match is not None and not match.group(1).startswith(_WRAPPERS):

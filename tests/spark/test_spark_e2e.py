@@ -13,7 +13,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from operators.spark.commit import WrittenFile, in_progress_name
 from operators.spark.sink import HdfsSinkDataSource, SinkTaskMessage
-from region.errors import ConfigError
+from operators.spark.supervisor import failure_cause
+from region.errors import ConfigError, is_permanent_name
 from tests.spark.helpers import leftovers, lines_of, published_lines, write_inputs
 
 pytestmark = pytest.mark.spark
@@ -156,12 +157,17 @@ def test_a_second_query_into_the_same_output_directory_fails_and_takes_nothing(
     run_query(spark, first_in, out, tmp_path / "ck1")
     before = published_lines(out)
     assert before == ["A1", "A2"]
-    with pytest.raises(Exception, match="is written by another job") as failed:
+    with pytest.raises(Exception) as failed:
         run_query(spark, second_in, out, tmp_path / "ck2")
-    assert "ck1/spark" in str(failed.value) and "ck2/spark" in str(failed.value)
+    # The query fails with "Writing job failed"; the cause names the error and both jobs.
+    name, cause = failure_cause(failed.value)
+    assert name == "ConfigError" and is_permanent_name(name)
+    assert "is written by another job" in cause
+    assert "ck1/spark" in cause and "ck2/spark" in cause
     assert published_lines(out) == before
     # The same place made afresh (the query id Spark keeps there is new): another job too.
     shutil.rmtree(tmp_path / "ck1")
-    with pytest.raises(Exception, match="checkpoints were deleted to start over"):
+    with pytest.raises(Exception) as again:
         run_query(spark, first_in, out, tmp_path / "ck1")
+    assert "checkpoints were deleted to start over" in failure_cause(again.value)[1]
     assert published_lines(out) == before
