@@ -98,7 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each (default 3)")
     parser.add_argument("--work", type=Path, default=None, help="scratch directory")
     parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a session setting"
+    )
     args = parser.parse_args(argv)
+    conf = dict(item.split("=", 1) for item in args.conf)
 
     load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=args.work))
@@ -110,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         # (a tenth of the input, 4..20 MB) that the JVM has compiled the hot paths of both.
         warm = work / "warm"
         make_text_files(warm, max(4.0, min(20.0, args.mb / 10)), 2, seed=1)
-        spark = build_session("bench-spark")
+        spark = build_session("bench-spark", conf=conf)
         run_ours(spark, warm, work, "warm")
         run_fused(spark, warm, work, "warm")
         run_builtin(spark, warm, work, "warm")
@@ -139,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         "input_lines": total_lines,
         "input_files": args.files,
         "repeat": args.repeat,
+        "conf": conf,
+        "work": str(args.work or tempfile.gettempdir()),
         "hdfs_scan_to_hdfs_sink": {"seconds": ours, "mb_per_s": round(mb / ours_s, 1)},
         "fused": {"seconds": fused, "mb_per_s": round(mb / fused_s, 1)},
         "spark_text_to_text": {"seconds": builtin, "mb_per_s": round(mb / builtin_s, 1)},
