@@ -152,6 +152,7 @@ class PipelineRunner:
         if self.lock is not None and store.guard is None:
             store.guard = self.lock.check  # a cut is never written once the lock is lost
         self.controller = RegionController(settings, pipeline.operators, store, clock=clock)
+        self._checkpoints = store.fs.display(store.directory)
         self.install_signal_handlers = install_signal_handlers
         self._clock = clock
         self._wall = wall_clock
@@ -195,6 +196,8 @@ class PipelineRunner:
             if self.lock is not None and not self.lock.held:
                 self.lock.acquire()  # LockedError: another job uses this checkpoint directory
                 self._acquired = True
+            for operator in self.pipeline.operators:
+                operator.bind_job(self._checkpoints)  # ConfigError: another job's output
             self._started_at = self._clock()
             self.controller.start()
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.errors import BadRecordError, OperatorError
+from operators.owner import SINK_DIR, Owner, claim_output
 from operators.publish import publish
 from operators.sink.layout import INPROGRESS, MARKER, SinkLayout, norm
 from operators.sink.records import BadRecords, RecordEncoder
@@ -153,6 +154,16 @@ class HDFS2FileSink(SinkOperator):
     @property
     def files_published(self) -> int:
         return self.metrics.files_published
+
+    def bind_job(self, checkpoints: str) -> None:
+        """Claim the output directory for the job keeping its checkpoints at ``checkpoints``
+        (:mod:`operators.owner`): another job's is refused with ConfigError."""
+        claim_output(
+            self._fs,
+            posixpath.join(self._layout.root, SINK_DIR),
+            Owner(checkpoints),
+            permission=self.settings.permission,
+        )
 
     @property
     def output(self) -> tuple[FileSystem, str]:
