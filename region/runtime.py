@@ -153,6 +153,8 @@ class PipelineRunner:
             store.guard = self.lock.check  # a cut is never written once the lock is lost
         self.controller = RegionController(settings, pipeline.operators, store, clock=clock)
         self._checkpoints = store.fs.display(store.directory)
+        #: The id of the checkpoints, when whoever stamped them made one (``hdfs-region run``).
+        self.job_id: str | None = None
         self.install_signal_handlers = install_signal_handlers
         self._clock = clock
         self._wall = wall_clock
@@ -197,7 +199,7 @@ class PipelineRunner:
                 self.lock.acquire()  # LockedError: another job uses this checkpoint directory
                 self._acquired = True
             for operator in self.pipeline.operators:
-                operator.bind_job(self._checkpoints)  # ConfigError: another job's output
+                operator.bind_job(self._checkpoints, self.job_id)  # ConfigError: another job's
             self._started_at = self._clock()
             self.controller.start()
 

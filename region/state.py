@@ -78,11 +78,11 @@ class StateHandler(ABC):
         that recorded it before crashing: what it announced (``on_published``) must not be
         announced again. A reset without this call knows nothing either way."""
 
-    def bind_job(self, checkpoints: str) -> None:  # noqa: B027 - optional hook
-        """Called once, before the region first resets, with where the job keeps its
-        checkpoints (a URI): an operator that writes output claims it for this job, so that a
-        second job writing the same place is refused (ConfigError) before anything is
-        written."""
+    def bind_job(self, checkpoints: str, job_id: str | None = None) -> None:  # noqa: B027
+        """Optional hook, called once before the region first resets with where the job keeps
+        its checkpoints (a URI) and their id when the runner knows it: an operator that writes
+        output claims it for this job, so that a second job writing the same place is refused
+        (ConfigError) before anything is written."""
 
     def retire_checkpoint(self, cut_id: int) -> None:  # noqa: B027 - optional hook
         """The checkpoint of ``cut_id`` will never be restored again: drop anything kept for it."""

@@ -170,7 +170,7 @@ def run_local(
             # the cuts decides (CheckpointError for another pipeline's) before this run stamps
             # the directory as its own.
             run.store.latest()
-        claim_checkpoint_dir(
+        run.runner.job_id = claim_checkpoint_dir(
             run.checkpoint_fs,
             run.checkpoint_dir,
             pipeline_id=config.pipeline_id(),

@@ -155,13 +155,13 @@ class HDFS2FileSink(SinkOperator):
     def files_published(self) -> int:
         return self.metrics.files_published
 
-    def bind_job(self, checkpoints: str) -> None:
+    def bind_job(self, checkpoints: str, job_id: str | None = None) -> None:
         """Claim the output directory for the job keeping its checkpoints at ``checkpoints``
         (:mod:`operators.owner`): another job's is refused with ConfigError."""
         claim_output(
             self._fs,
             posixpath.join(self._layout.root, SINK_DIR),
-            Owner(checkpoints),
+            Owner(checkpoints, job_id),
             permission=self.settings.permission,
         )
 

@@ -122,3 +122,16 @@ def test_a_second_job_started_while_the_first_runs_is_refused(pdir: PipelineDir)
         running.terminate()
         running.communicate(timeout=60)
     assert sorted(pdir.output_lines()) == sorted(r.upper() for r in pdir.records)
+
+
+def test_the_same_job_goes_on_after_its_checkpoint_directory_moved(pdir: PipelineDir) -> None:
+    # The owner is the checkpoints' id, not where they are: moved with them, it goes on.
+    pdir.add_files(2, 30)
+    before = job(pdir, "job", landing="landing")
+    assert cli("run", str(before), "--available-now").returncode == 0
+    (pdir.root / "ck-job").rename(pdir.root / "ck-moved")
+    moved = pdir.write_config(before.read_text().replace('"ck-job"', '"ck-moved"'), "job.toml")
+    pdir.add_files(1, 30, prefix="g")
+    done = cli("run", str(moved), "--available-now")
+    assert done.returncode == 0, done.stderr
+    assert sorted(pdir.output_lines()) == sorted(pdir.records)
