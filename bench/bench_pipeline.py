@@ -17,6 +17,7 @@ import cProfile
 import io
 import os
 import pstats
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -154,8 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"pipeline run {i}: published output ({len(published)} files) differs "
                     "from the input"
                 )
-            for p in out.iterdir():
-                p.unlink()
+            shutil.rmtree(out)  # the files and the sink's own folder: disk space back
         profile = (
             profile_pipeline(src, work, period=args.period, batch_size=args.batch_size)
             if args.profile

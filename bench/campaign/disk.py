@@ -157,7 +157,7 @@ def disk_full_injected(work: Path, args: argparse.Namespace) -> Outcome:
     ws_out = root / "out"
     got: Counter[str] = Counter()
     for p in ws_out.iterdir():
-        if not p.name.startswith("."):
+        if p.is_file() and not p.name.startswith((".", "_")):
             got.update(p.read_text().splitlines())
     result = tally(arrivals.expected, got)
     return Outcome(
