@@ -46,6 +46,10 @@ class Owner:
     def same_job(self, other: Owner) -> bool:
         if self.id is not None and other.id is not None:
             return self.id == other.id
+        return self.same_place(other)
+
+    def same_place(self, other: Owner) -> bool:
+        """Whether both keep their checkpoints in one location."""
         return self.checkpoint.rstrip("/") == other.checkpoint.rstrip("/")
 
     def describe(self) -> str:
@@ -83,11 +87,22 @@ def read_owner(fs: FileSystem, sink_dir: str) -> Owner | None:
 
 
 def check_output(fs: FileSystem, sink_dir: str, owner: Owner) -> bool:
-    """Whether ``owner`` is recorded next to ``sink_dir`` (``False``: nobody is); ConfigError
-    when another job is. Reads only."""
+    """Whether a job is recorded next to ``sink_dir`` (then it is ``owner``); ConfigError, naming
+    both and what to do, when it is another job. Reads only."""
     theirs = read_owner(fs, sink_dir)
-    if theirs is not None:
-        _refuse_another(fs, sink_dir, theirs, owner)
+    if theirs is not None and not theirs.same_job(owner):
+        shown = fs.display(sink_dir)
+        output = fs.display(posixpath.dirname(sink_dir.rstrip("/")) or "/")
+        msg = (
+            f"output directory {output} is written by another job: {shown} belongs to the job "
+            f"with checkpoints {theirs.describe()}, and this job's checkpoints are "
+            f"{owner.describe()}. Two jobs writing one output directory delete each other's "
+            "in-progress files and skip each other's batches: give this job its own output "
+            "directory. If that job is retired for good (or its checkpoints were deleted to "
+            f"start over), remove {shown} first; the files already published stay, and none "
+            "is ever overwritten"
+        )
+        raise ConfigError(msg)
     return theirs is not None
 
 
@@ -97,40 +112,23 @@ def claim_output(
     """Record ``owner`` as the job writing next to ``sink_dir``, or raise ConfigError (a
     permanent error) when another job is recorded there.
 
-    1. Read the record; none: write it (never over another, so of two racing jobs one wins)
-       and read again.
-    2. Another job: refuse, naming both and what to do.
+    1. Check the record (:func:`check_output`): ours, done; another job's, refused.
+    2. None: write it, never over another, so that of two racing jobs one wins; the loser
+       checks again.
     """
-    shown = fs.display(sink_dir)
-    theirs = read_owner(fs, sink_dir)
-    if theirs is None:
-        body = json.dumps({"checkpoint": owner.checkpoint, "id": owner.id}, indent=1) + "\n"
-        if not fs.exists(sink_dir):
-            fs.mkdirs(sink_dir, permission=dir_permission(permission))
-        try:
-            write_atomically(
-                fs, posixpath.join(sink_dir, OWNER_FILE), body.encode(), permission=permission
-            )
-            logger.info("%s: written by the job with checkpoints %s", shown, owner.describe())
-            return
-        except FileExistsError:  # another job claimed it meanwhile
-            theirs = read_owner(fs, sink_dir)
-            if theirs is None:
-                raise
-    _refuse_another(fs, sink_dir, theirs, owner)
-
-
-def _refuse_another(fs: FileSystem, sink_dir: str, theirs: Owner, owner: Owner) -> None:
-    if theirs.same_job(owner):
+    if check_output(fs, sink_dir, owner):
         return
-    shown = fs.display(sink_dir)
-    output = fs.display(posixpath.dirname(sink_dir.rstrip("/")) or "/")
-    msg = (
-        f"output directory {output} is written by another job: {shown} belongs to the job with "
-        f"checkpoints {theirs.describe()}, and this job's checkpoints are {owner.describe()}. "
-        "Two jobs writing one output directory delete each other's in-progress files and skip "
-        "each other's batches: give this job its own output directory. If that job is retired "
-        f"for good (or its checkpoints were deleted to start over), remove {shown} first; the "
-        "files already published stay, and none is ever overwritten"
+    body = json.dumps({"checkpoint": owner.checkpoint, "id": owner.id}, indent=1) + "\n"
+    if not fs.exists(sink_dir):
+        fs.mkdirs(sink_dir, permission=dir_permission(permission))
+    try:
+        write_atomically(
+            fs, posixpath.join(sink_dir, OWNER_FILE), body.encode(), permission=permission
+        )
+    except FileExistsError:  # another job claimed it meanwhile
+        if not check_output(fs, sink_dir, owner):
+            raise
+        return
+    logger.info(
+        "%s: written by the job with checkpoints %s", fs.display(sink_dir), owner.describe()
     )
-    raise ConfigError(msg)

@@ -41,12 +41,14 @@ from pydantic import (
     model_validator,
 )
 
+from operators.app.engines import IDENTITY_FILE
 from operators.fs.settings import FileSystemSettings, split_uri
 from operators.listing import would_list
 from operators.scan import ScanSettings
 from operators.sink import SinkSettings
 from operators.source import SourceSettings
 from operators.templating import FileNameTemplate
+from region.checkpoint import cut_file_name
 from region.errors import ConfigError
 from region.settings import RegionSettings, load_toml
 
@@ -203,7 +205,7 @@ class PipelineConfig(BaseModel):
         checkpoints = posixpath.normpath(self.display(self.region.checkpoint_dir))
         pattern = re.compile(self.scan.pattern) if self.scan.pattern is not None else None
         if checkpoints == posixpath.normpath(self.display(self.scan_directory)) and any(
-            would_list(name, pattern) for name in ("pipeline.json", "cut-000000000001.json")
+            would_list(name, pattern) for name in (IDENTITY_FILE, cut_file_name(1))
         ):
             raise ValueError(
                 f"[region] checkpoint_dir: {self.region.checkpoint_dir!r} is the watched "

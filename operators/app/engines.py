@@ -121,6 +121,11 @@ class JobOutput:
     directory: str
     checkpoint: str
 
+    @property
+    def sink_dir(self) -> str:
+        """Where the sink records which job writes ``directory``."""
+        return _join(self.directory, SINK_DIR)
+
 
 def claim_checkpoint_dir(
     fs: FileSystem,
@@ -137,7 +142,9 @@ def claim_checkpoint_dir(
     """Stamp ``directory`` with this pipeline and engine and claim ``output`` for this job
     (:mod:`operators.owner`), or refuse either, writing nothing when refused; return the
     checkpoints' id (made when the directory is first stamped, so checkpoints deleted and
-    started afresh get a new one, which the output directory tells apart).
+    started afresh get a new one, which the output directory tells apart). Claimed here, at
+    start, so that a second job is refused at its start even while this one has nothing to
+    write yet; the sinks check the claim again before they write.
 
     1. Read the stamp: another pipeline's or engine's is refused (CheckpointError).
     2. The id: the stamp's; else, when the directory holds this engine's checkpoints
@@ -176,23 +183,14 @@ def claim_checkpoint_dir(
     # 2.
     known = record is not None and isinstance(record.get("id"), str)
     job_id = str(record["id"]) if record is not None and known else None
-    sink_dir = _join(output.directory, SINK_DIR) if output is not None else ""
     if job_id is None and output is not None and own_engine_files is not None:
-        theirs = read_owner(output.fs, sink_dir)
-        here = Owner(output.checkpoint)
-        if (
-            theirs is not None
-            and theirs.id
-            and here.same_job(Owner(theirs.checkpoint))
-            and own_engine_files()
-        ):
-            job_id = theirs.id
+        theirs = read_owner(output.fs, output.sink_dir)
+        if theirs is not None and theirs.same_place(Owner(output.checkpoint)):
+            job_id = theirs.id if own_engine_files() else None
     job_id = job_id or uuid.uuid4().hex
     # 3.
-    job: Owner | None = None
     if output is not None:
-        job = Owner(output.checkpoint, job_id)
-        check_output(output.fs, sink_dir, job)
+        check_output(output.fs, output.sink_dir, Owner(output.checkpoint, job_id))
     # 4.
     if record is None:
         fs.mkdirs(directory)
@@ -204,8 +202,9 @@ def claim_checkpoint_dir(
     elif not known:
         _write_identity(fs, directory, {**record, "id": job_id}, permission)
     # 5.
-    if output is not None and job is not None:
-        claim_output(output.fs, sink_dir, job, permission=permission)
+    if output is not None:
+        job = Owner(output.checkpoint, job_id)
+        claim_output(output.fs, output.sink_dir, job, permission=permission)
     return job_id
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.errors import BadRecordError, OperatorError
-from operators.owner import SINK_DIR, Owner, claim_output
+from operators.owner import Owner, claim_output
 from operators.publish import publish
 from operators.sink.layout import INPROGRESS, MARKER, SinkLayout, norm
 from operators.sink.records import BadRecords, RecordEncoder
@@ -160,7 +160,7 @@ class HDFS2FileSink(SinkOperator):
         (:mod:`operators.owner`): another job's is refused with ConfigError."""
         claim_output(
             self._fs,
-            posixpath.join(self._layout.root, SINK_DIR),
+            self._layout.sink_dir,
             Owner(checkpoints, job_id),
             permission=self.settings.permission,
         )

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from operators.errors import BadRecordError
+from operators.owner import SINK_DIR
 from operators.safepath import confine, name_problem
 from operators.sink.settings import SinkSettings
 from operators.templating import FileNameTemplate
@@ -121,6 +122,12 @@ class SinkLayout:
     def root(self) -> str:
         """The first directory of the output (rejects files are placed below it)."""
         return self.roots[0][0]
+
+    @property
+    def sink_dir(self) -> str:
+        """The sink's own folder in the output, which names the job writing it
+        (:mod:`operators.owner`)."""
+        return posixpath.join(self.root, SINK_DIR)
 
     # -- names --------------------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.errors import OperatorError
-from operators.owner import SINK_DIR
 from operators.sink.layout import MARKER, REWRITE, SinkLayout, final_of, side_name
 from operators.sink.records import RecordEncoder
 from operators.sink.settings import SinkSettings
@@ -186,7 +185,7 @@ class Recovery:
         return permanent(FileNotFoundError(msg))
 
     def _way_forward(self) -> str:
-        sink_dir = self._fs.display(self._layout.root.rstrip("/") + "/" + SINK_DIR)
+        sink_dir = self._fs.display(self._layout.sink_dir)
         return (
             "Put the file back as it was to go on where the checkpoint is, or start the job "
             f"over: remove its checkpoint directory and {sink_dir}, and every input file is "
