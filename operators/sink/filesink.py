@@ -148,7 +148,7 @@ class HDFS2FileSink(SinkOperator):
 
     @property
     def files_written(self) -> int:
-        """Files closed by this sink object (the IBM ``nFilesWritten`` metric)."""
+        """Files closed by this sink object (IBM's ``nSikedFiles`` metric, so spelt)."""
         return self.metrics.files_written
 
     @property

@@ -1,0 +1,450 @@
+"""Parity with IBM Streams' HDFS toolkit: every parameter, port and metric of its operators,
+with our name for it and whether we support it, support it differently, or not at all.
+
+Written by hand from the toolkit's Java sources (``@Parameter``, ``@InputPortSet``,
+``@OutputPortSet``, the custom metrics each operator creates, ``IHdfsConstants.java``) at
+:data:`TOOLKIT`. ``tests/test_ibm_parity.py`` checks every row that names one of our parameters
+against our settings models, and that the README's "IBM parameters" section is
+:func:`markdown` of this registry: after editing a row, run ``python -m operators.ibm --write
+README.md``.
+
+Editing: add or change a row with :func:`supported`, :func:`different`, :func:`unsupported`,
+:func:`port` or :func:`metric` in its group. A parameter row that names ours gives an
+``example`` value (not the default) the test passes under the IBM name and under ours, and, when
+the model needs other fields to be valid, ``context``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "BEGIN",
+    "END",
+    "GROUPS",
+    "OPERATORS",
+    "SHARED",
+    "TOOLKIT",
+    "Group",
+    "Kind",
+    "Row",
+    "Status",
+    "markdown",
+    "replace_section",
+    "rows_of",
+    "section_of",
+]
+
+#: The toolkit release the rows were read from.
+TOOLKIT = "IBMStreams/streamsx.hdfs v5.3.4"
+#: The README section :func:`markdown` fills lies between these two lines.
+BEGIN = "<!-- ibm-parity:begin -->"
+END = "<!-- ibm-parity:end -->"
+#: The reason of rows another change is adding right now (flip them when it lands).
+IN_PROGRESS = "in progress"
+
+
+class Status(StrEnum):
+    SUPPORTED = "supported"
+    #: Ours does the same job consciously differently; the row says how in one line.
+    DIFFERENT = "different"
+    UNSUPPORTED = "unsupported"
+
+
+class Kind(StrEnum):
+    PARAMETER = "parameter"
+    INPUT = "input port"
+    OUTPUT = "output port"
+    METRIC = "metric"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One IBM name. ``ours`` is, for a parameter, the field of the group's settings model; for
+    a port, a method, constructor keyword or settings field of our operator; for a metric, a
+    key of our operator's ``metrics``. ``note`` is the reason of a different or unsupported
+    row, or where a supported one is available."""
+
+    kind: Kind
+    ibm: str
+    ours: str | None
+    status: Status
+    note: str = ""
+    #: A value (not the field's default) the test gives under the IBM name and under ours.
+    example: Any = None
+    #: What ``example`` reads back as, when the model changes it (e.g. an enum's spelling).
+    expect: Any = None
+    #: Other fields the settings model needs to accept ``example`` (``None`` removes a field
+    #: the group's base sets).
+    context: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class Group:
+    """An IBM operator (or the parameters its operators share) and where ours lives."""
+
+    ibm: str
+    #: ``module:Class`` of our operator (``None``: parameters only).
+    operator: str | None
+    #: ``module:Class`` of the settings model the parameter rows are checked against.
+    settings: str
+    #: The TOML table of the settings, when there is one.
+    table: str | None
+    rows: tuple[Row, ...]
+    #: Fields every ``example`` is validated with (the model's required ones).
+    base: Mapping[str, Any] = field(default_factory=dict)
+    #: One line under the table's heading.
+    about: str = ""
+    #: The group's operator also takes the shared (``AbstractHdfsOperator``) parameters.
+    shares: bool = True
+
+
+def supported(
+    ibm: str, ours: str, example: Any, note: str = "", *, expect: Any = None, **context: Any
+) -> Row:
+    return Row(Kind.PARAMETER, ibm, ours, Status.SUPPORTED, note, example, expect, context)
+
+
+def different(ibm: str, ours: str, example: Any, why: str, **context: Any) -> Row:
+    return Row(Kind.PARAMETER, ibm, ours, Status.DIFFERENT, why, example, None, context)
+
+
+def unsupported(ibm: str, why: str) -> Row:
+    return Row(Kind.PARAMETER, ibm, None, Status.UNSUPPORTED, why)
+
+
+def port(kind: Kind, ibm: str, ours: str | None, status: Status, note: str) -> Row:
+    return Row(kind, ibm, ours, status, note)
+
+
+def metric(ibm: str, ours: str | None, status: Status, note: str = "") -> Row:
+    return Row(Kind.METRIC, ibm, ours, status, note)
+
+
+S, D, U = Status.SUPPORTED, Status.DIFFERENT, Status.UNSUPPORTED
+IN, OUT = Kind.INPUT, Kind.OUTPUT
+
+#: ``AbstractHdfsOperator``'s parameters (every operator of the toolkit takes them) and
+#: ``vmArg``, which every Java operator of IBM Streams takes. Ours are one ``[filesystem]``
+#: per pipeline.
+SHARED = Group(
+    "AbstractHdfsOperator",
+    None,
+    "operators.fs.settings:FileSystemSettings",
+    "[filesystem]",
+    (
+        different(
+            "hdfsUri",
+            "uri",
+            "webhdfs://nn:9870",
+            "default: the local disk, not `fs.defaultFS` of `core-site.xml`; a path may carry "
+            "its own URI",
+        ),
+        supported("hdfsUser", "user", "etl"),
+        unsupported("hdfsPassword", IN_PROGRESS),
+        unsupported("reconnectionPolicy", IN_PROGRESS),
+        different(
+            "reconnectionBound",
+            "retries",
+            7,
+            "retries after a failure of any call, not only at connect (default 3, IBM 5)",
+        ),
+        different(
+            "reconnectionInterval",
+            "retry_backoff",
+            2.5,
+            "first wait, doubled per retry (default 0.5 s, IBM a fixed 10 s)",
+        ),
+        supported("authPrincipal", "kerberos_principal", "etl@EXAMPLE.COM"),
+        supported("authKeytab", "keytab", "/etc/etl.keytab", kerberos_principal="etl@EXAMPLE.COM"),
+        unsupported("credFile", IN_PROGRESS),
+        supported("configPath", "config_dir", "/etc/hadoop/conf"),
+        unsupported("keyStorePath", IN_PROGRESS),
+        unsupported("keyStorePassword", IN_PROGRESS),
+        unsupported(
+            "libPath",
+            "no Hadoop jars are loaded: `hdfs://` speaks HDFS's RPC natively, `webhdfs://` HTTP",
+        ),
+        unsupported(
+            "policyFilePath",
+            "Java encryption policy files: the operators run in Python; TLS is Python's",
+        ),
+        unsupported("credentials", IN_PROGRESS),
+        unsupported(
+            "appConfigName",
+            "no Streams application configurations: `password_env`, `token_env`, `keytab_env` "
+            "read secrets from the environment",
+        ),
+        unsupported(
+            "vmArg",
+            "JVM options of a Java operator: ours run in Python (Spark's JVM takes `[spark] conf`)",
+        ),
+    ),
+    about="Parameters every IBM operator takes (`AbstractHdfsOperator`, and `vmArg` of every "
+    "Java operator); ours are one `[filesystem]` table per pipeline.",
+    shares=False,
+)
+
+SCAN = Group(
+    "HDFS2DirectoryScan",
+    "operators.scan:HDFS2DirectoryScan",
+    "operators.scan:ScanSettings",
+    "[scan]",
+    (
+        supported("directory", "directory", "/landing"),
+        supported("pattern", "pattern", r".*\.csv", "full match on the base name"),
+        supported("initDelay", "init_delay", 2.5),
+        supported("sleepTime", "sleep_time", 2.5),
+        supported("strictMode", "strict_mode", True),
+        port(
+            IN,
+            "optional control port `<rstring directory>`",
+            "set_directory",
+            S,
+            "Python API: `HDFS2DirectoryScan.set_directory(path)`, covered by the next cut",
+        ),
+        port(
+            OUT,
+            "`<rstring filename>`, one per new or modified file",
+            "next_file",
+            D,
+            "names go straight to the source (`next_file()`), in (mtime, name) order, each once",
+        ),
+        metric(
+            "nScannedFiles",
+            "files_emitted",
+            S,
+            "`metrics()`; `files_scanned` counts every listed entry",
+        ),
+    ),
+)
+
+SOURCE = Group(
+    "HDFS2FileSource",
+    "operators.source:HDFS2FileSource",
+    "operators.source:SourceSettings",
+    "[source]",
+    (
+        supported(
+            "file",
+            "file",
+            "/landing/a.txt",
+            "Python API; a pipeline reads the files its scan names",
+        ),
+        supported("initDelay", "init_delay", 2.5),
+        supported("encoding", "encoding", "latin-1"),
+        supported("blockSize", "block_size", 1024),
+        port(
+            IN,
+            "optional `<rstring filename>`",
+            "files",
+            D,
+            "a feed object (`files=`: the scan or `FileNameList`) the source pulls names from",
+        ),
+        port(
+            OUT,
+            "`<rstring line>` or `<blob data>`, a punctuation after each file",
+            "format",
+            D,
+            '`format = "line"` (str) or `"binary"` (bytes) picks the record, not the schema; '
+            "the punctuation stays",
+        ),
+        metric("nOpenedFiles", "files_opened", S, "`metrics()`"),
+    ),
+)
+
+SINK = Group(
+    "HDFS2FileSink",
+    "operators.sink:HDFS2FileSink",
+    "operators.sink.settings:SinkSettings",
+    "[sink]",
+    (
+        different(
+            "file",
+            "file",
+            "out/f-%FILENUM.txt",
+            "IBM's variables and `%PARTITION`; never overwrites a file, so rolling needs "
+            "`%FILENUM` or `%TIME`",
+        ),
+        supported(
+            "fileAttributeName",
+            "file_attribute_name",
+            "name",
+            "records are `(name, value)`; needs `directory`",
+            file=None,
+            directory="out",
+        ),
+        unsupported(
+            "tempFile",
+            "every file is written under a hidden name and renamed once a cut covers it "
+            '(`publish = "atomic"`, the default)',
+        ),
+        supported("timeFormat", "time_format", "%Y%m%d", "Java pattern or strftime"),
+        supported("bytesPerFile", "bytes_per_file", 1 << 20),
+        supported("tuplesPerFile", "tuples_per_file", 1000),
+        supported("timePerFile", "time_per_file", 60.0, "a timer: an idle sink rolls too"),
+        supported("closeOnPunct", "close_on_punct", True),
+        supported("encoding", "encoding", "latin-1"),
+        port(
+            IN,
+            "`<rstring line>` or `<blob data>`",
+            "format",
+            D,
+            '`format = "line"` (str) or `"binary"` (bytes); with `file_attribute_name`, '
+            "`(name, value)` pairs",
+        ),
+        port(
+            OUT,
+            "optional `<rstring fileName, uint64 fileSize>`",
+            "on_published",
+            D,
+            "Python API: callback `on_published(name, size)` once per file when a cut covers "
+            "it, not at close",
+        ),
+        metric(
+            "nSikedFiles",
+            "files_written",
+            S,
+            "IBM's spelling; `metrics.files_written` counts closed files",
+        ),
+    ),
+    base={"file": "out/part-%FILENUM.txt"},
+)
+
+COPY = Group(
+    "HDFS2FileCopy",
+    "operators.copy:HDFS2FileCopy",
+    "operators.copy:CopySettings",
+    None,
+    (
+        unsupported("localFile", IN_PROGRESS),
+        unsupported("hdfsFile", IN_PROGRESS),
+        unsupported("deleteSourceFile", IN_PROGRESS),
+        unsupported("overwriteDestinationFile", IN_PROGRESS),
+        unsupported("direction", IN_PROGRESS),
+        unsupported("localFileAttrName", IN_PROGRESS),
+        unsupported("hdfsFileAttrName", IN_PROGRESS),
+        port(
+            IN,
+            "`<rstring localFileAttrName, rstring hdfsFileAttrName>` or one of the two",
+            None,
+            U,
+            IN_PROGRESS,
+        ),
+        port(OUT, "optional `<rstring result, uint64 elapsedTime>`", None, U, IN_PROGRESS),
+        metric("nCopiedFiles", None, U, IN_PROGRESS),
+    ),
+    about="Copies files between the local disk and HDFS.",
+)
+
+#: The ``@consistent`` annotation of SPL (not part of the toolkit): how a region cuts.
+REGION = Group(
+    "@consistent (SPL annotation)",
+    None,
+    "region.settings:RegionSettings",
+    "[region]",
+    (
+        supported(
+            "trigger", "trigger", "operatorDriven", "`operatorDriven` too", expect="operator_driven"
+        ),
+        supported("period", "period", 2.5),
+        supported("drainTimeout", "drain_timeout", 60.0),
+        supported("resetTimeout", "reset_timeout", 60.0),
+        supported("maxConsecutiveResetAttempts", "max_consecutive_reset_attempts", 9),
+    ),
+    about="Not part of the toolkit: the SPL annotation that makes a consistent region.",
+    shares=False,
+)
+
+#: The toolkit's operators, in the order the README lists them.
+OPERATORS: tuple[Group, ...] = (SCAN, SOURCE, SINK, COPY)
+#: Every table of the README section, in order.
+GROUPS: tuple[Group, ...] = (SHARED, *OPERATORS, REGION)
+
+
+def rows_of(operator: str) -> Iterator[tuple[Group, Row]]:
+    """Every row of the IBM operator named ``operator`` (its own, then the shared ones), each
+    with the group that says where ours lives."""
+    for group in GROUPS:
+        if group.ibm == operator:
+            yield from ((group, row) for row in group.rows)
+            if group.shares:
+                yield from ((SHARED, row) for row in SHARED.rows)
+            return
+    known = ", ".join(g.ibm for g in GROUPS)
+    raise KeyError(f"no IBM operator {operator!r} in the registry (known: {known})")
+
+
+def _ibm_cell(row: Row) -> str:
+    if row.kind is Kind.PARAMETER:
+        return f"`{row.ibm}`"
+    if row.kind is Kind.METRIC:
+        return f"metric `{row.ibm}`"
+    return f"{row.kind.value}: {row.ibm}"
+
+
+def _ours_cell(row: Row) -> str:
+    return "\N{EN DASH}" if row.ours is None else f"`{row.ours}`"
+
+
+def markdown() -> str:
+    """The README's "IBM parameters" tables (the text between :data:`BEGIN` and :data:`END`)."""
+    lines = [f"Read from {TOOLKIT}'s Java sources. Generated by `python -m operators.ibm`."]
+    for group in GROUPS:
+        where = f" (`{group.table}`)" if group.table else ""
+        lines += ["", f"### {group.ibm}{where}", ""]
+        if group.about:
+            lines += [group.about, ""]
+        lines += ["| IBM | ours | status | note |", "|---|---|---|---|"]
+        for row in group.rows:
+            cells = (_ibm_cell(row), _ours_cell(row), row.status.value, row.note)
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def replace_section(text: str, body: str) -> str:
+    """``text`` with the lines between :data:`BEGIN` and :data:`END` replaced by ``body``."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"the text has no {BEGIN} ... {END} section")
+    return text[: start + len(BEGIN)] + "\n" + body + text[end:]
+
+
+def section_of(text: str) -> str:
+    """The lines between :data:`BEGIN` and :data:`END` of ``text``."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"the text has no {BEGIN} ... {END} section")
+    return text[start + len(BEGIN) : end].removeprefix("\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m operators.ibm", description="The IBM toolkit parity tables."
+    )
+    parser.add_argument("--markdown", action="store_true", help="print the tables (default)")
+    parser.add_argument("--write", metavar="README", help="rewrite the section of this file")
+    args = parser.parse_args(argv)
+    if args.write is None:
+        sys.stdout.write(markdown())
+        return 0
+    try:
+        with open(args.write, encoding="utf-8") as f:
+            text = f.read()
+        new = replace_section(text, markdown())
+    except (OSError, ValueError) as exc:
+        print(f"{args.write}: {exc}", file=sys.stderr)
+        return 2
+    if new != text:
+        with open(args.write, "w", encoding="utf-8") as f:
+            f.write(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
