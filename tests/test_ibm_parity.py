@@ -91,8 +91,7 @@ def test_a_claimed_parameter_is_taken_under_the_ibm_name_and_ours(group: Group, 
     check_parameter(group, row)
 
 
-@pytest.mark.parametrize(("group", "row"), rows(Kind.PARAMETER, claimed=False))
-def test_an_unsupported_parameter_is_not_accepted_yet(group: Group, row: Row) -> None:
+def check_not_accepted(group: Group, row: Row) -> None:
     """A name the code took up meanwhile must be flipped to supported (and so checked)."""
     try:
         model = load(group.settings)
@@ -102,6 +101,11 @@ def test_an_unsupported_parameter_is_not_accepted_yet(group: Group, row: Row) ->
         f"{group.settings} accepts {row.ibm!r}: the registry row says unsupported "
         f"({row.note}); make it supported or different, with an example"
     )
+
+
+@pytest.mark.parametrize(("group", "row"), rows(Kind.PARAMETER, claimed=False))
+def test_an_unsupported_parameter_is_not_accepted_yet(group: Group, row: Row) -> None:
+    check_not_accepted(group, row)
 
 
 @pytest.mark.parametrize(("group", "row"), rows(Kind.INPUT, Kind.OUTPUT, claimed=True))
@@ -127,6 +131,9 @@ def test_the_checks_fail_on_claims_the_code_does_not_have() -> None:
             check_parameter(scan, bogus)
     with pytest.raises(ImportError):
         check_parameter(ibm.COPY, ibm.supported("localFile", "local_file", "/tmp/a"))
+    with pytest.raises(AssertionError, match="sleepTime"):
+        check_not_accepted(scan, ibm.unsupported("sleepTime", "stale"))
+    check_not_accepted(ibm.COPY, ibm.unsupported("localFile", ibm.IN_PROGRESS))
 
 
 def test_metrics_count_what_ibm_counts(tmp_path: Path) -> None:
@@ -214,3 +221,25 @@ def test_every_row_is_complete_and_named_once() -> None:
     assert "tuplesPerFile" in sink and "hdfsUri" in sink
     with pytest.raises(KeyError, match="HDFS2FileSinc"):
         list(ibm.rows_of("HDFS2FileSinc"))
+
+
+def test_the_operator_tables_name_the_ibm_names_the_registry_claims() -> None:
+    """The hand-written parameter tables of "The operators" pair each of ours with the IBM name
+    the registry pairs it with."""
+    text = README.read_text(encoding="utf-8")
+    for group in (ibm.SCAN, ibm.SOURCE, ibm.SINK):
+        heading = f"### {group.ibm} (`{group.table}`)\n"
+        assert heading in text, f"README has no section {heading.strip()!r}"
+        table = text.split(heading, 1)[1].strip().split("\n\n", 1)[0]
+        claimed = {(r.ibm, r.ours) for r in group.rows if r.status is not Status.UNSUPPORTED}
+        pairs: list[tuple[str, str]] = []
+        for line in table.splitlines()[2:]:
+            ours, theirs = (cell.strip() for cell in line.split("|")[1:3])
+            if theirs == "\N{EN DASH}":
+                continue
+            pairs += zip(re.findall(r"`(\w+)`", ours), re.findall(r"`(\w+)`", theirs), strict=True)
+        assert pairs, f"no IBM names found in the {group.ibm} table"
+        for ours_name, ibm_name in pairs:
+            assert (ibm_name, ours_name) in claimed, (
+                f"README's {group.ibm} table pairs {ours_name} with {ibm_name}; the registry not"
+            )
