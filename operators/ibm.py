@@ -3,10 +3,10 @@ with our name for it and whether we support it, support it differently, or not a
 
 Written by hand from the toolkit's Java sources (``@Parameter``, ``@InputPortSet``,
 ``@OutputPortSet``, the custom metrics each operator creates, ``IHdfsConstants.java``) at
-:data:`TOOLKIT`. ``tests/test_ibm_parity.py`` checks every row that names one of our parameters
-against our settings models, and that the README's "IBM parameters" section is
+:data:`TOOLKIT`. ``tests/test_ibm_parity.py`` checks every row that claims support against our
+settings models, operators and metrics, and that the README's "IBM parameters" section is
 :func:`markdown` of this registry: after editing a row, run ``python -m operators.ibm --write
-README.md``.
+README.md``. ``--json`` prints the rows for other tools.
 
 Editing: add or change a row with :func:`supported`, :func:`different`, :func:`unsupported`,
 :func:`port` or :func:`metric` in its group. A parameter row that names ours gives an
@@ -17,6 +17,7 @@ the model needs other fields to be valid, ``context``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,19 +26,31 @@ from typing import Any
 
 __all__ = [
     "BEGIN",
+    "COPY",
     "END",
     "GROUPS",
+    "IN_PROGRESS",
     "OPERATORS",
+    "REGION",
+    "SCAN",
     "SHARED",
+    "SINK",
+    "SOURCE",
     "TOOLKIT",
     "Group",
     "Kind",
     "Row",
     "Status",
+    "different",
     "markdown",
+    "metric",
+    "port",
+    "records",
     "replace_section",
     "rows_of",
     "section_of",
+    "supported",
+    "unsupported",
 ]
 
 #: The toolkit release the rows were read from.
@@ -350,7 +363,11 @@ REGION = Group(
     "[region]",
     (
         supported(
-            "trigger", "trigger", "operatorDriven", "`operatorDriven` too", expect="operator_driven"
+            "trigger",
+            "trigger",
+            "operatorDriven",
+            "IBM's value `operatorDriven` too",
+            expect="operator_driven",
         ),
         supported("period", "period", 2.5),
         supported("drainTimeout", "drain_timeout", 60.0),
@@ -407,6 +424,25 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def records() -> list[dict[str, Any]]:
+    """Every row as a plain dict (``group``, ``kind``, ``ibm``, ``ours``, ``status``, ``note``,
+    ``where``: the settings model or operator, ``table``), for tools that do not import this."""
+    return [
+        {
+            "group": group.ibm,
+            "kind": row.kind.value,
+            "ibm": row.ibm,
+            "ours": row.ours,
+            "status": row.status.value,
+            "note": row.note,
+            "where": group.settings if row.kind is Kind.PARAMETER else group.operator,
+            "table": group.table,
+        }
+        for group in GROUPS
+        for row in group.rows
+    ]
+
+
 def replace_section(text: str, body: str) -> str:
     """``text`` with the lines between :data:`BEGIN` and :data:`END` replaced by ``body``."""
     start, end = text.find(BEGIN), text.find(END)
@@ -428,8 +464,13 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m operators.ibm", description="The IBM toolkit parity tables."
     )
     parser.add_argument("--markdown", action="store_true", help="print the tables (default)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("--write", metavar="README", help="rewrite the section of this file")
     args = parser.parse_args(argv)
+    if args.json:
+        json.dump({"toolkit": TOOLKIT, "rows": records()}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     if args.write is None:
         sys.stdout.write(markdown())
         return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import json
 import os
 import re
 from pathlib import Path
@@ -196,6 +197,15 @@ def test_write_replaces_only_the_section(tmp_path: Path) -> None:
     bare.write_text("no markers\n", encoding="utf-8")
     assert ibm.main(["--write", str(bare)]) == 2
     assert bare.read_text(encoding="utf-8") == "no markers\n"
+
+
+def test_json_lists_every_row(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ibm.main(["--json"]) == 0
+    dumped = json.loads(capsys.readouterr().out)
+    assert dumped["toolkit"] == ibm.TOOLKIT
+    assert len(dumped["rows"]) == len(ALL)
+    first = dumped["rows"][0]
+    assert (first["ibm"], first["ours"], first["status"]) == ("hdfsUri", "uri", "different")
 
 
 def test_every_row_is_complete_and_named_once() -> None:
