@@ -1,4 +1,5 @@
-"""A file that appears whole or not at all: the one write-to-temporary, sync, rename.
+"""A file that appears whole or not at all: the one write-to-temporary, sync, rename; and a file
+cut back to a size on every filesystem (:func:`cut_to`).
 
 Checkpoint cuts, lock generations, the Spark sink's log entries and the Spark scan's plans are
 all published this way. A reader lists or opens only final names, so it never sees a file being
@@ -14,7 +15,7 @@ from collections.abc import Callable
 
 from region.fs import FileSystem
 
-__all__ = ["dir_permission", "temp_path", "write_atomically"]
+__all__ = ["cut_to", "dir_permission", "temp_path", "write_atomically"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,3 +76,32 @@ def _delete_quietly(fs: FileSystem, path: str) -> None:
         fs.delete(path)
     except Exception as exc:  # the caller's error is the one to report
         logger.warning("Could not delete the temporary file %s: %s", fs.display(path), exc)
+
+
+_COPY_CHUNK = 8 << 20
+
+
+def cut_to(
+    fs: FileSystem, path: str, size: int, *, temp: str, permission: int | None = None
+) -> None:
+    """Make ``path`` hold its first ``size`` bytes (it must hold at least that many): truncate,
+    or where the filesystem cannot, copy the prefix to ``temp`` (synced) and rename it over
+    ``path``. The rename is atomic, so a crash leaves the file whole or cut, never half copied;
+    only for files no reader uses (in-progress files)."""
+    if fs.supports_truncate:
+        fs.truncate(path, size)
+        return
+    writer = fs.create(temp, overwrite=True, permission=permission)
+    try:
+        offset = 0
+        while offset < size:
+            chunk = fs.read(path, offset, min(_COPY_CHUNK, size - offset))
+            if not chunk:
+                msg = f"{fs.display(path)}: ended at {offset} bytes, expected {size}"
+                raise OSError(msg)
+            writer.write(chunk)
+            offset += len(chunk)
+        writer.sync()
+    finally:
+        writer.close()
+    fs.rename(temp, path, overwrite=True)

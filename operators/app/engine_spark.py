@@ -151,8 +151,6 @@ class SparkPlan:
     def _sink_options(self) -> dict[str, str]:
         sink = self.config.sink
         unsupported = {
-            "time_per_file": "files never span micro-batches; use tuples_per_file or "
-            "bytes_per_file",
             "file_attribute_name": "file names from records need the local engine",
             "close_on_punct": "files end with each micro-batch anyway",
         }
@@ -180,9 +178,11 @@ class SparkPlan:
         for field in ("time_format", "encoding", "format", "delivery"):
             options[field] = _text(getattr(sink, field))
         options["permission"] = oct(sink.permission)
-        for field in ("tuples_per_file", "bytes_per_file"):
+        for field in ("tuples_per_file", "bytes_per_file", "time_per_file"):
             if getattr(sink, field) is not None:
                 options[field] = str(getattr(sink, field))
+        # Files as full as the limit says: the run publishes the open ones at every stop.
+        options["span_batches"] = "true"
         return options
 
 
@@ -484,6 +484,11 @@ def run_spark(
                 display.start(totals.progress)
             try:
                 supervisor.run()
+                if not stopper.now:
+                    from operators.spark.sink import close_open_files
+
+                    # Files a limit kept open across batches: no batch continues them now.
+                    close_open_files(plan.sink_options)
                 if available_now:
                     scan_fs, scan_dir = open_path(config.scan_directory, config.filesystem)
                     warn_young_files_left(scan_fs, config.scan, scan_dir)

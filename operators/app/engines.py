@@ -9,19 +9,18 @@ is refused with an error saying what to do.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import sys
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from operators.owner import SINK_DIR, Owner, check_output, claim_output, read_owner
+from operators.plugins import load_callable
 from operators.scan import ScanSettings, young_files
 from region.atomic import write_atomically
-from region.errors import CheckpointError, ConfigError
+from region.errors import CheckpointError
 from region.fs import FileSystem
 
 __all__ = [
@@ -41,19 +40,7 @@ IDENTITY_FILE = "pipeline.json"
 def load_function(spec: str, folder: str) -> Callable[[Any], Any]:
     """The per-record function named ``"module:function"``; ``folder`` (the settings file's)
     is importable. Raises ConfigError naming the key and the value."""
-    module_name, _, attr = spec.partition(":")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        msg = f"[transform] function: cannot import module {module_name!r} of {spec!r} ({exc})"
-        raise ConfigError(msg) from None
-    func = getattr(module, attr, None)
-    if not callable(func):
-        msg = f"[transform] function: {spec!r}: module {module_name!r} has no function {attr!r}"
-        raise ConfigError(msg)
-    return func  # type: ignore[no-any-return]
+    return load_callable(spec, "[transform] function", folder)
 
 
 def _join(directory: str, name: str) -> str:

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.errors import BadRecordError, OperatorError
+from operators.manifest import MANIFEST_DIR, Published, write_manifest
 from operators.owner import Owner, claim_output
+from operators.plugins import load_callable
 from operators.publish import publish
 from operators.sink.layout import INPROGRESS, MARKER, SinkLayout, norm
 from operators.sink.records import BadRecords, RecordEncoder
@@ -97,6 +99,8 @@ class HDFS2FileSink(SinkOperator):
         self.name = name
         self.settings = settings
         self._fs = fs
+        if on_published is None and settings.on_published is not None:
+            on_published = load_callable(settings.on_published, "[sink] on_published")
         self._on_published = on_published
         self._clock = clock
         self._atomic = settings.publish == "atomic"
@@ -404,6 +408,19 @@ class HDFS2FileSink(SinkOperator):
         if self._on_published is not None:
             self._on_published(done.final, done.size)
 
+    def _write_manifest(self, cut_id: int, files: list[ClosedFile]) -> None:
+        """With ``manifest``: record what cut ``cut_id`` published (:mod:`operators.manifest`)."""
+        if not self.settings.manifest or not files:
+            return
+        write_manifest(
+            self._fs,
+            posixpath.join(self._layout.sink_dir, MANIFEST_DIR),
+            cut_id,
+            [Published(f.final, f.size, cut_id) for f in files],
+            retain=self.settings.manifest_retain,
+            permission=self.settings.permission,
+        )
+
     def _drop_writer(self) -> None:
         """Release the open file's handle without publishing (reset and crash)."""
         cur = self._cur
@@ -431,19 +448,23 @@ class HDFS2FileSink(SinkOperator):
         self._pending.extend((cut_id, c) for c in self._closed)
         self._closed = []
         self._cut_current[cut_id] = self._cur.final if self._cur is not None else None
-        state = state_value(self._next_filenum, self._cur, (c for _, c in self._pending))
+        state = state_value(
+            self._next_filenum, self._cur, (c for _, c in self._pending), cut=cut_id
+        )
         if self._rejects is not None:
             state["rejects"] = self._rejects.checkpoint(cut_id)
         return state
 
     def on_cut_completed(self, cut_id: int) -> None:
         published: set[str] = set()
+        covered = [done for c, done in self._pending if c <= cut_id]
         while self._pending and self._pending[0][0] <= cut_id:
             done = self._pending[0][1]
             self._publish(done)
             self._pending.pop(0)
             published.add(done.final)
             self._announced.add(done.final)
+        self._write_manifest(cut_id, covered)
         if not self._atomic:
             # The completed cut covers these files: recovery must no longer delete them.
             for final in [*published, self._cut_current.get(cut_id)]:
@@ -465,9 +486,16 @@ class HDFS2FileSink(SinkOperator):
         self._drop_writer()
         # 1. Finish what the cut promised: publish the files it covers, unless its completion
         #    did (then they are published and announced, and may have been moved away since).
-        for done in restored.pending:
-            if not self._recalled and done.final not in self._announced:
-                self._publish(done, recovering=True)
+        redone = [
+            done
+            for done in restored.pending
+            if not self._recalled and done.final not in self._announced
+        ]
+        for done in redone:
+            self._publish(done, recovering=True)
+        if redone and restored.cut is not None:
+            # The same manifest the completion writes (it may have been cut short before it).
+            self._write_manifest(restored.cut, restored.pending)
         self._recalled = False
         self._announced = {done.final for done in restored.pending}  # a repeated reset
         # 2. Delete this sink's files the cut does not know (opened after it).

@@ -22,6 +22,7 @@ from operators.errors import OperatorError
 from operators.sink.layout import MARKER, REWRITE, SinkLayout, final_of, side_name
 from operators.sink.records import RecordEncoder
 from operators.sink.settings import SinkSettings
+from region.atomic import cut_to
 from region.errors import permanent
 from region.fs import FileSystem, FileWriter, LeaseRecoverer
 from region.state import State
@@ -40,7 +41,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
-_COPY_CHUNK = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,17 +84,23 @@ class Restored:
     current: OpenFile | None
     pending: list[ClosedFile]
     next_filenum: int
+    #: The cut the state was taken at (``None``: a state from before it was recorded).
+    cut: int | None = None
 
 
 def state_value(
-    next_filenum: int, current: OpenFile | None, pending: Iterable[ClosedFile]
+    next_filenum: int,
+    current: OpenFile | None,
+    pending: Iterable[ClosedFile],
+    cut: int | None = None,
 ) -> dict[str, Any]:
-    """The state of a sink, as checkpointed."""
+    """The state of a sink, as checkpointed at ``cut``."""
     return {
         "version": STATE_VERSION,
         "next_filenum": next_filenum,
         "current": current.to_dict() if current is not None else None,
         "pending": [c.to_dict() for c in pending],
+        "cut": cut,
     }
 
 
@@ -123,7 +129,10 @@ def parse_state(sink: str, state: State) -> Restored:
         pending = [
             ClosedFile(str(p["final"]), str(p["work"]), int(p["size"])) for p in state["pending"]
         ]
-        return Restored(current, pending, int(state["next_filenum"]))
+        cut = state.get("cut")
+        return Restored(
+            current, pending, int(state["next_filenum"]), int(cut) if cut is not None else None
+        )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         msg = f"sink {sink!r}: checkpointed state is not understood ({exc!r}): {state!r}"
         raise OperatorError(msg) from None
@@ -293,21 +302,7 @@ class Recovery:
         return True
 
     def rewrite_prefix(self, path: str, size: int) -> None:
-        """Truncate without truncate: copy the first ``size`` bytes to a fresh side file and
-        rename it over ``path``. Only for in-progress files (atomic publish): a reader never
-        sees them."""
+        """Truncate without truncate (:func:`region.atomic.cut_to` through a side file). Only
+        for in-progress files (atomic publish): a reader never sees them."""
         tmp = side_name(final_of(path, self._name), self._name, REWRITE)
-        writer = self._fs.create(tmp, overwrite=True, permission=self._settings.permission)
-        try:
-            offset = 0
-            while offset < size:
-                chunk = self._fs.read(path, offset, min(_COPY_CHUNK, size - offset))
-                if not chunk:
-                    msg = f"{self._fs.display(path)}: ended at {offset} bytes, expected {size}"
-                    raise OperatorError(msg)
-                writer.write(chunk)
-                offset += len(chunk)
-            writer.sync()
-        finally:
-            writer.close()
-        self._fs.rename(tmp, path, overwrite=True)
+        cut_to(self._fs, path, size, temp=tmp, permission=self._settings.permission)

@@ -62,6 +62,14 @@ class SinkSettings(BaseModel):
     on_bad_record: Literal["fail", "skip", "reject"] | None = Field(
         None, validation_alias=_alias("on_bad_record", "onBadRecord")
     )
+    #: Write a manifest of the files each cut published (``<output>/_hdfs_sink/published/``,
+    #: :mod:`operators.manifest`), exactly once per file, for downstream jobs to tail.
+    manifest: bool = False
+    #: How many manifests are kept (the oldest are deleted).
+    manifest_retain: int = Field(1000, ge=1)
+    #: ``"module:function"`` called as ``function(path, size)`` once per published file (the
+    #: Python API may pass the function to the sink instead).
+    on_published: str | None = Field(None, pattern=r"^[\w.]+:\w+$")
     #: Template of the rejects files, relative to the base directory (``directory``, or the
     #: template's fixed directory); needs %FILENUM, e.g. ``_rejects/rejects-%FILENUM.jsonl``.
     rejects_file: str | None = Field(None, validation_alias=_alias("rejects_file", "rejectsFile"))

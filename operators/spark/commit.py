@@ -8,8 +8,18 @@ metadata log to read the output.
 Sink log (``log_dir``, by default ``<output>/_hdfs_sink``), one entry per committed batch:
 
 - ``<batch_id:020d>.json`` — the write-ahead entry: the planned renames (in order) and the sink
-  state after the batch (``next_filenum``). Written to a temporary name, synced, renamed.
+  state after the batch (``next_filenum``, and the ``open`` files: in-progress files that are not
+  full yet, one per task slot, which the next batch's task of that slot continues). Written to a
+  temporary name, synced, renamed.
 - ``<batch_id:020d>.done`` — every rename of the entry is done.
+
+Files span micro-batches when the sink rolls by a limit (``tuples_per_file``, ``bytes_per_file``,
+``time_per_file``): a task's last file, synced, stays open at the end of its batch, and the entry
+records its size. The next batch's task of the same slot (partition id) cuts it back to that size
+(a failed attempt may have appended to it) and appends (:meth:`SinkLog.carried`). A file
+published by a commit is never written again; an open file past ``time_per_file`` is published
+by the next commit even when no record reaches it, and :meth:`SinkLog.close_open` publishes every
+open file when the query stops.
 
 A complete entry wins over anything else: Spark may re-run a batch after a crash (with new task
 files), and the renames of the first complete entry are the batch's output; the new files are
@@ -21,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +39,9 @@ from typing import Any
 
 from operators.owner import Owner, claim_output
 from operators.publish import publish
-from region.atomic import dir_permission, write_atomically
+from operators.rolling import RollingPolicy
+from region.atomic import cut_to, dir_permission, write_atomically
+from region.errors import permanent
 from region.fs import FileSystem
 
 __all__ = [
@@ -37,6 +50,7 @@ __all__ = [
     "CommitResult",
     "SinkLog",
     "WrittenFile",
+    "cut_back",
     "in_progress_name",
 ]
 
@@ -80,6 +94,17 @@ class WrittenFile:
             "opened_ns": self.opened_ns,
         }
 
+    @classmethod
+    def from_dict(cls, value: dict[str, Any]) -> WrittenFile:
+        return cls(
+            str(value["path"]),
+            int(value["partition"]),
+            int(value["index"]),
+            int(value["rows"]),
+            int(value["size"]),
+            int(value["opened_ns"]),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class CommitResult:
@@ -88,6 +113,39 @@ class CommitResult:
     batch_id: int
     published: tuple[str, ...]
     replayed: bool = False
+    #: In-progress files left open for the next batches (their slot's task continues them).
+    open: tuple[str, ...] = ()
+
+
+def cut_back(fs: FileSystem, carried: WrittenFile, permission: int | None) -> None:
+    """The open file ``carried`` back to the size its log entry recorded: a task attempt that
+    failed after appending leaves more (a permanent error when it has less: it was cut outside
+    the sink, or is gone, with records no replay brings back)."""
+    try:
+        actual = fs.status(carried.path).size
+    except FileNotFoundError:
+        msg = (
+            f"hdfs_sink: {fs.display(carried.path)}, left open by an earlier batch with "
+            f"{carried.size} bytes, is missing: the records it held went with it"
+        )
+        raise permanent(FileNotFoundError(msg)) from None
+    if actual < carried.size:
+        msg = (
+            f"hdfs_sink: {fs.display(carried.path)} has {actual} bytes, fewer than the "
+            f"{carried.size} an earlier batch left in it (cut short outside the sink)"
+        )
+        raise permanent(OSError(msg))
+    if actual > carried.size:
+        temp = posixpath.join(posixpath.dirname(carried.path), in_progress_name("cut", 0))
+        cut_to(fs, carried.path, carried.size, temp=temp, permission=permission)
+        logger.info(
+            "hdfs_sink: cut %s back from %s to %s bytes", carried.path, actual, carried.size
+        )
+
+
+def _open_files(entry: dict[str, Any]) -> list[WrittenFile]:
+    """The files an entry leaves open (entries written before files spanned batches have none)."""
+    return [WrittenFile.from_dict(f) for f in entry["state"].get("open", ())]
 
 
 def _entry_name(batch_id: int, suffix: str) -> str:
@@ -115,8 +173,13 @@ class SinkLog:
         fault: FaultHook | None = None,
         permission: int | None = 0o640,
         owner: Owner | None = None,
+        rolling: RollingPolicy | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._fs = fs
+        #: ``time_per_file``: an open file past its age is published by the next commit.
+        self._rolling = rolling or RollingPolicy()
+        self._clock = clock
         #: The job writing the output; claimed (operators.owner) before the log is first used.
         self._owner = owner
         self._claimed = owner is None
@@ -205,7 +268,7 @@ class SinkLog:
             claim_output(self._fs, self.log_dir, self._owner, permission=self._permission)
             self._claimed = True
         entries, done = self._listing()
-        state: dict[str, Any] = {"next_filenum": 0, "batch_id": None}
+        state: dict[str, Any] = {"next_filenum": 0, "batch_id": None, "open": []}
         newest = max(entries, default=None)
         for batch_id in sorted(entries):
             if batch_id in done and batch_id != newest:
@@ -220,8 +283,38 @@ class SinkLog:
                 )
                 self._apply(batch_id, entry["renames"])
                 self._mark_done(batch_id)
-            state = {"next_filenum": int(entry["state"]["next_filenum"]), "batch_id": batch_id}
+            state = {
+                "next_filenum": int(entry["state"]["next_filenum"]),
+                "batch_id": batch_id,
+                "open": _open_files(entry),
+            }
         return state
+
+    def carried(self, batch_id: int) -> tuple[bool, dict[int, WrittenFile]]:
+        """For a task of batch ``batch_id``: ``(published, open files by slot)``. Reads only
+        (tasks run while the driver waits for them, so nothing here is half written).
+
+        ``published``: exactly_once, and the log already holds batch ``batch_id`` (a replay
+        after a crash that took Spark's commit record): the task must write nothing, the files
+        of the entry are the batch's output. Otherwise the open files of the newest entry,
+        which the task of each slot continues.
+        """
+        try:
+            listing = self._fs.list_dir(self.log_dir)
+        except FileNotFoundError:
+            return False, {}
+        ids = [
+            int(stem)
+            for stem, suffix in (st.name.split(".", 1) for st in listing if "." in st.name)
+            if stem.isdigit() and "." + suffix == _ENTRY_SUFFIX
+        ]
+        if not ids:
+            return False, {}
+        newest = max(ids)
+        if self._exactly_once and newest >= batch_id:
+            return True, {}
+        entry = self._read_entry(self._path(newest, _ENTRY_SUFFIX))
+        return False, {f.partition: f for f in _open_files(entry)}
 
     def delete_orphans(self, keep: Sequence[str] = ()) -> list[str]:
         """Delete in-progress files no log entry will ever publish (from killed, failed,
@@ -251,8 +344,14 @@ class SinkLog:
 
     # -- commit / abort -------------------------------------------------------------------
 
-    def commit(self, batch_id: int, files: Sequence[WrittenFile]) -> CommitResult:
-        """Publish ``files`` as batch ``batch_id``. Safe to call again for the same batch."""
+    def commit(
+        self,
+        batch_id: int,
+        files: Sequence[WrittenFile],
+        open_files: Sequence[WrittenFile] = (),
+    ) -> CommitResult:
+        """Publish ``files`` as batch ``batch_id``, and keep ``open_files`` (synced, not full)
+        open for the next batches. Safe to call again for the same batch."""
         # 1. Finish whatever an earlier (crashed) commit left half done.
         state = self.recover()
         newest = state["batch_id"]
@@ -274,28 +373,16 @@ class SinkLog:
                     self._fs.display(self.output_dir),
                     batch_id,
                 )
-            self.delete_orphans()
+            self.delete_orphans(keep=[f.path for f in state["open"]])
             return CommitResult(batch_id, (), replayed=True)
         # 3. %FILENUM in a deterministic order, continuing from the sink state.
-        if self._namer is None:
-            raise TypeError("SinkLog.commit needs the namer given to SinkLog()")
-        namer = self._namer
-        ordered = sorted(files, key=lambda f: (f.partition, f.index, f.path))
+        closed, still_open = self._next_open(state["open"], files, open_files)
+        ordered = sorted(closed, key=lambda f: (f.partition, f.index, f.path))
         next_filenum = int(state["next_filenum"])
         renames: list[list[str]] = []
         published: list[dict[str, Any]] = []
         for f in ordered:
-            dst = namer(f, next_filenum)
-            next_filenum += 1
-            while self._fs.exists(dst):  # a file put there by someone else: never overwritten
-                taken, dst = dst, namer(f, next_filenum)
-                if dst == taken:
-                    shown = self._fs.display(dst)
-                    raise FileExistsError(
-                        f"sink batch {batch_id}: {shown} exists (never overwritten)"
-                    )
-                logger.info("sink batch %s: %s exists, skipping its number", batch_id, taken)
-                next_filenum += 1
+            dst, next_filenum = self._free_name(batch_id, f, next_filenum)
             renames.append([f.path, dst])
             published.append({"path": dst, "rows": f.rows, "size": f.size})
         entry = {
@@ -303,7 +390,10 @@ class SinkLog:
             "batch_id": batch_id,
             "renames": renames,
             "files": published,
-            "state": {"next_filenum": next_filenum},
+            "state": {
+                "next_filenum": next_filenum,
+                "open": [f.to_dict() for f in still_open],
+            },
         }
         if not self._exactly_once and newest is not None and batch_id <= newest:
             # at_least_once re-publishes a re-run batch: its entry gets a fresh id.
@@ -325,16 +415,108 @@ class SinkLog:
         self._fault_at("after_renames", batch_id)
         self._mark_done(batch_id)
         # 7. Housekeeping: orphans of failed attempts, entries older than ``retain``.
-        self.delete_orphans()
+        kept = tuple(f.path for f in still_open)
+        self.delete_orphans(keep=kept)
         self._retire(batch_id)
-        return CommitResult(batch_id, tuple(dst for _, dst in renames))
+        return CommitResult(batch_id, tuple(dst for _, dst in renames), open=kept)
+
+    def _next_open(
+        self,
+        before: Sequence[WrittenFile],
+        closed: Sequence[WrittenFile],
+        opened: Sequence[WrittenFile],
+    ) -> tuple[list[WrittenFile], list[WrittenFile]]:
+        """``(files to publish, files staying open)`` after a batch: a slot's open file is the
+        one its task left open, else the one before (its task did not run or wrote nothing),
+        unless the task closed it. An open file past ``time_per_file`` is published now."""
+        closed_paths = {f.path for f in closed}
+        by_slot = {f.partition: f for f in before if f.path not in closed_paths}
+        for f in by_slot.values():
+            if f.partition not in {o.partition for o in opened}:
+                # No task of this batch continued it, but an attempt that failed (or a run of
+                # the batch that crashed before its entry) may have appended: back to its size.
+                cut_back(self._fs, f, self._permission)
+        by_slot.update({f.partition: f for f in opened})
+        now = self._clock()
+        to_publish = list(closed)
+        still_open: list[WrittenFile] = []
+        for slot in sorted(by_slot):
+            f = by_slot[slot]
+            if self._rolling.expired(f.opened_ns / 1e9, now):
+                to_publish.append(f)
+            else:
+                still_open.append(f)
+        return to_publish, still_open
+
+    def close_open(self) -> CommitResult | None:
+        """Publish every open file (the query stopped: no batch will continue them), by amending
+        the newest entry. ``None`` when nothing is open.
+
+        1. Finish the log (:meth:`recover`).
+        2. Plan: the newest entry's renames plus one per open file, the state without open
+           files; the done marker goes first, so a crash from here repeats the entry's renames
+           (each skipped when done) and leaves the files open, for the next stop or batch.
+        3. Write the amended entry (atomically), 4. rename, 5. mark it done.
+        """
+        state = self.recover()
+        newest, still = state["batch_id"], state["open"]
+        if newest is None or not still:
+            return None
+        if self._namer is None:
+            raise TypeError("SinkLog.close_open needs the namer given to SinkLog()")
+        entry = self._read_entry(self._path(newest, _ENTRY_SUFFIX))
+        for f in still:
+            cut_back(self._fs, f, self._permission)
+        next_filenum = int(state["next_filenum"])
+        renames = [list(r) for r in entry["renames"]]
+        added: list[str] = []
+        for f in sorted(still, key=lambda f: (f.partition, f.index, f.path)):
+            dst, next_filenum = self._free_name(newest, f, next_filenum)
+            renames.append([f.path, dst])
+            entry["files"].append({"path": dst, "rows": f.rows, "size": f.size})
+            added.append(dst)
+        entry["renames"] = renames
+        entry["state"] = {"next_filenum": next_filenum, "open": []}
+        self._fs.delete(self._path(newest, _DONE_SUFFIX))
+        write_atomically(
+            self._fs,
+            self._path(newest, _ENTRY_SUFFIX),
+            json.dumps(entry, indent=1).encode(),
+            overwrite=True,
+            permission=self._permission,
+        )
+        self._apply(newest, renames)
+        self._mark_done(newest)
+        logger.info(
+            "sink %s: published %s open file(s) at stop",
+            self._fs.display(self.output_dir),
+            len(added),
+        )
+        return CommitResult(newest, tuple(added))
+
+    def _free_name(self, batch_id: int, f: WrittenFile, filenum: int) -> tuple[str, int]:
+        """The final name of ``f`` from number ``filenum`` on, and the next number. A name
+        taken by someone else's file is skipped: never overwritten."""
+        if self._namer is None:
+            raise TypeError("SinkLog needs the namer given to SinkLog() to publish")
+        dst = self._namer(f, filenum)
+        filenum += 1
+        while self._fs.exists(dst):
+            taken, dst = dst, self._namer(f, filenum)
+            if dst == taken:
+                shown = self._fs.display(dst)
+                raise FileExistsError(f"sink batch {batch_id}: {shown} exists (never overwritten)")
+            logger.info("sink batch %s: %s exists, skipping its number", batch_id, taken)
+            filenum += 1
+        return dst, filenum
 
     def abort(self, batch_id: int, files: Sequence[WrittenFile]) -> None:
         """Drop the batch's in-progress files (after finishing any half-done commit, whose
-        files must not be deleted)."""
-        self.recover()
+        files must not be deleted). Open files carried from earlier batches stay: they hold
+        those batches' records (the next attempt cuts them back to their recorded size)."""
+        carried = {f.path for f in self.recover()["open"]}
         for f in files:
-            if self._fs.delete(f.path):
+            if f.path not in carried and self._fs.delete(f.path):
                 logger.info("sink batch %s aborted: deleted %s", batch_id, f.path)
 
     def _retire(self, newest: int) -> None:

@@ -79,6 +79,8 @@ class SinkConfig:
     permission: int
     log_retain: int
     column: str | None
+    #: Files stay open across micro-batches until full (see SinkOptions.span_batches).
+    span_batches: bool = False
     fs: FileSystemSettings | None = None
     #: The job writing the output (:mod:`operators.owner`); ``None``: not known, not claimed.
     owner: Owner | None = None

@@ -43,7 +43,12 @@ from typing import TYPE_CHECKING, Any
 
 from operators.spark.batchlog import SPARK_CONFS, BatchLog
 from operators.spark.commit import WrittenFile
-from operators.spark.sink import EncodedLines, HdfsSinkStreamWriter, SinkTaskMessage
+from operators.spark.sink import (
+    BATCH_ID_PROPERTY,
+    EncodedLines,
+    HdfsSinkStreamWriter,
+    SinkTaskMessage,
+)
 from operators.spark.source import HdfsScanStreamReader, ScanPartition
 from operators.spark.supervisor import BatchProgress, RestartPolicy, source_options
 from region.fs import FileSystem
@@ -62,7 +67,8 @@ logger = logging.getLogger(__name__)
 Transform = Callable[[Any], Any]
 
 _MANIFEST = (
-    "path string, partition int, idx int, rows long, size long, opened_ns long, records_in long"
+    "path string, partition int, idx int, rows long, size long, opened_ns long, records_in long, "
+    "open boolean"
 )
 #: How often an idle operator-driven run looks for new files.
 _IDLE_POLL = 0.5
@@ -136,7 +142,8 @@ def _records(
 
 
 def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
-    """One row per written file, and one (no path) with the count of records read."""
+    """One row per written file (``open``: left open for the next batch), and one (no path)
+    with the count of records read."""
     import pyarrow as pa
 
     rows: list[dict[str, Any]] = [
@@ -148,8 +155,10 @@ def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
             "size": f.size,
             "opened_ns": f.opened_ns,
             "records_in": 0,
+            "open": still_open,
         }
-        for f in message.files
+        for still_open, files in ((False, message.files), (True, message.open))
+        for f in files
     ]
     rows.append(
         {
@@ -160,6 +169,7 @@ def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
             "size": 0,
             "opened_ns": 0,
             "records_in": records_in,
+            "open": False,
         }
     )
     return pa.RecordBatch.from_pylist(rows, schema=_manifest_schema())
@@ -209,6 +219,7 @@ def _manifest_schema() -> pa.Schema:
             ("size", pa.int64()),
             ("opened_ns", pa.int64()),
             ("records_in", pa.int64()),
+            ("open", pa.bool_()),
         ]
     )
 
@@ -381,13 +392,13 @@ class FusedRunner:
             # Published before a crash took the commit record: 4. would change nothing.
             logger.info("batch %s was already published; recording it", batch_id)
             files: list[WrittenFile] = []
-            ran = time.monotonic()
+            open_files: list[WrittenFile] = []
         else:
             # 3. Run the job.
-            files, records_in = self._job(batch_id, start, end)
+            files, open_files, records_in = self._job(batch_id, start, end)
         ran = time.monotonic()
         # 4. Commit through the sink log.
-        self.writer.commit([SinkTaskMessage(0, 0, files)], batch_id)
+        self.writer.commit([SinkTaskMessage(0, 0, files, open_files)], batch_id)
         # 5. Record.
         self.log.write_commit(batch_id)
         self.reader.commit(end)
@@ -415,10 +426,11 @@ class FusedRunner:
 
     def _job(
         self, batch_id: int, start: dict[str, Any], end: dict[str, Any]
-    ) -> tuple[list[WrittenFile], int]:
+    ) -> tuple[list[WrittenFile], list[WrittenFile], int]:
+        """``(files written, files left open, records read)`` of batch ``batch_id``."""
         parts = self.reader.partitions(start, end)
         if not parts:
-            return [], 0
+            return [], [], 0
         plan = tuple(
             tuple((str(a), int(b), int(c), int(d)) for a, b, c, d in p.ranges)
             for p in parts
@@ -438,19 +450,25 @@ class FusedRunner:
             out = sql_frame(self.spark, source, self.sql)
             writer = HdfsSinkStreamWriter(self.writer.config, out.schema)
             frame = out.mapInArrow(functools.partial(_write_tasks, writer), _MANIFEST)
-        rows = self._collect(frame, f"hdfs-region batch {batch_id}")
-        files = [
-            WrittenFile(r.path, r.partition, r.idx, r.rows, r.size, r.opened_ns)
-            for r in rows
-            if r.path is not None
-        ]
-        files.sort(key=lambda f: (f.partition, f.index))
+        rows = self._collect(frame, f"hdfs-region batch {batch_id}", batch_id)
+        written = sorted(
+            (r for r in rows if r.path is not None), key=lambda r: (r.partition, r.idx)
+        )
+        files, open_files = (
+            [
+                WrittenFile(r.path, r.partition, r.idx, r.rows, r.size, r.opened_ns)
+                for r in written
+                if bool(r.open) is still_open
+            ]
+            for still_open in (False, True)
+        )
         if counter is not None:
-            return files, int(counter.value)
-        return files, sum(r.records_in for r in rows)
+            return files, open_files, int(counter.value)
+        return files, open_files, sum(r.records_in for r in rows)
 
-    def _collect(self, frame: Any, description: str) -> list[Any]:
-        """``frame.collect()`` in a thread of its own, so an immediate stop can cancel it."""
+    def _collect(self, frame: Any, description: str, batch_id: int) -> list[Any]:
+        """``frame.collect()`` in a thread of its own, so an immediate stop can cancel it. The
+        tasks see the batch id as a streaming query's tasks do (files spanning batches)."""
         sc = self.spark.sparkContext
         result: list[Any] = []
         failure: list[BaseException] = []
@@ -458,6 +476,7 @@ class FusedRunner:
         def run() -> None:
             try:
                 sc.setJobGroup(self._group, description, interruptOnCancel=True)
+                sc.setLocalProperty(BATCH_ID_PROPERTY, str(batch_id))
                 result.extend(frame.collect())
             except BaseException as exc:
                 failure.append(exc)

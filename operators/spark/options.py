@@ -194,6 +194,11 @@ class SinkOptions(BaseModel):
     #: The id of the job writing the output (``hdfs-region run`` gives its checkpoints' id);
     #: without it the query's checkpointLocation tells one job from another (operators.owner).
     job_id: str | None = Field(None, validation_alias=AliasChoices("job_id", "jobId"))
+    #: With a file limit: a file that is not full stays open across micro-batches (exact
+    #: sizes). Then the files open when the query stops are published by
+    #: ``operators.spark.sink.close_open_files`` (``hdfs-region run`` calls it at every stop);
+    #: until then their records are written but not visible. Off: every batch closes its files.
+    span_batches: bool = Field(False, validation_alias=AliasChoices("span_batches", "spanBatches"))
 
 
 _NS = 1_000_000_000
@@ -215,6 +220,7 @@ _SINK_FIELDS = (
     "time_format",
     "tuples_per_file",
     "bytes_per_file",
+    "time_per_file",
     "encoding",
     "format",
     "delivery",
@@ -355,6 +361,7 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         permission=sink.permission,
         log_retain=spark.log_retain,
         column=spark.column,
+        span_batches=spark.span_batches,
         fs=_fs_or_local(fs_settings),
         owner=Owner.of_options(options),
     )

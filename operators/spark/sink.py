@@ -8,8 +8,13 @@ sink log of :mod:`operators.spark.commit` (``log_dir``, default ``<output dir>/_
 Plain directory readers (``spark.read.text``, ``hdfs dfs -cat``) see only complete,
 committed files, each record once. ``%FILENUM`` is assigned at commit, in partition order.
 
-Files never span micro-batches: ``tuples_per_file`` / ``bytes_per_file`` roll within one task's
-output of one batch, by the in-process sink's rolling policy (:mod:`operators.rolling`).
+Files roll by the in-process sink's rolling policy (:mod:`operators.rolling`). With
+``span_batches`` and ``tuples_per_file``, ``bytes_per_file`` or ``time_per_file``, a file that
+is not full at the end of a batch stays open, and the next batch's task of the same slot
+(partition id) continues it (:meth:`operators.spark.commit.SinkLog.carried`): a slow stream
+makes files of the configured size or age, not one per batch and task. The open files are published when they are full, when they
+reach ``time_per_file`` (at a commit), or when the query stops (:func:`close_open_files`).
+Otherwise every batch closes its files.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ import logging
 import os
 import posixpath
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark import TaskContext
@@ -30,11 +35,11 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import BinaryType, StringType, StructType
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from operators.fs.settings import split_uri
 from operators.owner import Owner
-from operators.spark.commit import SinkLog, WrittenFile, in_progress_name
+from operators.spark.commit import SinkLog, WrittenFile, cut_back, in_progress_name
 from operators.spark.config import SinkConfig, open_config_fs
 from operators.templating import FileNameTemplate
 from region.errors import ConfigError
@@ -49,6 +54,8 @@ __all__ = [
     "HdfsSinkDataSource",
     "HdfsSinkStreamWriter",
     "SinkTaskMessage",
+    "TaskIds",
+    "close_open_files",
 ]
 
 logger = logging.getLogger(__name__)
@@ -95,20 +102,63 @@ class SinkTaskMessage(WriterCommitMessage):
     partition: int
     attempt: int
     files: list[WrittenFile] = field(default_factory=list)
+    #: The file left open for the next batch of this slot (synced), if any.
+    open: list[WrittenFile] = field(default_factory=list)
+
+
+#: The local property Spark sets for the tasks of a streaming micro-batch (the fused runner
+#: sets it too): the batch a task writes for.
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIds:
+    """Who a task is: its partition (the slot whose open file it continues), attempt, task
+    attempt id, and the micro-batch it writes for (``None``: not known, files end with it)."""
+
+    partition: int
+    attempt: int
+    task_id: int
+    batch_id: int | None
+
+    @classmethod
+    def current(cls) -> TaskIds:
+        """The running Spark task's (outside a task: partition 0 of no batch)."""
+        ctx = TaskContext.get()
+        if ctx is None:
+            return cls(0, 0, os.getpid(), None)
+        batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
+        return cls(
+            ctx.partitionId(),
+            ctx.attemptNumber(),
+            ctx.taskAttemptId(),
+            int(batch) if batch is not None else None,
+        )
 
 
 class _TaskOutput:
-    """The rolling in-progress files of one task attempt."""
+    """The rolling in-progress files of one task attempt. ``carried``: the file an earlier
+    batch left open for this task's slot, continued (after its recorded size) when the first
+    record comes."""
 
-    def __init__(self, writer: HdfsSinkStreamWriter, fs: FileSystem) -> None:
-        ctx = TaskContext.get()
-        self.partition = ctx.partitionId() if ctx is not None else 0
-        self.attempt = ctx.attemptNumber() if ctx is not None else 0
-        task_id = ctx.taskAttemptId() if ctx is not None else os.getpid()
-        self.task = f"p{self.partition:05d}-t{task_id}-a{self.attempt}"
+    def __init__(
+        self,
+        writer: HdfsSinkStreamWriter,
+        fs: FileSystem,
+        ids: TaskIds,
+        carried: WrittenFile | None = None,
+    ) -> None:
+        self.partition = ids.partition
+        self.attempt = ids.attempt
+        self.task = f"p{self.partition:05d}-t{ids.task_id}-a{self.attempt}"
         self._config = writer.config
         self._fs = fs
         self.files: list[WrittenFile] = []
+        #: The file left open at the end of the task (``None``: every file closed).
+        self.open: WrittenFile | None = None
+        self._carried = carried
+        #: Never deleted by this task: it holds earlier batches' records.
+        self._carried_path = carried.path if carried is not None else None
         self._out: FileWriter | None = None
         self._rows = 0
         self._size = 0
@@ -116,16 +166,40 @@ class _TaskOutput:
 
     def write(self, data: list[Any], rows: int, size: int) -> None:
         if self._out is None:
-            path = posixpath.join(
-                self._config.output_dir, in_progress_name(self.task, len(self.files))
-            )
-            self._out = self._fs.create(path, permission=self._config.permission)
-            self._opened_ns = time.time_ns()
-            self._rows = self._size = 0
+            self._start()
+        assert self._out is not None
         for buf in data:
             self._out.write(buf)
         self._rows += rows
         self._size += size
+
+    def ready(self) -> None:
+        """A record is about to be written: continue the carried file now, if there is one."""
+        if self._out is None and self._carried is not None:
+            self._start()
+
+    def _start(self) -> None:
+        carried, self._carried = self._carried, None
+        rolling = self._config.rolling
+        if carried is not None and not rolling.expired(carried.opened_ns / 1e9, time.time()):
+            # 1. Back to the size the log recorded (an attempt that failed may have appended),
+            # 2. append after it.
+            cut_back(self._fs, carried, self._config.permission)
+            self._out = self._fs.append(carried.path)
+            self._opened_ns = carried.opened_ns
+            self._rows, self._size = carried.rows, carried.size
+            if not rolling.full(self._rows, self._size):
+                return
+            self._out.close()  # a run with a smaller limit: full already, publish it as it is
+            self._out = None
+            self.files.append(replace(carried, index=len(self.files)))
+        elif carried is not None:
+            # Past time_per_file: published as it is.
+            self.files.append(replace(carried, index=len(self.files)))
+        path = posixpath.join(self._config.output_dir, in_progress_name(self.task, len(self.files)))
+        self._out = self._fs.create(path, permission=self._config.permission)
+        self._opened_ns = time.time_ns()
+        self._rows = self._size = 0
 
     @property
     def rows(self) -> int:
@@ -135,29 +209,49 @@ class _TaskOutput:
     def size(self) -> int:
         return self._size if self._out is not None else 0
 
-    def close(self) -> None:
+    def close(self, *, keep_open: bool = False) -> None:
+        """Close the current file: complete (the driver publishes it), or, ``keep_open``,
+        synced and recorded as this slot's open file (the next batch continues it)."""
         out, self._out = self._out, None
         if out is None:
             return
         try:
-            out.sync()  # durable before the driver may publish it
+            out.sync()  # durable before the driver may publish or record it
         finally:
             out.close()
-        self.files.append(
-            WrittenFile(
-                out.path, self.partition, len(self.files), self._rows, self._size, self._opened_ns
-            )
+        written = WrittenFile(
+            out.path, self.partition, len(self.files), self._rows, self._size, self._opened_ns
         )
+        if keep_open:
+            self.open = written
+            return
+        self.files.append(written)
         if len(self.files) == 1:
             _fault("task_write")
 
+    def finish(self, *, carry: bool) -> None:
+        """The end of the task's input: the last file stays open when files span batches and
+        it is neither full nor past its age."""
+        rolling = self._config.rolling
+        keep = (
+            carry
+            and self._out is not None
+            and not rolling.full(self._rows, self._size)
+            and not rolling.expired(self._opened_ns / 1e9, time.time())
+        )
+        self.close(keep_open=keep)
+
     def discard(self) -> None:
+        """The task failed: drop what it wrote. A carried file stays: it holds earlier
+        batches' records, and the next attempt cuts it back to its recorded size."""
         out, self._out = self._out, None
         if out is not None:
             out.close()
-            self._fs.delete(out.path)
-        for f in self.files:
-            self._fs.delete(f.path)
+        paths = [f.path for f in self.files]
+        paths += [w.path for w in (out, self.open) if w is not None]
+        for path in dict.fromkeys(paths):
+            if path != self._carried_path:
+                self._fs.delete(path)
 
 
 class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
@@ -189,11 +283,24 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         return utf8 and not sink.binary and sink.rolling.room(0) is None and not sink.rolling.bytes
 
     def write(self, iterator: Iterator[pa.RecordBatch | EncodedLines]) -> SinkTaskMessage:
+        return self.write_task(iterator, TaskIds.current())
+
+    def write_task(
+        self, iterator: Iterator[pa.RecordBatch | EncodedLines], ids: TaskIds
+    ) -> SinkTaskMessage:
+        """One task's records to in-progress files (:meth:`write` with the task named)."""
         # Imported here: the driver-side processes (schema, commit) never write records.
         from operators.spark.arrow_io import encode_records
 
-        out = _TaskOutput(self, self.fs)
         sink = self.config
+        carry, published, carried = self._carried(ids)
+        if published:
+            # exactly_once, and the log already holds this batch: a replay after a crash that
+            # took Spark's commit record. Its files are published; writing would add to them.
+            for _ in iterator:
+                pass
+            return SinkTaskMessage(ids.partition, ids.attempt)
+        out = _TaskOutput(self, self.fs, ids, carried)
         binary = sink.binary
         try:
             for batch in iterator:
@@ -205,6 +312,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                 values = batch.column(self.column)
                 start = 0
                 while start < len(values):
+                    out.ready()  # the carried file's records count toward its limit
                     take = self._room(values, start, out.rows, out.size)
                     piece = values.slice(start, take)
                     data = encode_records(piece, binary=binary, encoding=sink.encoding)
@@ -213,11 +321,33 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                     start += take
                     if sink.rolling.full(out.rows, out.size):
                         out.close()
-            out.close()
+            out.finish(carry=carry)
         except BaseException:
             out.discard()
             raise
-        return SinkTaskMessage(out.partition, out.attempt, out.files)
+        return SinkTaskMessage(
+            out.partition, out.attempt, out.files, [out.open] if out.open is not None else []
+        )
+
+    @property
+    def spans_batches(self) -> bool:
+        """Whether files stay open across batches (asked for, and a limit says when a file is
+        complete)."""
+        rolling = self.config.rolling
+        limits = (rolling.tuples, rolling.bytes, rolling.seconds)
+        return self.config.span_batches and any(v is not None for v in limits)
+
+    def _carried(self, ids: TaskIds) -> tuple[bool, bool, WrittenFile | None]:
+        """``(carry, published, file)``: whether this task's last file may stay open; whether
+        its batch is already published (write nothing); the file an earlier batch left open
+        for its slot. Files span batches only when the task knows its batch."""
+        if not self.spans_batches:
+            return False, False, None
+        if ids.batch_id is None:
+            logger.debug("%s: no batch id in the task; its files end with it", _SINK)
+            return False, False, None
+        published, open_files = self._log(owner=False).carried(ids.batch_id)
+        return True, published, open_files.get(ids.partition)
 
     def _room(self, values: pa.Array, start: int, rows: int, size: int) -> int:
         """How many records from ``start`` go into the current file before it rolls (the rule
@@ -238,7 +368,9 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         cumulative = np.cumsum(lengths.astype(np.int64) + (0 if self.config.binary else 1))
         return rolling.fitting(cumulative, size)
 
-    def _log(self) -> SinkLog:
+    def _log(self, *, owner: bool = True) -> SinkLog:
+        """The sink log (``owner``: with the job that writes, claimed when first used; tasks
+        only read it)."""
         template = FileNameTemplate(self.config.template, self.config.time_format)
 
         def namer(f: WrittenFile, filenum: int) -> str:
@@ -253,7 +385,8 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             retain=self.config.log_retain,
             fault=_fault,
             permission=self.config.permission,
-            owner=self._owner(),
+            owner=self._owner() if owner else None,
+            rolling=self.config.rolling,
         )
 
     def _owner(self) -> Owner | None:
@@ -274,8 +407,9 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         return Owner(owner.checkpoint, str(query_id))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        files = [f for m in messages if isinstance(m, SinkTaskMessage) for f in m.files]
-        result = self._log().commit(batchId, files)
+        tasks = [m for m in messages if isinstance(m, SinkTaskMessage)]
+        files = [f for m in tasks for f in m.files]
+        result = self._log().commit(batchId, files, [f for m in tasks for f in m.open])
         logger.info(
             "%s: batch %s published %s file(s)%s",
             _SINK,
@@ -283,6 +417,11 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             len(result.published),
             " (already published before)" if result.replayed else "",
         )
+
+    def close_open(self) -> list[str]:
+        """Publish the files left open for later batches (the query stopped); their names."""
+        result = self._log().close_open()
+        return list(result.published) if result is not None else []
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         files = [f for m in messages if isinstance(m, SinkTaskMessage) for f in m.files]
@@ -322,3 +461,15 @@ class HdfsSinkDataSource(DataSource):
             config = sink_config(self.options)
             self.__dict__["_parsed"] = config
         return HdfsSinkStreamWriter(config, schema)
+
+
+def close_open_files(options: Mapping[str, str]) -> list[str]:
+    """Publish what an ``hdfs_sink`` query with a file limit left open, after the query stopped
+    (``query.stop()``, or its end with ``availableNow``): the same options as the query's
+    ``writeStream`` (with its ``checkpointLocation``). Returns the published paths. Running it
+    while the query runs would publish files a running task continues: stop the query first."""
+    from operators.spark.options import sink_config
+
+    config = sink_config(options)
+    column = StructField(config.column or "value", BinaryType() if config.binary else StringType())
+    return HdfsSinkStreamWriter(config, StructType([column])).close_open()

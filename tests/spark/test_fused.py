@@ -45,32 +45,33 @@ class Layout:
     def scan_options(self, **more: str) -> dict[str, str]:
         return {"directory": str(self.src), "plan_dir": str(self.ck / "plans"), **more}
 
-    def sink_options(self) -> dict[str, str]:
-        return {"file": str(self.out / "part-%FILENUM.txt")}
+    def sink_options(self, **more: str) -> dict[str, str]:
+        return {"file": str(self.out / "part-%FILENUM.txt"), **more}
 
     def runner(self, spark: Any, **kwargs: Any) -> FusedRunner:
         scan = kwargs.pop("scan", {})
         kwargs.setdefault("transform", upper)
         kwargs.setdefault("available_now", True)
         settings = kwargs.pop("settings", RegionSettings())
+        sink = kwargs.pop("sink", {})
         return FusedRunner(
             spark,
             self.scan_options(**scan),
-            self.sink_options(),
+            self.sink_options(**sink),
             LocalFileSystem(),
             str(self.ck / "spark"),
             settings,
             **kwargs,
         )
 
-    def streaming(self, spark: Any) -> None:
+    def streaming(self, spark: Any, **sink: str) -> None:
         query = (
             spark.readStream.format("hdfs_scan")
             .options(**self.scan_options(maxFilesPerTrigger="1"))
             .load()
             .selectExpr("upper(value) AS value")
             .writeStream.format("hdfs_sink")
-            .options(**self.sink_options())
+            .options(**self.sink_options(**sink))
             .option("checkpointLocation", str(self.ck / "spark"))
             .trigger(availableNow=True)
             .start()
@@ -122,6 +123,42 @@ def test_a_pipeline_moves_between_fused_batches_and_a_streaming_query_on_one_che
     assert leftovers(lay.out) == []
     newest, committed = lay.log().newest()
     assert newest == committed and newest is not None and newest >= 3
+
+
+def file_sizes(directory: Path) -> list[int]:
+    """Records per published file, in %FILENUM order."""
+    names = sorted(
+        (n for n in os.listdir(directory) if n.startswith("part-")),
+        key=lambda n: int(n[5:].split(".")[0]),
+    )
+    return [len(lines_of((directory / n).read_bytes())) for n in names]
+
+
+def test_files_span_batches_in_fused_runs_and_streaming_queries_alike(
+    spark: Any, tmp_path: Path
+) -> None:
+    from operators.spark.sink import close_open_files
+
+    lay = Layout(tmp_path)
+    first, second = inputs(0, 4), inputs(4, 3)
+    write_inputs(lay.src, first, T0)
+    # One 50-record file per batch, files of 120 records: each file spans batches.
+    span = {"tuples_per_file": "120", "span_batches": "true"}
+    lay.runner(spark, scan={"maxFilesPerTrigger": "1"}, sink=span).run()
+    assert file_sizes(lay.out) == [120]  # 80 records still open: not one file per batch
+    assert len(leftovers(lay.out)) == 1
+    # A streaming query on the same checkpoint continues the open file.
+    write_inputs(lay.src, second, T0 + 10_000_000_000)
+    lay.streaming(spark, **span)
+    assert file_sizes(lay.out) == [120, 120]
+    # The query stopped: publish what it left open.
+    published = close_open_files(
+        {**lay.sink_options(**span), "checkpointLocation": str(lay.ck / "spark")}
+    )
+    assert len(published) == 1
+    assert file_sizes(lay.out) == [120, 120, 110]
+    assert published_lines(lay.out) == expected({**first, **second})
+    assert leftovers(lay.out) == []
 
 
 def test_a_batch_written_ahead_but_not_run_is_run_from_its_plan_after_a_restart(

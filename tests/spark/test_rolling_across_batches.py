@@ -1,0 +1,251 @@
+"""Files that span micro-batches on Spark's sink, without Spark: the real task code
+(:meth:`HdfsSinkStreamWriter.write_task`) and the real commit (:class:`SinkLog`) driven through
+batches of any shape, failed and killed task attempts, crashes at every step of the commit and
+replays, on the local filesystem. Every record is published exactly once, and files are as full
+as the limit says, not one per batch and task."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.types import StringType, StructField, StructType
+
+from operators.fs.local import LocalFileSystem
+from operators.spark.commit import IN_PROGRESS_PREFIX
+from operators.spark.options import sink_config
+from operators.spark.sink import HdfsSinkStreamWriter, SinkTaskMessage, TaskIds
+from tests.spark.test_commit import Crash, CrashingFS
+
+_SCHEMA = StructType([StructField("value", StringType())])
+
+
+class Killed(BaseException):
+    """The task's process died: nothing after this point runs, not even its clean-up."""
+
+
+class KillableFS(LocalFileSystem):
+    """The local filesystem of a task process that dies at its ``kill_at``-th write."""
+
+    def __init__(self, kill_at: int | None = None) -> None:
+        self.kill_at = kill_at
+        self.writes = 0
+        self.dead = False
+
+    def _check(self) -> None:
+        if self.dead:
+            raise Killed
+
+    def create(self, path: str, *, overwrite: bool = False, permission: int | None = None) -> Any:
+        self._check()
+        return _Writer(self, super().create(path, overwrite=overwrite, permission=permission))
+
+    def append(self, path: str) -> Any:
+        self._check()
+        return _Writer(self, super().append(path))
+
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        self._check()
+        return super().delete(path, recursive=recursive)
+
+    def truncate(self, path: str, length: int) -> None:
+        self._check()
+        super().truncate(path, length)
+
+
+class _Writer:
+    def __init__(self, fs: KillableFS, inner: Any) -> None:
+        self._fs, self._inner = fs, inner
+        self.path = inner.path
+
+    def write(self, data: bytes) -> None:
+        self._fs._check()
+        self._fs.writes += 1
+        if self._fs.kill_at is not None and self._fs.writes >= self._fs.kill_at:
+            # Half the bytes reach the file, then the process is gone.
+            self._inner.write(data[: len(data) // 2])
+            self._inner.flush()
+            self._fs.dead = True
+            raise Killed
+        self._inner.write(data)
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def sync(self) -> None:
+        self._fs._check()
+        self._inner.sync()
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def make_writer(out: Path, fs: LocalFileSystem, **limits: str) -> HdfsSinkStreamWriter:
+    options = {"file": str(out / "part-%FILENUM.txt"), "span_batches": "true", **limits}
+    writer = HdfsSinkStreamWriter(sink_config(options), _SCHEMA)
+    writer._fs = fs
+    return writer
+
+
+def batches_of(records: list[str], size: int = 2) -> Iterator[pa.RecordBatch]:
+    for i in range(0, len(records), size):
+        yield pa.RecordBatch.from_pydict({"value": records[i : i + size]})
+
+
+def published(out: Path) -> list[list[str]]:
+    """The records of each file a plain reader sees, in file-number order."""
+    names = sorted(n for n in os.listdir(out) if not n.startswith((".", "_")))
+    return [(out / n).read_text().splitlines() for n in names]
+
+
+def in_progress(out: Path) -> list[str]:
+    return [n for n in os.listdir(out) if n.startswith(IN_PROGRESS_PREFIX)]
+
+
+def run_task(
+    writer: HdfsSinkStreamWriter, records: list[str], partition: int, batch: int, attempt: int
+) -> SinkTaskMessage:
+    ids = TaskIds(partition, attempt, 1000 * batch + 10 * partition + attempt, batch)
+    return writer.write_task(batches_of(records), ids)
+
+
+def test_a_slow_stream_fills_files_across_batches_and_the_stop_publishes_the_rest(
+    tmp_path: Path,
+) -> None:
+    fs = LocalFileSystem()
+    writer = make_writer(tmp_path, fs, tuples_per_file="5")
+    for batch in range(12):  # 12 batches of 2 records: 24 records
+        records = [f"b{batch}-{i}" for i in range(2)]
+        message = run_task(writer, records, 0, batch, 0)
+        writer.commit([message], batch)
+    # Not one file per batch: 4 full files of 5, 4 records still open (unpublished).
+    assert [len(f) for f in published(tmp_path)] == [5, 5, 5, 5]
+    assert len(in_progress(tmp_path)) == 1
+    assert writer.close_open() == [str(tmp_path / "part-4.txt")]
+    files = published(tmp_path)
+    assert [len(f) for f in files] == [5, 5, 5, 5, 4]
+    assert [r for f in files for r in f] == [f"b{b}-{i}" for b in range(12) for i in range(2)]
+    assert in_progress(tmp_path) == []
+    # Stopping again publishes nothing; a later batch starts a fresh file.
+    assert writer.close_open() == []
+    writer.commit([run_task(writer, ["late"], 0, 12, 0)], 12)
+    assert writer.close_open() == [str(tmp_path / "part-5.txt")]
+
+
+def test_time_per_file_publishes_an_idle_open_file_at_the_next_commit(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    writer = make_writer(tmp_path, fs, time_per_file="1h")
+    writer.commit([run_task(writer, ["a", "b"], 0, 0, 0)], 0)
+    writer.commit([run_task(writer, ["c"], 0, 1, 0)], 1)
+    assert published(tmp_path) == [] and len(in_progress(tmp_path)) == 1
+    # An hour later: a batch with no task for slot 0 still publishes it.
+    log = writer._log()
+    log._clock = lambda: 1e12
+    log.commit(2, [])
+    assert published(tmp_path) == [["a", "b", "c"]]
+    assert in_progress(tmp_path) == []
+
+
+def test_a_failed_attempt_that_appended_is_cut_back_by_the_retry(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    writer = make_writer(tmp_path, fs, bytes_per_file="1000")
+    writer.commit([run_task(writer, ["a", "b"], 0, 0, 0)], 0)
+
+    def failing() -> Iterator[pa.RecordBatch]:
+        yield pa.RecordBatch.from_pydict({"value": ["c", "d"]})
+        raise OSError("connection reset")  # after the records reached the open file
+
+    with pytest.raises(OSError, match="connection reset"):
+        writer.write_task(failing(), TaskIds(0, 0, 7, 1))
+    # The carried file stays (it holds batch 0's records), with what the attempt appended.
+    assert fs.read(str(tmp_path / in_progress(tmp_path)[0])) == b"a\nb\nc\nd\n"
+    writer.commit([run_task(writer, ["c", "d"], 0, 1, 1)], 1)
+    writer.close_open()
+    assert published(tmp_path) == [["a", "b", "c", "d"]]
+
+
+def test_a_carried_file_cut_short_outside_the_sink_is_a_clear_error(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    writer = make_writer(tmp_path, fs, tuples_per_file="10")
+    writer.commit([run_task(writer, ["a", "b"], 0, 0, 0)], 0)
+    path = tmp_path / in_progress(tmp_path)[0]
+    path.write_bytes(b"a\n")
+    with pytest.raises(OSError, match=r"has 2 bytes, fewer than the 4 an earlier batch left"):
+        run_task(writer, ["c"], 0, 1, 0)
+    path.unlink()
+    with pytest.raises(FileNotFoundError, match="left open by an earlier batch with 4 bytes"):
+        run_task(writer, ["c"], 0, 1, 1)
+
+
+_RECORDS = st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(_RECORDS, min_size=1, max_size=6),
+    limit=st.sampled_from([("tuples_per_file", "3"), ("bytes_per_file", "20")]),
+    task_kills=st.lists(st.integers(min_value=1, max_value=4) | st.none(), min_size=6, max_size=6),
+    commit_crashes=st.lists(
+        st.integers(min_value=1, max_value=12) | st.none(), min_size=6, max_size=6
+    ),
+)
+def test_every_record_lands_once_in_files_as_full_as_the_limit(
+    tmp_path_factory: pytest.TempPathFactory,
+    shape: list[list[int]],
+    limit: tuple[str, str],
+    task_kills: list[int | None],
+    commit_crashes: list[int | None],
+) -> None:
+    out = tmp_path_factory.mktemp("out")
+    sent: list[str] = []
+    for batch, partitions in enumerate(shape):
+        records = [
+            [f"r{batch}.{p}.{i}-{'x' * (i % 3)}" for i in range(n)]
+            for p, n in enumerate(partitions)
+        ]
+        # A first attempt of partition 0 is killed mid-write (nothing cleans up after it), or
+        # finishes and its result is lost with its executor.
+        if task_kills[batch] is not None:
+            lost = make_writer(out, KillableFS(task_kills[batch]), **dict([limit]))
+            with contextlib.suppress(Killed):
+                run_task(lost, records[0], 0, batch, 0)
+        writer = make_writer(out, LocalFileSystem(), **dict([limit]))
+        messages: list[WriterCommitMessage | None] = [
+            run_task(writer, r, p, batch, 1) for p, r in enumerate(records)
+        ]
+        # The driver may die at any step of the commit; Spark then runs the batch again in a
+        # new process, with its records in one task.
+        crashing = make_writer(out, CrashingFS(commit_crashes[batch]), **dict([limit]))
+        try:
+            crashing.commit(messages, batch)
+        except Crash:
+            again = make_writer(out, LocalFileSystem(), **dict([limit]))
+            merged = [r for rs in records for r in rs]
+            again.commit([run_task(again, merged, 0, batch, 2)], batch)
+        sent.extend(r for rs in records for r in rs)
+        files = published(out)
+        assert not Counter(r for f in files for r in f) - Counter(sent)  # nothing twice
+    final = make_writer(out, LocalFileSystem(), **dict([limit]))
+    final.close_open()
+    files = published(out)
+    assert Counter(r for f in files for r in f) == Counter(sent)
+    assert in_progress(out) == []
+    # Files are full but for the ones the stop published (at most one per slot).
+    name, value = limit
+    full = [
+        len(f) == int(value)
+        if name == "tuples_per_file"
+        else len("".join(x + "\n" for x in f)) >= int(value)
+        for f in files
+    ]
+    slots = max(len(p) for p in shape)
+    assert full.count(False) <= slots
