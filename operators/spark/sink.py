@@ -12,8 +12,9 @@ Files roll by the in-process sink's rolling policy (:mod:`operators.rolling`). W
 ``span_batches`` and ``tuples_per_file``, ``bytes_per_file`` or ``time_per_file``, a file that
 is not full at the end of a batch stays open, and the next batch's task of the same slot
 (partition id) continues it (:meth:`operators.spark.commit.SinkLog.carried`): a slow stream
-makes files of the configured size or age, not one per batch and task. The open files are published when they are full, when they
-reach ``time_per_file`` (at a commit), or when the query stops (:func:`close_open_files`).
+makes files of the configured size or age, not one per batch and task. The open files are
+published when they are full, when they reach ``time_per_file`` (at a commit), or when the
+query stops (:func:`close_open_files`).
 Otherwise every batch closes its files.
 """
 
