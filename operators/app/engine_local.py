@@ -29,6 +29,7 @@ from operators.app.engines import (
 )
 from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
+from operators.plugins import load_callable
 from operators.scan import HDFS2DirectoryScan
 from operators.sink import HDFS2FileSink
 from operators.source import HDFS2FileSource
@@ -109,7 +110,10 @@ def build_local(config: PipelineConfig) -> LocalRun:
     source = HDFS2FileSource(
         config.source, scan_fs, files=scan, on_modified=config.scan.on_modified
     )
-    sink = HDFS2FileSink(sink_settings, sink_fs)
+    on_published = None
+    if config.sink.on_published is not None:
+        on_published = load_callable(config.sink.on_published, "[sink] on_published", config.folder)
+    sink = HDFS2FileSink(sink_settings, sink_fs, on_published=on_published)
 
     # 3. Checkpoints of this pipeline only, in a directory only this process uses.
     region = config.region

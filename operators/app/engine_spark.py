@@ -27,6 +27,7 @@ from operators.app.engines import (
 from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
 from operators.owner import SINK_DIR
+from operators.plugins import load_callable
 from region.errors import ConfigError, LockLostError
 from region.lock import CheckpointLock
 from region.signals import StopSignals
@@ -83,6 +84,8 @@ class SparkPlan:
         self.sink_log = config.display(_join(self.output_dir, SINK_DIR))
         if config.transform is not None and config.transform.function is not None:
             load_function(config.transform.function, config.folder)  # fails here, not in Spark
+        if config.sink.on_published is not None:
+            load_callable(config.sink.on_published, "[sink] on_published", config.folder)
 
     def _fs_options(self) -> dict[str, str]:
         fs = self.config.filesystem
@@ -183,6 +186,10 @@ class SparkPlan:
                 options[field] = str(getattr(sink, field))
         # Files as full as the limit says: the run publishes the open ones at every stop.
         options["span_batches"] = "true"
+        options["manifest"] = _text(sink.manifest)
+        options["manifest_retain"] = str(sink.manifest_retain)
+        if sink.on_published is not None:
+            options["on_published"] = sink.on_published
         return options
 
 
@@ -326,7 +333,8 @@ def _session(config: PipelineConfig) -> SparkSession:
 
     # Spark's Python workers import user transforms from the settings file's folder.
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if config.transform is not None and config.transform.function and config.folder not in paths:
+    user_code = config.transform is not None and config.transform.function
+    if (user_code or config.sink.on_published) and config.folder not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([*paths, config.folder])
     return build_session(
         f"hdfs-region {config.pipeline_id()}",

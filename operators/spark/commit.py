@@ -48,6 +48,7 @@ __all__ = [
     "IN_PROGRESS_PREFIX",
     "IN_PROGRESS_SUFFIX",
     "CommitResult",
+    "PublishHook",
     "SinkLog",
     "WrittenFile",
     "cut_back",
@@ -66,6 +67,9 @@ _DONE_SUFFIX = ".done"
 FaultHook = Callable[[str, int], None]
 #: Final path of a file: (the file, its %FILENUM) -> path.
 Namer = Callable[["WrittenFile", int], str]
+#: (batch id, the entry's published files ``{"path", "rows", "size"}``, whether they are the
+#: files a stop published) -> None.
+PublishHook = Callable[[int, list[dict[str, Any]], bool], None]
 
 
 def in_progress_name(task: str, index: int) -> str:
@@ -175,7 +179,11 @@ class SinkLog:
         owner: Owner | None = None,
         rolling: RollingPolicy | None = None,
         clock: Callable[[], float] = time.time,
+        on_publish: PublishHook | None = None,
     ) -> None:
+        #: Called once an entry's renames are done, before it is marked done: a crash in
+        #: between calls it again for the same files (a manifest written again, the same).
+        self._on_publish = on_publish
         self._fs = fs
         #: ``time_per_file``: an open file past its age is published by the next commit.
         self._rolling = rolling or RollingPolicy()
@@ -253,6 +261,20 @@ class SinkLog:
             if i == 0:
                 self._fault_at("after_first_rename", batch_id)
 
+    def _published(self, batch_id: int, entry: dict[str, Any]) -> None:
+        """Tell the hook what the entry published: its batch's files; or, for an entry amended
+        by :meth:`close_open` (only done entries are amended: their batch's files were told),
+        the files the stop published."""
+        if self._on_publish is None:
+            return
+        files = list(entry["files"])
+        stop = int(entry.get("stop_files", 0))
+        batch_files, stop_files = files[: len(files) - stop], files[len(files) - stop :]
+        if batch_files and "stop_files" not in entry:
+            self._on_publish(batch_id, batch_files, False)
+        if stop_files:
+            self._on_publish(batch_id, stop_files, True)
+
     def _fault_at(self, point: str, batch_id: int) -> None:
         if self._fault is not None:
             self._fault(point, batch_id)
@@ -282,6 +304,7 @@ class SinkLog:
                     len(entry["renames"]),
                 )
                 self._apply(batch_id, entry["renames"])
+                self._published(batch_id, entry)
                 self._mark_done(batch_id)
             state = {
                 "next_filenum": int(entry["state"]["next_filenum"]),
@@ -413,6 +436,7 @@ class SinkLog:
         # 5. Publish (idempotent renames), 6. mark the entry done.
         self._apply(batch_id, renames)
         self._fault_at("after_renames", batch_id)
+        self._published(batch_id, entry)
         self._mark_done(batch_id)
         # 7. Housekeeping: orphans of failed attempts, entries older than ``retain``.
         kept = tuple(f.path for f in still_open)
@@ -477,6 +501,7 @@ class SinkLog:
             added.append(dst)
         entry["renames"] = renames
         entry["state"] = {"next_filenum": next_filenum, "open": []}
+        entry["stop_files"] = len(added)
         self._fs.delete(self._path(newest, _DONE_SUFFIX))
         write_atomically(
             self._fs,
@@ -486,6 +511,7 @@ class SinkLog:
             permission=self._permission,
         )
         self._apply(newest, renames)
+        self._published(newest, entry)
         self._mark_done(newest)
         logger.info(
             "sink %s: published %s open file(s) at stop",

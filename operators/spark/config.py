@@ -81,6 +81,11 @@ class SinkConfig:
     column: str | None
     #: Files stay open across micro-batches until full (see SinkOptions.span_batches).
     span_batches: bool = False
+    #: A manifest of each batch's published files (operators.manifest), how many are kept.
+    manifest: bool = False
+    manifest_retain: int = 1000
+    #: ``"module:function"`` called by the driver with ``(path, size)`` per published file.
+    on_published: str | None = None
     fs: FileSystemSettings | None = None
     #: The job writing the output (:mod:`operators.owner`); ``None``: not known, not claimed.
     owner: Owner | None = None

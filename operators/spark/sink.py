@@ -39,7 +39,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from operators.fs.settings import split_uri
+from operators.manifest import Published, manifest_dir, write_manifest
 from operators.owner import Owner
+from operators.plugins import load_callable
 from operators.spark.commit import SinkLog, WrittenFile, cut_back, in_progress_name
 from operators.spark.config import SinkConfig, open_config_fs
 from operators.templating import FileNameTemplate
@@ -388,7 +390,26 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             permission=self.config.permission,
             owner=self._owner() if owner else None,
             rolling=self.config.rolling,
+            on_publish=self._announce if owner else None,
         )
+
+    def _announce(self, batch_id: int, files: list[dict[str, Any]], stop: bool) -> None:
+        """The manifest of a batch's published files, then ``on_published`` for each (driver)."""
+        config = self.config
+        if config.manifest:
+            write_manifest(
+                self.fs,
+                manifest_dir(config.output_dir),
+                batch_id,
+                [Published(str(f["path"]), int(f["size"]), batch_id) for f in files],
+                stop=stop,
+                retain=config.manifest_retain,
+                permission=config.permission,
+            )
+        if config.on_published is not None:
+            callback = load_callable(config.on_published, f"{_SINK} on_published")
+            for f in files:
+                callback(str(f["path"]), int(f["size"]))
 
     def _owner(self) -> Owner | None:
         """The job writing, as the options name it, with the id Spark gave the query's

@@ -21,6 +21,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StringType, StructField, StructType
 
 from operators.fs.local import LocalFileSystem
+from operators.manifest import manifest_dir, read_manifests
 from operators.spark.commit import IN_PROGRESS_PREFIX
 from operators.spark.options import sink_config
 from operators.spark.sink import HdfsSinkStreamWriter, SinkTaskMessage, TaskIds
@@ -90,7 +91,12 @@ class _Writer:
 
 
 def make_writer(out: Path, fs: LocalFileSystem, **limits: str) -> HdfsSinkStreamWriter:
-    options = {"file": str(out / "part-%FILENUM.txt"), "span_batches": "true", **limits}
+    options = {
+        "file": str(out / "part-%FILENUM.txt"),
+        "span_batches": "true",
+        "manifest": "true",
+        **limits,
+    }
     writer = HdfsSinkStreamWriter(sink_config(options), _SCHEMA)
     writer._fs = fs
     return writer
@@ -239,6 +245,12 @@ def test_every_record_lands_once_in_files_as_full_as_the_limit(
     files = published(out)
     assert Counter(r for f in files for r in f) == Counter(sent)
     assert in_progress(out) == []
+    # The manifest names every published file once, in publication (file number) order.
+    listed = [
+        f.path for _, fs in read_manifests(LocalFileSystem(), manifest_dir(str(out))) for f in fs
+    ]
+    names = sorted(n for n in os.listdir(out) if not n.startswith((".", "_")))
+    assert listed == [str(out / n) for n in sorted(names, key=lambda n: int(n[5:].split(".")[0]))]
     # Files are full but for the ones the stop published (at most one per slot).
     name, value = limit
     full = [
