@@ -265,8 +265,9 @@ class FileSystemSettings(BaseModel):
     gateway_path: str = Field(
         WEBHDFS_PREFIX, validation_alias=AliasChoices("gateway_path", "gatewayPath")
     )
-    #: CA certificates to trust for ``swebhdfs://`` / ``https://`` (besides the system's): a
+    #: The CA certificates trusted for ``swebhdfs://`` / ``https://`` instead of the system's: a
     #: PEM file, or a PKCS12 store (needs the ``cryptography`` package). IBM's ``keyStorePath``.
+    #: The server's certificate is always verified.
     ca_bundle: str | None = Field(
         None, validation_alias=AliasChoices("ca_bundle", "keyStorePath", "key_store_path")
     )

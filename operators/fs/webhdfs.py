@@ -62,6 +62,27 @@ def _lost_namenode(err: HdfsError) -> bool:
     return getattr(err, "exception", None) == "EOFException" or "End of File Exception" in text
 
 
+class _TrustAdapter(rq.adapters.HTTPAdapter):
+    """HTTPS that trusts the CAs of one PEM file. Per request: requests lets
+    ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` override a session's ``verify``, and the
+    configured ``ca_bundle`` must win."""
+
+    def __init__(self, bundle: str) -> None:
+        super().__init__()
+        self._bundle = bundle
+
+    def send(
+        self,
+        request: rq.PreparedRequest,
+        stream: bool = False,
+        timeout: float | tuple[float | None, float | None] | None = None,
+        verify: bool | str = True,
+        cert: str | tuple[str, str] | None = None,
+        proxies: dict[str, str] | None = None,
+    ) -> rq.Response:
+        return super().send(request, stream, timeout, self._bundle, cert, proxies)
+
+
 def _make_client(settings: FileSystemSettings) -> Client:
     for secret in (settings.password, settings.token, settings.keytab):
         if secret is not None:
@@ -79,9 +100,8 @@ def _make_client(settings: FileSystemSettings) -> Client:
         from .tls import verify_path
 
         password = settings.key_store_password
-        session.verify = verify_path(
-            settings.ca_bundle, password.get_secret_value() if password else None
-        )
+        bundle = verify_path(settings.ca_bundle, password.get_secret_value() if password else None)
+        session.mount("https://", _TrustAdapter(bundle))
     if settings.kerberos_principal is not None:
         try:
             from hdfs.ext.kerberos import KerberosClient
