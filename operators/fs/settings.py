@@ -254,6 +254,7 @@ class FileSystemSettings(BaseModel):
     password_env: str | None = None
     token_env: str | None = None
     keytab_env: str | None = None
+    key_store_password_env: str | None = None
     #: Directory with ``core-site.xml`` / ``hdfs-site.xml``: ``fs.defaultFS`` when no ``uri`` is
     #: given, name services of HA clusters and client settings for ``hdfs://``. Default:
     #: ``HADOOP_CONF_DIR``.
@@ -323,6 +324,7 @@ class FileSystemSettings(BaseModel):
             ("password", ("password", "hdfsPassword")),
             ("token", ("token",)),
             ("keytab", ("keytab", "authKeytab")),
+            ("key_store_password", ("key_store_password", "keyStorePassword")),
         ):
             name = data.get(f"{field}_env")
             if name is None or any(data.get(a) is not None for a in aliases):

@@ -63,6 +63,7 @@ FS_FIELDS = (
     "gateway_path",
     "ca_bundle",
     "key_store_password",
+    "key_store_password_env",
     "webhdfs_uri",
     "timeout",
     "lease_recovery_timeout",

@@ -254,3 +254,29 @@ def test_ctrl_c_ends_an_infinite_retry(refused_uri: str, attempts: _Attempts) ->
         fs.status("/landing")
     sender.join()
     assert len(attempts.messages) >= 3
+
+
+def test_infinite_retry_of_hdfs_native_ends_on_a_stop(refused_uri: str) -> None:
+    """hdfs:// retries inside its client; InfiniteRetry calls again, logging each round, until a
+    stop (what PipelineRunner.request_stop raises from another thread)."""
+    from operators.fs.native import NativeHdfsFileSystem
+
+    uri = refused_uri.replace("webhdfs://", "hdfs://")
+    handler = _Attempts(after=3)
+    target = logging.getLogger("operators.fs.native")
+    target.addHandler(handler)
+    stopping.clear()
+    stopper = threading.Thread(target=lambda: handler.enough.wait(60) and stopping.request())
+    stopper.start()
+    try:
+        settings = FileSystemSettings(
+            uri=uri, reconnection_policy="InfiniteRetry", retries=0, retry_backoff=0.01
+        )
+        with pytest.raises(InterruptedError, match="stopped while retrying the connection"):
+            NativeHdfsFileSystem(settings)
+    finally:
+        stopper.join()
+        target.removeHandler(handler)
+        stopping.clear()
+    assert all(f"{uri}/: GETFILESTATUS failed" in m for m in handler.messages[:3])
+    assert "retry 3 of unlimited (InfiniteRetry)" in handler.messages[2]
