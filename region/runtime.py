@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from region import stopping
 from region.checkpoint import CheckpointStore
 from region.controller import RegionController, RegionSnapshot, RegionStatus
 from region.errors import ConfigError, RegionStoppedError
@@ -184,6 +185,7 @@ class PipelineRunner:
     def request_stop(self, *, immediate: bool = False) -> None:
         """Ask :meth:`run` to stop: gracefully after the batch in flight (one final cut), or
         immediately (no final cut). Safe from any thread and from signal handlers."""
+        stopping.request()  # a filesystem retrying without end gives up (InfiniteRetry)
         if immediate:
             self._stop = _Stop.IMMEDIATE
             self.controller.request_stop_now()
@@ -273,6 +275,8 @@ class PipelineRunner:
             return self._run(available_now)
 
     def _run(self, available_now: bool) -> PipelineStats:
+        if self._stop is None:
+            stopping.clear()  # a stop of an earlier job of this process
         try:
             self.start()
             while True:

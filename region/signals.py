@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
+from region import stopping
+
 __all__ = ["StopSignals"]
 
 logger = logging.getLogger(__name__)
@@ -36,6 +38,7 @@ class StopSignals:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.received += 1
+        stopping.request()  # ends waits that would last forever (region.stopping)
         if self.received == 1:
             self._graceful()
             return
@@ -44,6 +47,7 @@ class StopSignals:
 
     @contextmanager
     def installed(self) -> Iterator[None]:
+        stopping.clear()
         if threading.current_thread() is threading.main_thread():
             for signum in _SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._on_signal)

@@ -20,7 +20,9 @@ key, naming the table, the key and the value (never the value of a credential).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import posixpath
 import re
@@ -71,6 +73,31 @@ _TABLES = ("region", "scan", "source", "transform", "sink", "filesystem", "spark
 #: Tables whose values are never echoed in messages (passwords, tokens, keytab paths, URIs
 #: that may carry ``user:password@``).
 _SECRET_TABLES = frozenset({"filesystem"})
+#: Keys of the ``[filesystem]`` table whose values are credentials.
+_SECRET_KEYS = frozenset(
+    {
+        "password",
+        "hdfsPassword",
+        "token",
+        "keytab",
+        "authKeytab",
+        "credentials",
+        "key_store_password",
+        "keyStorePassword",
+    }
+)
+#: Keys of the ``[filesystem]`` table naming local files or folders, read while the settings
+#: are validated: relative ones are taken from the settings file's folder.
+_LOCAL_FILE_KEYS = (
+    "config_dir",
+    "configPath",
+    "hadoop_conf_dir",
+    "cred_file",
+    "credFile",
+    "ca_bundle",
+    "keyStorePath",
+    "key_store_path",
+)
 _FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
@@ -299,11 +326,13 @@ def _secrets_of(data: Any) -> list[str]:
     table = data.get("filesystem") if isinstance(data, dict) else None
     if not isinstance(table, dict):
         return []
-    found = [
-        str(v)
-        for k, v in table.items()
-        if k in ("password", "token", "keytab", "authKeytab") and v not in (None, "")
-    ]
+    found = [str(v) for k, v in table.items() if k in _SECRET_KEYS and v not in (None, "")]
+    for key in ("credentials",):
+        # IBM's connection JSON: its password is a secret of its own (a wrong JSON is masked
+        # whole above).
+        with contextlib.suppress(ValueError, AttributeError):
+            parsed = json.loads(str(table.get(key) or "null"))
+            found.extend(str(parsed[k]) for k in ("password", "hdfsPassword") if parsed.get(k))
     for key in ("uri", "hdfsUri"):
         uri = table.get(key)
         if isinstance(uri, str) and "@" in uri and "://" in uri:
@@ -463,6 +492,14 @@ def load_pipeline(path: str | os.PathLike[str], *, engine: Engine | None = None)
     data = load_toml(config_path)
     if engine is not None:
         data["engine"] = engine
+    table = data.get("filesystem")
+    if isinstance(table, dict):
+        data["filesystem"] = {
+            k: _absolute(v, config_path.parent)
+            if k in _LOCAL_FILE_KEYS and isinstance(v, str)
+            else v
+            for k, v in table.items()
+        }
     try:
         config = PipelineConfig.model_validate(data)
     except ValidationError as exc:

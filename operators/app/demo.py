@@ -115,6 +115,9 @@ pattern = '.*\\.csv'
 file = "out/part-%FILENUM.csv"
 tuples_per_file = {max(10, records // 8)}
 
+[filesystem]
+uri = "file:///"   # the local disk, also where HADOOP_CONF_DIR names a cluster
+
 [spark]
 # Two landing files per micro-batch, so that the crash lands between batches of one run.
 max_files_per_trigger = 2

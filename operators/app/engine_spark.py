@@ -55,6 +55,7 @@ SECRET_ENV = {
     "password": "HDFS_REGION_SECRET_PASSWORD",
     "token": "HDFS_REGION_SECRET_TOKEN",
     "keytab": "HDFS_REGION_SECRET_KEYTAB",
+    "key_store_password": "HDFS_REGION_SECRET_KEY_STORE_PASSWORD",
 }
 
 

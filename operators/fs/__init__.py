@@ -60,7 +60,8 @@ def _settings(settings_or_uri: FileSystemSettings | str | None) -> FileSystemSet
     from .settings import FileSystemSettings
 
     if settings_or_uri is None:
-        return FileSystemSettings()
+        # Said explicitly: settings without a uri follow fs.defaultFS of HADOOP_CONF_DIR.
+        return FileSystemSettings(uri="file:///")
     if isinstance(settings_or_uri, str):
         return FileSystemSettings(uri=settings_or_uri)
     return settings_or_uri

@@ -32,7 +32,6 @@ import re
 import threading
 import time
 import weakref
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -40,9 +39,10 @@ from region.fs import FileStatus
 
 from .claims import WriterClaim, claim_path
 from .errors import scrub
+from .hadoop_conf import conf_dir, hadoop_http_addresses, hadoop_properties
 from .hadoop_errors import INVALID_ARGUMENT, LEASE_HELD, NOT_READY, builtin_error
-from .settings import FileSystemSettings, split_uri
-from .waits import Patience
+from .settings import MAX_RETRY_DELAY, FileSystemSettings, split_uri
+from .waits import Patience, reconnect_pause, retry_delay
 
 __all__ = [
     "NativeHdfsFileSystem",
@@ -102,42 +102,7 @@ def _use_process_user(settings: FileSystemSettings) -> None:
 
 
 def _conf_dir(settings: FileSystemSettings) -> str | None:
-    return settings.config_dir or os.environ.get("HADOOP_CONF_DIR") or None
-
-
-def hadoop_properties(conf_dir: str | None) -> dict[str, str]:
-    """The properties of ``core-site.xml`` and ``hdfs-site.xml`` in ``conf_dir``."""
-    out: dict[str, str] = {}
-    if not conf_dir:
-        return out
-    for name in ("core-site.xml", "hdfs-site.xml"):
-        path = os.path.join(conf_dir, name)
-        if not os.path.exists(path):
-            continue
-        try:
-            root = ET.parse(path).getroot()
-        except ET.ParseError as err:
-            raise ValueError(f"{path}: not a Hadoop configuration file ({err})") from None
-        for prop in root.iter("property"):
-            key, value = prop.findtext("name"), prop.findtext("value")
-            if key and value is not None:
-                out[key.strip()] = value.strip()
-    return out
-
-
-def hadoop_http_addresses(authority: str, conf_dir: str | None) -> list[str]:
-    """The NameNodes' HTTP ``host:port`` for an ``hdfs://`` authority, from the Hadoop
-    configuration: ``dfs.namenode.http-address[.<nameservice>.<id>]``."""
-    props = hadoop_properties(conf_dir)
-    ids = props.get(f"dfs.ha.namenodes.{authority}")
-    if ids:
-        keys = [f"dfs.namenode.http-address.{authority}.{i.strip()}" for i in ids.split(",")]
-        return [props[k] for k in keys if k in props]
-    rpc = props.get("dfs.namenode.rpc-address")
-    http = props.get("dfs.namenode.http-address")
-    if http and (rpc is None or rpc == authority or ":" not in authority):
-        return [http]
-    return []
+    return conf_dir(settings.config_dir)
 
 
 class NativeHdfsFileSystem:
@@ -170,11 +135,15 @@ class NativeHdfsFileSystem:
         s = self.settings
         keytab = s.keytab.get_secret_value() if s.keytab is not None else None
         url = f"hdfs://{self._authority}"
-        # The client retries and fails over between NameNodes itself: give it our budget.
+        # The client retries and fails over between NameNodes itself: give it our budget
+        # (InfiniteRetry: ``retries`` per call, and ``_call`` calls again without end).
+        tries = s.retries if s.max_retries is None else s.max_retries
         config = {
-            "dfs.client.failover.max.attempts": str(s.retries),
+            "dfs.client.failover.max.attempts": str(tries),
             "dfs.client.failover.sleep.base.millis": str(int(s.retry_backoff * 1000)),
-            "dfs.client.failover.sleep.max.millis": str(int(s.retry_backoff * 1000 * 2**s.retries)),
+            "dfs.client.failover.sleep.max.millis": str(
+                int(min(s.retry_backoff * 2**tries, MAX_RETRY_DELAY) * 1000)
+            ),
             "dfs.client.socket-timeout": str(int(s.timeout * 1000)),
         }
         _use_process_user(s)
@@ -419,9 +388,11 @@ class NativeHdfsFileSystem:
 
     def _call(self, op: str, path: str, fn: Callable[[], T]) -> T:
         """``fn()`` with errors mapped. The client has already retried connection failures
-        ``retries`` times (and failed over between the NameNodes of an HA cluster); a NameNode
-        in safe mode is waited for, up to ``safe_mode_timeout``."""
+        ``retries`` times (and failed over between the NameNodes of an HA cluster); under
+        ``InfiniteRetry`` the call is made again without end (each time logged) until a stop of
+        the job. A NameNode in safe mode is waited for, up to ``safe_mode_timeout``."""
         patience: Patience | None = None
+        rounds = 0
         while True:
             try:
                 return fn()
@@ -431,8 +402,13 @@ class NativeHdfsFileSystem:
                 text = scrub(str(err))
                 if isinstance(err, ConnectionError) or any(m in text for m in _CONNECT_MARKERS):
                     first = text.splitlines()[0] if text else type(err).__name__
-                    msg = f"{self.display(path)}: {op} failed after {self.settings.retries} "
-                    raise ConnectionError(errno.ECONNABORTED, msg + "retries: " + first) from None
+                    if self.settings.max_retries is None:
+                        rounds += 1
+                        self._reconnect_later(op, path, first, rounds)
+                        continue
+                    retries = self.settings.max_retries
+                    msg = f"{self.display(path)}: {op} failed after {retries} retries: {first}"
+                    raise ConnectionError(errno.ECONNABORTED, msg) from None
                 if not any(m in text for m in _SAFE_MODE_MARKERS):
                     raise self._error(err, op, path) from None
                 if patience is None:
@@ -440,6 +416,20 @@ class NativeHdfsFileSystem:
                     logger.warning("%s: %s waits for the NameNode to leave safe mode", path, op)
                 if not patience.pause():
                     raise self._error(err, op, path) from None
+
+    def _reconnect_later(self, op: str, path: str, reason: str, rounds: int) -> None:
+        """Log and pause before ``InfiniteRetry`` calls again (a stop ends the pause)."""
+        where = self.display(path)
+        delay = retry_delay(self.settings.retry_backoff, rounds)
+        logger.warning(
+            "%s: %s failed (%s); retry %d of unlimited (InfiniteRetry) in %.2fs",
+            where,
+            op,
+            reason,
+            rounds,
+            delay,
+        )
+        reconnect_pause(delay, interruptible=True, what=op, where=where)
 
     def _lease_wait(self, op: str, path: str, fn: Callable[[], T]) -> T:
         """``_call`` that waits while another writer holds the lease (or it is recovered)."""

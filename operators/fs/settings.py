@@ -11,22 +11,84 @@ Secrets (``password``, ``token``, ``keytab``) are ``SecretStr``: hidden in ``rep
 dumps. Each can also be given by reference, ``password_env`` / ``token_env`` / ``keytab_env``
 naming an environment variable read when the settings are validated, so that a value never has
 to be written into a settings file or a Spark option.
+
+Where the settings come from, in this order:
+
+1. ``credentials`` (a JSON string) or ``cred_file`` (a JSON file), IBM's format: ``user`` /
+   ``hdfsUser``, ``password`` / ``hdfsPassword``, ``webhdfs`` / ``hdfsUri``. They fill in those
+   settings and are not kept; a setting given both ways is refused.
+2. ``*_env`` references, then ``user:pass@`` in the URI (moved out of it).
+3. A WebHDFS gateway (Apache Knox) path in the URI, ``https://knox:8443/gateway/default/webhdfs/v1``,
+   becomes :attr:`FileSystemSettings.gateway_path`.
+4. No ``uri`` at all: ``fs.defaultFS`` of ``core-site.xml`` in ``config_dir`` (else
+   ``HADOOP_CONF_DIR``) when it names one, as IBM's operators and Hadoop's own client do; logged
+   at INFO with the file it came from. Otherwise the local disk.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
+import threading
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from region.settings import Duration
 
-__all__ = ["FileSystemSettings", "FsKind", "split_uri"]
+from .hadoop_conf import default_fs
+
+__all__ = [
+    "MAX_RETRY_DELAY",
+    "WEBHDFS_PREFIX",
+    "FileSystemSettings",
+    "FsKind",
+    "ReconnectionPolicy",
+    "split_uri",
+]
+
+logger = logging.getLogger(__name__)
 
 FsKind = Literal["local", "webhdfs", "hdfs"]
+#: IBM's ``reconnectionPolicy``: how often a failed connection is tried again.
+ReconnectionPolicy = Literal["NoRetry", "BoundedRetry", "InfiniteRetry"]
+#: The REST path of WebHDFS; a gateway (Apache Knox) puts its own path in front of it.
+WEBHDFS_PREFIX = "/webhdfs/v1"
+#: The longest pause between two connection attempts (the delay doubles up to it).
+MAX_RETRY_DELAY = 60.0
+_WEBHDFS_SCHEMES = frozenset({"webhdfs", "swebhdfs", "http", "https"})
+#: The keys of IBM's ``credentials`` JSON and the settings they fill in.
+_CREDENTIAL_KEYS = {
+    "user": "user",
+    "hdfsUser": "user",
+    "password": "password",
+    "hdfsPassword": "password",
+    "webhdfs": "uri",
+    "hdfsUri": "uri",
+}
+#: Every name a setting may be given by (before validation, aliases are not yet merged).
+_NAMES = {
+    "uri": ("uri", "hdfsUri"),
+    "user": ("user", "hdfsUser"),
+    "password": ("password", "hdfsPassword"),
+    "config_dir": ("config_dir", "configPath", "hadoop_conf_dir"),
+    "credentials": ("credentials",),
+    "cred_file": ("cred_file", "credFile"),
+    "gateway_path": ("gateway_path", "gatewayPath"),
+}
+_announced: set[tuple[str, str]] = set()
+_announced_lock = threading.Lock()
 
 _KINDS: dict[str, FsKind] = {
     "file": "local",
@@ -77,7 +139,82 @@ def split_uri(uri_or_path: str) -> tuple[str, str]:
     scheme, authority, path = parsed
     if scheme == "file":
         return "file:///", path or "/"
-    return f"{scheme}://{authority}", path or "/"
+    gateway, path = _split_gateway(scheme, path)
+    return f"{scheme}://{authority}{gateway}", path or "/"
+
+
+def _split_gateway(scheme: str, path: str) -> tuple[str, str]:
+    """``(gateway path, rest)`` of a WebHDFS URI's path: a path with a ``/webhdfs/v1`` segment
+    (``/gateway/default/webhdfs/v1/landing``) names the REST base up to it; else ``("", path)``."""
+    if scheme not in _WEBHDFS_SCHEMES:
+        return "", path
+    at = (path + "/").find(WEBHDFS_PREFIX + "/")
+    if at < 0:
+        return "", path
+    end = at + len(WEBHDFS_PREFIX)
+    return path[:end], path[end:]
+
+
+def _given(data: dict[str, Any], field: str) -> str | None:
+    """The key under which ``field`` is given (by its name or an alias), if it is."""
+    return next((k for k in _NAMES[field] if data.get(k) is not None), None)
+
+
+def _credentials(data: dict[str, Any]) -> dict[str, Any]:
+    """Fill in user, password and uri from IBM's ``credentials`` JSON or ``cred_file``."""
+    text_key, file_key = _given(data, "credentials"), _given(data, "cred_file")
+    raw_text, raw_file = data.get(text_key or ""), data.get(file_key or "")
+    drop = (*_NAMES["credentials"], *_NAMES["cred_file"])
+    data = {k: v for k, v in data.items() if k not in drop}
+    if text_key is None and file_key is None:
+        return data
+    if text_key is not None and file_key is not None:
+        raise ValueError(f"{text_key}: set together with {file_key}: give one of them")
+    if file_key is not None:
+        # A path, not a secret: it is named in messages (what is in the file never is).
+        where = f"{file_key}: {raw_file!r}"
+        try:
+            with open(os.path.expanduser(str(raw_file)), encoding="utf-8") as f:
+                text = f.read()
+        except OSError as err:
+            raise ValueError(f"{where} cannot be read ({err.strerror or err})") from None
+    else:
+        where = f"{text_key}"
+        text = raw_text.get_secret_value() if isinstance(raw_text, SecretStr) else str(raw_text)
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as err:
+        # The position only: the text holds a password.
+        raise ValueError(f"{where} is not JSON (line {err.lineno} column {err.colno})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{where} is not a JSON object with user, password and webhdfs")
+    unknown = sorted(set(parsed) - set(_CREDENTIAL_KEYS))
+    if unknown:
+        known = ", ".join(_CREDENTIAL_KEYS)
+        raise ValueError(f"{where} has unknown keys {unknown} (known: {known})")
+    out = dict(data)
+    for key, value in parsed.items():
+        field = _CREDENTIAL_KEYS[key]
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue  # IBM skips empty values the same way
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: {key} must be a string")
+        explicit = _given(data, field)
+        if explicit is not None:
+            raise ValueError(f"{where} sets {key}, and {explicit} is given too: keep one")
+        if _given(out, field) is not None:
+            raise ValueError(f"{where} sets {field} twice: keep one of its keys")
+        out[field] = value.strip() if field != "password" else value
+    return out
+
+
+def _announce_default(uri: str, source: str) -> None:
+    """Log (once per process) that the filesystem came from the Hadoop configuration."""
+    with _announced_lock:
+        if (uri, source) in _announced:
+            return
+        _announced.add((uri, source))
+    logger.info("No uri given: the filesystem is %s, fs.defaultFS of %s", uri, source)
 
 
 class FileSystemSettings(BaseModel):
@@ -93,8 +230,18 @@ class FileSystemSettings(BaseModel):
     uri: str = Field("file:///", validation_alias=AliasChoices("uri", "hdfsUri"))
     #: The user to act as (WebHDFS ``user.name``, HDFS simple auth). Default: the login name.
     user: str | None = Field(None, validation_alias=AliasChoices("user", "hdfsUser"))
-    #: HTTP basic-auth password (e.g. a WebHDFS gateway); taken out of ``user:pass@`` URIs.
-    password: SecretStr | None = None
+    #: HTTP basic-auth password (a WebHDFS gateway such as Apache Knox); taken out of
+    #: ``user:pass@`` URIs.
+    password: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("password", "hdfsPassword")
+    )
+    #: IBM's connection JSON, ``{"user": ..., "password": ..., "webhdfs": ...}``: read into
+    #: ``user``, ``password`` and ``uri`` when validated, never kept.
+    credentials: SecretStr | None = Field(None, exclude=True)
+    #: A file holding that JSON (IBM's ``credFile``); read when validated, never kept.
+    cred_file: str | None = Field(
+        None, validation_alias=AliasChoices("cred_file", "credFile"), exclude=True
+    )
     kerberos_principal: str | None = Field(
         None, validation_alias=AliasChoices("kerberos_principal", "authPrincipal")
     )
@@ -107,10 +254,27 @@ class FileSystemSettings(BaseModel):
     password_env: str | None = None
     token_env: str | None = None
     keytab_env: str | None = None
-    #: Directory with ``core-site.xml`` / ``hdfs-site.xml`` for ``hdfs://`` (name services of HA
-    #: clusters, client settings). Default: ``HADOOP_CONF_DIR``.
+    key_store_password_env: str | None = None
+    #: Directory with ``core-site.xml`` / ``hdfs-site.xml``: ``fs.defaultFS`` when no ``uri`` is
+    #: given, name services of HA clusters and client settings for ``hdfs://``. Default:
+    #: ``HADOOP_CONF_DIR``.
     config_dir: str | None = Field(
         None, validation_alias=AliasChoices("config_dir", "configPath", "hadoop_conf_dir")
+    )
+    #: The REST base path of WebHDFS: ``/webhdfs/v1``, or a gateway's, e.g. Apache Knox's
+    #: ``/gateway/default/webhdfs/v1`` (also taken from the URI). Must end in ``/webhdfs/v1``.
+    gateway_path: str = Field(
+        WEBHDFS_PREFIX, validation_alias=AliasChoices("gateway_path", "gatewayPath")
+    )
+    #: The CA certificates trusted for ``swebhdfs://`` / ``https://`` instead of the system's: a
+    #: PEM file, or a PKCS12 store (needs the ``cryptography`` package). IBM's ``keyStorePath``.
+    #: The server's certificate is always verified.
+    ca_bundle: str | None = Field(
+        None, validation_alias=AliasChoices("ca_bundle", "keyStorePath", "key_store_path")
+    )
+    #: The password of a PKCS12 ``ca_bundle`` (IBM's ``keyStorePassword``).
+    key_store_password: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("key_store_password", "keyStorePassword")
     )
     #: The cluster's WebHDFS (``webhdfs://nn:9870``), through which ``hdfs://`` truncates.
     #: Default: ``dfs.namenode.http-address`` of the Hadoop configuration; none known means no
@@ -128,22 +292,39 @@ class FileSystemSettings(BaseModel):
     safe_mode_timeout: Duration = Field(
         120.0, validation_alias=AliasChoices("safe_mode_timeout", "safeModeTimeout")
     )
-    #: Retries after a connection failure (each logged), then ``ConnectionError``.
+    #: After a connection failure: ``NoRetry`` fails at once, ``BoundedRetry`` tries again
+    #: ``retries`` times, ``InfiniteRetry`` until it connects or the job is stopped. Every
+    #: retry is logged (WARNING) with its count and the URI.
+    reconnection_policy: ReconnectionPolicy = Field(
+        "BoundedRetry", validation_alias=AliasChoices("reconnection_policy", "reconnectionPolicy")
+    )
+    #: Retries after a connection failure (``BoundedRetry``), then ``ConnectionError``.
     retries: int = Field(3, ge=0, validation_alias=AliasChoices("retries", "reconnectionBound"))
-    #: Delay before the first retry; doubled for each further retry.
+    #: Delay before the first retry; doubled for each further retry, up to 60 s.
     retry_backoff: Duration = Field(
-        0.5, validation_alias=AliasChoices("retry_backoff", "retryBackoff", "reconnectionInterval")
+        0.5,
+        ge=0,
+        validation_alias=AliasChoices("retry_backoff", "retryBackoff", "reconnectionInterval"),
     )
 
     @model_validator(mode="before")
     @classmethod
-    def _secrets_from_environment(cls, data: Any) -> Any:
+    def _gather(cls, data: Any) -> Any:
+        # One validator, so the steps run in this order (see the module doc).
         if not isinstance(data, dict):
             return data
+        data = _credentials(data)
+        data = cls._secrets_from_environment(data)
+        data = cls._credentials_out_of_uri(data)
+        return cls._default_uri(data)
+
+    @classmethod
+    def _secrets_from_environment(cls, data: dict[str, Any]) -> dict[str, Any]:
         for field, aliases in (
-            ("password", ("password",)),
+            ("password", ("password", "hdfsPassword")),
             ("token", ("token",)),
             ("keytab", ("keytab", "authKeytab")),
+            ("key_store_password", ("key_store_password", "keyStorePassword")),
         ):
             name = data.get(f"{field}_env")
             if name is None or any(data.get(a) is not None for a in aliases):
@@ -157,12 +338,9 @@ class FileSystemSettings(BaseModel):
             data = {**data, field: value}
         return data
 
-    @model_validator(mode="before")
     @classmethod
-    def _credentials_out_of_uri(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        key = next((k for k in ("uri", "hdfsUri") if k in data), None)
+    def _credentials_out_of_uri(cls, data: dict[str, Any]) -> dict[str, Any]:
+        key = _given(data, "uri")
         if key is None or not isinstance(data[key], str):
             return data
         parsed = _parse(data[key].strip())
@@ -170,9 +348,17 @@ class FileSystemSettings(BaseModel):
             return {**data, key: data[key].strip()}
         scheme, authority, path = parsed
         hosts, user, password = _strip_userinfo(authority)
+        gateway, path = _split_gateway(scheme, path)
         data = {**data, key: f"{scheme}://{hosts}{path}"}
+        if gateway:
+            named = _given(data, "gateway_path")
+            if named is not None and str(data[named]).rstrip("/") != gateway:
+                msg = f"{named}: {data[named]!r} differs from the gateway {gateway!r} of the uri"
+                raise ValueError(msg)
+            data["gateway_path"] = gateway
         if user is not None:
-            explicit = data.get("user", data.get("hdfsUser"))
+            explicit_key = _given(data, "user")
+            explicit = data[explicit_key] if explicit_key is not None else None
             if explicit is not None and explicit != user:
                 # The message must not echo the URI: it may carry a password.
                 msg = f"user: {explicit!r} differs from the user {user!r} named in the uri"
@@ -181,6 +367,48 @@ class FileSystemSettings(BaseModel):
         if password is not None:
             data["password"] = password
         return data
+
+    @classmethod
+    def _default_uri(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """No uri: ``fs.defaultFS`` of the Hadoop configuration, when it names one."""
+        if _given(data, "uri") is not None:
+            return data
+        key = _given(data, "config_dir")
+        explicit = data.get(key) if key is not None else None
+        directory = explicit or os.environ.get("HADOOP_CONF_DIR")
+        if not directory:
+            return data
+        name = key or "HADOOP_CONF_DIR"
+        if not isinstance(directory, str) or not os.path.isdir(directory):
+            if explicit is None:
+                return data  # an unset-up HADOOP_CONF_DIR: Hadoop's client ignores it too
+            raise ValueError(f"{name}: {directory!r} is not a directory")
+        found = default_fs(directory)
+        if found is None:
+            return data
+        uri, source = found
+        try:
+            parsed = _parse(uri)
+        except ValueError:
+            parsed = ("", "", "")  # a scheme this does not read: refused below
+        if parsed is None or parsed[0] == "file":
+            return data
+        if parsed[0] != "hdfs" and parsed[0] not in _WEBHDFS_SCHEMES:
+            raise ValueError(
+                f"{name}: fs.defaultFS {uri!r} of {source} is not a filesystem this reads "
+                "(hdfs://, webhdfs://, swebhdfs://): set uri"
+            )
+        _announce_default(uri, source)
+        return {**data, "uri": uri}
+
+    @field_validator("gateway_path")
+    @classmethod
+    def _webhdfs_tail(cls, value: str) -> str:
+        value = "/" + value.strip().strip("/")
+        if not (value + "/").endswith(WEBHDFS_PREFIX + "/"):
+            msg = f"gateway_path: {value!r} does not end in {WEBHDFS_PREFIX!r} (e.g. Knox's "
+            raise ValueError(msg + "'/gateway/default/webhdfs/v1')")
+        return value
 
     @model_validator(mode="after")
     def _check_uri(self) -> FileSystemSettings:
@@ -191,7 +419,25 @@ class FileSystemSettings(BaseModel):
         if self.keytab is not None and self.kerberos_principal is None:
             # The path is a secret: never in a message.
             raise ValueError("keytab: '***' is set but kerberos_principal is not")
+        if self.gateway_path != WEBHDFS_PREFIX and self.kind != "webhdfs":
+            raise ValueError(f"gateway_path: set, but {self.display()!r} is not WebHDFS")
+        explicit_retries = "retries" in self.model_fields_set and self.retries > 0
+        if self.reconnection_policy == "NoRetry" and explicit_retries:
+            msg = f"retries: {self.retries} contradicts reconnection_policy = 'NoRetry'"
+            raise ValueError(msg)
+        if self.ca_bundle is not None:
+            from .tls import check_trust_store
+
+            password = self.key_store_password
+            check_trust_store(self.ca_bundle, password.get_secret_value() if password else None)
         return self
+
+    @property
+    def max_retries(self) -> int | None:
+        """Retries after a connection failure; ``None``: without end (``InfiniteRetry``)."""
+        if self.reconnection_policy == "InfiniteRetry":
+            return None
+        return 0 if self.reconnection_policy == "NoRetry" else self.retries
 
     @property
     def kind(self) -> FsKind:
@@ -233,4 +479,5 @@ class FileSystemSettings(BaseModel):
         if parsed is not None and parsed[0] == "hdfs" and ":" not in parsed[1]:
             # A name service (HA): resolved from the Hadoop configuration, it has no port.
             return f"hdfs://{_strip_userinfo(parsed[1])[0]}{path}"
-        return f"{self.scheme}://{self.authority()}{path}"
+        gateway = "" if self.gateway_path == WEBHDFS_PREFIX else self.gateway_path
+        return f"{self.scheme}://{self.authority()}{gateway}{path}"

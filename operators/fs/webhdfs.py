@@ -29,8 +29,8 @@ from region.fs import FileStatus
 from .claims import WriterClaim, claim_path
 from .errors import install_log_scrubbing, register_secret, scrub
 from .hadoop_errors import INVALID_ARGUMENT, NOT_READY, builtin_error
-from .settings import FileSystemSettings
-from .waits import Patience
+from .settings import WEBHDFS_PREFIX, FileSystemSettings
+from .waits import Patience, reconnect_pause, retry_delay
 
 __all__ = ["WebHdfsFileSystem", "WebHdfsWriter"]
 
@@ -51,6 +51,8 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 #: A writer sends its buffer when it grows past this, as a buffered local file would.
 _AUTO_FLUSH_BYTES = 16 << 20
 _MAX_LEASE_POLL = 2.0
+#: What an untrusted server certificate says (ssl.SSLCertVerificationError's text).
+_CERT_REFUSED = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed", "doesn't match")
 
 
 def _lost_namenode(err: HdfsError) -> bool:
@@ -60,14 +62,46 @@ def _lost_namenode(err: HdfsError) -> bool:
     return getattr(err, "exception", None) == "EOFException" or "End of File Exception" in text
 
 
+class _TrustAdapter(rq.adapters.HTTPAdapter):
+    """HTTPS that trusts the CAs of one PEM file. Per request: requests lets
+    ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` override a session's ``verify``, and the
+    configured ``ca_bundle`` must win."""
+
+    def __init__(self, bundle: str) -> None:
+        super().__init__()
+        self._bundle = bundle
+
+    def send(
+        self,
+        request: rq.PreparedRequest,
+        stream: bool = False,
+        timeout: float | tuple[float | None, float | None] | None = None,
+        verify: bool | str = True,
+        cert: str | tuple[str, str] | None = None,
+        proxies: dict[str, str] | None = None,
+    ) -> rq.Response:
+        return super().send(request, stream, timeout, self._bundle, cert, proxies)
+
+
 def _make_client(settings: FileSystemSettings) -> Client:
     for secret in (settings.password, settings.token, settings.keytab):
         if secret is not None:
             register_secret(secret.get_secret_value())
-    proto = "https" if settings.scheme in ("swebhdfs", "https") else "http"
+    tls = settings.scheme in ("swebhdfs", "https")
+    proto = "https" if tls else "http"
+    # The client appends /webhdfs/v1 itself: a gateway's path goes in front of it.
+    base = settings.gateway_path[: -len(WEBHDFS_PREFIX)]
     url = ";".join(
-        f"{proto}://[{h}]:{p}" if ":" in h else f"{proto}://{h}:{p}" for h, p in settings.hosts()
+        f"{proto}://[{h}]:{p}{base}" if ":" in h else f"{proto}://{h}:{p}{base}"
+        for h, p in settings.hosts()
     )
+    session = rq.Session()
+    if tls and settings.ca_bundle is not None:
+        from .tls import verify_path
+
+        password = settings.key_store_password
+        bundle = verify_path(settings.ca_bundle, password.get_secret_value() if password else None)
+        session.mount("https://", _TrustAdapter(bundle))
     if settings.kerberos_principal is not None:
         try:
             from hdfs.ext.kerberos import KerberosClient
@@ -85,9 +119,9 @@ def _make_client(settings: FileSystemSettings) -> Client:
             principal=settings.kerberos_principal,
             proxy=settings.user,
             timeout=settings.timeout,
+            session=session,
         )
         return client
-    session = rq.Session()
     if settings.password is not None:
         if settings.user is None:
             raise ValueError(f"{settings.display()}: a password is set but no user")
@@ -327,23 +361,40 @@ class WebHdfsFileSystem:
         return OSError(errno.EIO, f"{text} ({exc})" if exc else text, where)
 
     def _backoff(self, attempt: int, op: str, path: str, err: BaseException) -> None:
-        """Log a connection failure and wait, or raise ``ConnectionError`` when out of retries."""
+        """Log a connection failure and wait, or raise ``ConnectionError`` when out of retries
+        (``reconnection_policy``). A retry without end is ended by a stop of the job."""
+        where = self.display(path)
         reason = scrub(f"{type(err).__name__}: {err}")
-        retries = self.settings.retries
-        if attempt > retries:
-            msg = f"{self.display(path)}: {op} failed after {attempt} attempts: {reason}"
+        limit = self.settings.max_retries
+        if limit is not None and attempt > limit:
+            policy = self.settings.reconnection_policy
+            msg = f"{where}: {op} failed after {attempt} attempts ({policy}): {reason}"
             raise ConnectionError(errno.ECONNABORTED, msg) from None
-        delay = self.settings.retry_backoff * 2 ** (attempt - 1)
+        delay = retry_delay(self.settings.retry_backoff, attempt)
         logger.warning(
-            "%s: %s failed (%s); retry %d of %d in %.2fs",
-            self.display(path),
+            "%s: %s failed (%s); retry %d of %s in %.2fs",
+            where,
             op,
             reason,
             attempt,
-            retries,
+            "unlimited (InfiniteRetry)" if limit is None else limit,
             delay,
         )
-        time.sleep(delay)
+        reconnect_pause(delay, interruptible=limit is None, what=op, where=where)
+
+    def _untrusted(self, op: str, path: str, err: rq.exceptions.SSLError) -> OSError | None:
+        """``PermissionError`` for a server certificate that is not trusted: no retry helps."""
+        text = str(err)
+        if not any(marker in text for marker in _CERT_REFUSED):
+            return None  # a handshake cut off, ...: a passing connection failure
+        hint = (
+            "set ca_bundle (keyStorePath) to the PEM file of the CA that signed it"
+            if self.settings.ca_bundle is None
+            else f"it is not signed by a CA of ca_bundle {self.settings.ca_bundle!r}"
+        )
+        detail = text.split("(Caused by ", 1)[-1].rstrip(")")
+        msg = f"{op}: the server's TLS certificate is not trusted ({scrub(detail)}): {hint}"
+        return PermissionError(errno.EACCES, msg, self.display(path))
 
     def _call(self, op: str, path: str, fn: Callable[[], T]) -> T:
         """``fn()`` with connection failures retried and WebHDFS errors mapped to built-ins."""
@@ -366,6 +417,12 @@ class WebHdfsFileSystem:
                     logger.warning("%s: %s waits for the NameNode to leave safe mode", path, op)
                 if not patience.pause():
                     raise self._error(err, op, path) from None
+            except rq.exceptions.SSLError as err:
+                untrusted = self._untrusted(op, path, err)
+                if untrusted is not None:
+                    raise untrusted from None
+                attempt += 1
+                self._backoff(attempt, op, path, err)
             except _CONNECTION_ERRORS as err:
                 attempt += 1
                 self._backoff(attempt, op, path, err)
@@ -469,6 +526,10 @@ class WebHdfsFileSystem:
                 self._lease_pause("APPEND", path, mapped, refusals, deadline, delay)
                 delay = min(delay * 2, _MAX_LEASE_POLL)
             except _CONNECTION_ERRORS as err:
+                if isinstance(err, rq.exceptions.SSLError):
+                    untrusted = self._untrusted("APPEND", path, err)
+                    if untrusted is not None:
+                        raise untrusted from None
                 failures += 1
                 self._backoff(failures, "APPEND", path, err)
             resync = True

@@ -51,6 +51,8 @@ FS_FIELDS = (
     "uri",
     "user",
     "password",
+    "credentials",
+    "cred_file",
     "kerberos_principal",
     "keytab",
     "token",
@@ -58,10 +60,15 @@ FS_FIELDS = (
     "token_env",
     "keytab_env",
     "config_dir",
+    "gateway_path",
+    "ca_bundle",
+    "key_store_password",
+    "key_store_password_env",
     "webhdfs_uri",
     "timeout",
     "lease_recovery_timeout",
     "safe_mode_timeout",
+    "reconnection_policy",
     "retries",
     "retry_backoff",
 )
@@ -253,7 +260,7 @@ def _plan_location(
         )
         raise ConfigError(msg)
     if option.startswith("file:"):  # the local disk, whatever filesystem the scan is on
-        plan_fs, plan_dir = FileSystemSettings(), split_uri(option)[1]
+        plan_fs, plan_dir = FileSystemSettings(uri="file:///"), split_uri(option)[1]
     else:
         plan_fs, plan_dir = resolve(option, fs_values, source=_SOURCE)
     inside = posixpath.normpath(plan_dir) == posixpath.normpath(directory) or posixpath.normpath(

@@ -38,6 +38,11 @@ It needs only the standard library. What it implements:
   superuser's with mode 0777, as in the sandbox; paths put into the backing directory by other
   means belong to whoever asks.
 
+- Behind a gateway, as Apache Knox serves WebHDFS: ``gateway`` puts a path in front of
+  ``/webhdfs/v1`` (``/gateway/default``), ``basic_auth`` requires HTTP basic authentication (401
+  otherwise; the authenticated user is the caller), ``ssl_context`` serves HTTPS
+  (``swebhdfs://``).
+
 Simplified on purpose: one process plays namenode and datanodes; no replicas; durability is the
 backing disk's; no groups, ACLs or sticky-bit rule. Run it alone with
 ``python -m operators.testing.webhdfs_server --root DIR --port N``.
@@ -46,6 +51,7 @@ backing disk's; no groups, ACLs or sticky-bit rule. Run it alone with
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import errno
 import json
@@ -55,6 +61,7 @@ import posixpath
 import shutil
 import signal
 import socket
+import ssl
 import stat as stat_mod
 import subprocess
 import sys
@@ -152,6 +159,10 @@ def _rekey(table: dict[str, _V], moved: Callable[[str], str | None]) -> bool:
     return bool(moves)
 
 
+class _Unauthorized(Exception):
+    """The request lacks the basic-auth credentials the server requires."""
+
+
 class _CutOff(Exception):
     """The request body ended before it was complete."""
 
@@ -181,6 +192,11 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 60  # an idle keep-alive connection ends after this
 
     def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            # Here, on the connection's own thread: a client that refuses the certificate
+            # must not hold up the accept loop. A failed handshake ends the connection.
+            self.request.settimeout(self.timeout)
+            self.request.do_handshake()
         super().setup()
         # Without TCP_NODELAY every small response waits ~40 ms for a delayed ACK.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -215,6 +231,13 @@ class _HttpServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         logger.debug("connection from %s ended with an error", client_address)
 
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, addr = super().get_request()
+        context = self.app.ssl_context
+        if context is not None:
+            sock = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
+
 
 class WebHdfsServer:
     """The server. :meth:`start`, :meth:`stop` and :meth:`restart` keep the port and the root."""
@@ -230,8 +253,19 @@ class WebHdfsServer:
         block_size: int = DEFAULT_BLOCK_SIZE,
         rename_options: bool = True,
         superuser: str = "hdfs",
+        gateway: str = "",
+        basic_auth: tuple[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.root = Path(root)
+        #: A gateway's path in front of ``/webhdfs/v1`` (Apache Knox: ``/gateway/default``).
+        self.gateway = "/" + gateway.strip("/") if gateway.strip("/") else ""
+        #: ``(user, password)`` every request must authenticate with (HTTP basic).
+        self.basic_auth = basic_auth
+        #: Serve HTTPS with this context (its certificate chain loaded).
+        self.ssl_context = ssl_context
+        #: Requests refused for want of the basic-auth credentials.
+        self.auth_refusals = 0
         self.host = host
         self.port = port
         #: Seconds the lease of a writer whose datanode died stays in recovery (``None``: until
@@ -271,13 +305,18 @@ class WebHdfsServer:
 
     @property
     def url(self) -> str:
-        """``http://host:port``: what an ``hdfs`` client is given."""
-        return f"http://{self.host}:{self.port}"
+        """``http://host:port`` (``https``, and the gateway's path): what an ``hdfs`` client
+        is given."""
+        proto = "https" if self.ssl_context is not None else "http"
+        return f"{proto}://{self.host}:{self.port}{self.gateway}"
 
     @property
     def uri(self) -> str:
-        """``webhdfs://host:port``: the filesystem URI."""
-        return f"webhdfs://{self.host}:{self.port}"
+        """``webhdfs://host:port`` (``swebhdfs``; behind a gateway with its whole REST path):
+        the filesystem URI."""
+        scheme = "swebhdfs" if self.ssl_context is not None else "webhdfs"
+        rest = self.gateway + PREFIX if self.gateway else ""
+        return f"{scheme}://{self.host}:{self.port}{rest}"
 
     @property
     def running(self) -> bool:
@@ -470,10 +509,12 @@ class WebHdfsServer:
         consumed = [False]
         path = ""
         try:
-            if not url.path.startswith(PREFIX):
+            prefix = self.gateway + PREFIX
+            if not url.path.startswith(prefix):
                 raise RemoteError(404, "IOException", f"not a WebHDFS URL: {url.path}")
-            path = self._normalize(unquote(url.path[len(PREFIX) :]) or "/")
-            user = params.get("doas") or params.get("user.name") or "dr.who"
+            authenticated = self._authenticate(req)
+            path = self._normalize(unquote(url.path[len(prefix) :]) or "/")
+            user = params.get("doas") or authenticated or params.get("user.name") or "dr.who"
             with self._lock:
                 self.requests.append((method, op, path, params))
             datanode = _DATANODE_MARK in params
@@ -486,6 +527,11 @@ class WebHdfsServer:
                 msg = f'Invalid value for webhdfs parameter "op": {op} is not a valid {method} '
                 raise RemoteError(400, "IllegalArgumentException", msg + "operation.")
             handler(self, req, path, params, user, datanode, consumed)
+        except _Unauthorized:
+            # As a gateway answers: no RemoteException, a challenge.
+            self._drain(req, consumed)
+            challenge = {"WWW-Authenticate": 'Basic realm="webhdfs"'}
+            self._send(req, 401, b"Unauthorized", "text/plain", challenge)
         except RemoteError as err:
             if err.exception in _LEASE_EXCEPTIONS:
                 with self._lock:
@@ -509,6 +555,22 @@ class WebHdfsServer:
                 req.close_connection = True  # part of the body may still be unread
             self._drain(req, consumed)
             self._send_json(req, status, RemoteError(status, name, f"{path}: {exc}").body())
+
+    def _authenticate(self, req: _Handler) -> str | None:
+        """The basic-auth user when ``basic_auth`` is required; ``_Unauthorized`` otherwise."""
+        if self.basic_auth is None:
+            return None
+        header = req.headers.get("Authorization", "")
+        scheme, _, encoded = header.partition(" ")
+        try:
+            given = base64.b64decode(encoded.strip(), validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            given = ""
+        if scheme.lower() != "basic" or given != ":".join(self.basic_auth):
+            with self._lock:
+                self.auth_refusals += 1
+            raise _Unauthorized()
+        return self.basic_auth[0]
 
     def _normalize(self, path: str) -> str:
         norm = posixpath.normpath("/" + path.lstrip("/"))
@@ -548,7 +610,7 @@ class WebHdfsServer:
             self.redirects[op] += 1
         query = dict(params)
         query[_DATANODE_MARK] = f"{self.host}:{self.port}"
-        location = f"{self.url}{PREFIX}{quote(path)}?{urlencode(query)}"
+        location = f"{self.url}{PREFIX}{quote(path)}?{urlencode(query)}"  # url has the gateway
         self._send(req, 307, headers={"Location": location})
 
     @staticmethod

@@ -179,15 +179,19 @@ def test_the_command_without_java_says_what_to_install(tmp_path: pytest.TempPath
 def test_an_ha_name_service_through_hadoop_conf_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """hdfs://<nameservice> resolves from HADOOP_CONF_DIR as for Hadoop's own client: two
-    NameNodes, truncate through either one's WebHDFS, and the active one restarted mid-way."""
+    """hdfs://<nameservice> resolves from HADOOP_CONF_DIR as for Hadoop's own client, and is
+    the default filesystem when no uri is given (fs.defaultFS): two NameNodes, truncate
+    through either one's WebHDFS, and the active one restarted mid-way."""
     from tests.conftest import require_java_and_maven
 
     require_java_and_maven()
     with Sandbox.start(tmp_path_factory.mktemp("ha"), datanodes=1, ha=True) as sandbox:
         assert sandbox.info.hdfs == "hdfs://sandbox"
         monkeypatch.setenv("HADOOP_CONF_DIR", sandbox.info.conf_dir)
-        fs = NativeHdfsFileSystem(FileSystemSettings(uri="hdfs://sandbox", user=CLUSTER_USER))
+        # No uri: fs.defaultFS of HADOOP_CONF_DIR's core-site.xml names the name service.
+        settings = FileSystemSettings(user=CLUSTER_USER)
+        assert settings.uri == "hdfs://sandbox"
+        fs = NativeHdfsFileSystem(settings)
         assert fs.display("/x") == "hdfs://sandbox/x"
         assert fs.supports_truncate  # the NameNodes' HTTP addresses come from the same files
         _put(fs, "/tmp/ha.txt", b"0123456789")
