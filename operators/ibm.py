@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -60,6 +61,8 @@ BEGIN = "<!-- ibm-parity:begin -->"
 END = "<!-- ibm-parity:end -->"
 #: The reason of rows another change is adding right now (flip them when it lands).
 IN_PROGRESS = "in progress"
+#: Example settings files shipped with the project (a credentials file's example lives there).
+_CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 class Status(StrEnum):
@@ -95,6 +98,8 @@ class Row:
     #: Other fields the settings model needs to accept ``example`` (``None`` removes a field
     #: the group's base sets).
     context: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    #: The field ``example`` lands in when it is not ``ours`` (a JSON of several settings).
+    lands_in: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,16 +156,16 @@ SHARED = Group(
     "operators.fs.settings:FileSystemSettings",
     "[filesystem]",
     (
-        different(
+        supported(
             "hdfsUri",
             "uri",
             "webhdfs://nn:9870",
-            "default: the local disk, not `fs.defaultFS` of `core-site.xml`; a path may carry "
-            "its own URI",
+            "default `fs.defaultFS` of `config_dir` (or `HADOOP_CONF_DIR`) as IBM, the local disk "
+            "when none names one; a path may carry its own URI",
         ),
         supported("hdfsUser", "user", "etl"),
-        unsupported("hdfsPassword", IN_PROGRESS),
-        unsupported("reconnectionPolicy", IN_PROGRESS),
+        supported("hdfsPassword", "password", "s3cret"),
+        supported("reconnectionPolicy", "reconnection_policy", "InfiniteRetry"),
         different(
             "reconnectionBound",
             "retries",
@@ -175,10 +180,26 @@ SHARED = Group(
         ),
         supported("authPrincipal", "kerberos_principal", "etl@EXAMPLE.COM"),
         supported("authKeytab", "keytab", "/etc/etl.keytab", kerberos_principal="etl@EXAMPLE.COM"),
-        unsupported("credFile", IN_PROGRESS),
-        supported("configPath", "config_dir", "/etc/hadoop/conf"),
-        unsupported("keyStorePath", IN_PROGRESS),
-        unsupported("keyStorePassword", IN_PROGRESS),
+        Row(
+            Kind.PARAMETER,
+            "credFile",
+            "cred_file",
+            Status.SUPPORTED,
+            "IBM's keys (user, password, webhdfs) fill `user`, `password`, `uri`",
+            str(_CONF / "credentials.example.json"),
+            "etl",
+            {},
+            lands_in="user",
+        ),
+        supported("configPath", "config_dir", "/tmp"),
+        supported(
+            "keyStorePath",
+            "ca_bundle",
+            "/etc/ssl/certs/ca-certificates.crt",
+            "a PEM bundle, or PKCS12 with `key_store_password`; JKS is refused with the keytool "
+            "command that converts it",
+        ),
+        supported("keyStorePassword", "key_store_password", "changeit"),
         unsupported(
             "libPath",
             "no Hadoop jars are loaded: `hdfs://` speaks HDFS's RPC natively, `webhdfs://` HTTP",
@@ -187,7 +208,17 @@ SHARED = Group(
             "policyFilePath",
             "Java encryption policy files: the operators run in Python; TLS is Python's",
         ),
-        unsupported("credentials", IN_PROGRESS),
+        Row(
+            Kind.PARAMETER,
+            "credentials",
+            "credentials",
+            Status.SUPPORTED,
+            "a JSON string in IBM's format, as `credFile`",
+            '{"user": "etl"}',
+            "etl",
+            {},
+            lands_in="user",
+        ),
         unsupported(
             "appConfigName",
             "no Streams application configurations: `password_env`, `token_env`, `keytab_env` "

@@ -77,14 +77,15 @@ def check_parameter(group: Group, row: Row) -> None:
     assert row.example is not None, f"{row.ibm}: give the row an example value"
     model = load(group.settings)
     assert row.ours in model.model_fields, f"{group.settings} has no field {row.ours!r}"
-    default = model.model_fields[row.ours].get_default(call_default_factory=True)
+    default = model.model_fields[row.lands_in or row.ours].get_default(call_default_factory=True)
     want = row.expect if row.expect is not None else row.example
     assert plain(default) != want, f"{row.ibm}: the example {want!r} is the default"
     for key in dict.fromkeys((row.ibm, row.ours)):
         data = {**group.base, **row.context, key: row.example}
         settings = model.model_validate({k: v for k, v in data.items() if v is not None})
-        got = plain(getattr(settings, row.ours))
-        assert got == want, f"{group.settings}: {key}={row.example!r} gave {row.ours}={got!r}"
+        field = row.lands_in or row.ours
+        got = plain(getattr(settings, field))
+        assert got == want, f"{group.settings}: {key}={row.example!r} gave {field}={got!r}"
 
 
 @pytest.mark.parametrize(("group", "row"), rows(Kind.PARAMETER, claimed=True))
