@@ -68,7 +68,7 @@ def _kill_at(point: str, tmp_path: Path, *args: str) -> None:
     faults = tmp_path / "faults"
     faults.mkdir(exist_ok=True)
     env = {FAULT_ENV: point, "HDFS_REGION_FAULT_DIR": str(faults)}
-    proc = start_cli("copy", *args, **env)
+    proc = start_cli("copy", *args, cwd=None, **env)
     try:
         wait_for(lambda: (faults / point).exists(), 120, f"the copy to reach {point}", proc)
         proc.send_signal(signal.SIGKILL)

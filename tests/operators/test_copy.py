@@ -467,3 +467,36 @@ def test_the_property_sees_partial_temporaries(tmp_path: Path) -> None:
     assert len(left) == 1 and 7_000 < (tmp_path / "out" / left[0]).stat().st_size < 20_000
     copy_file(LOCAL, str(src), LOCAL, str(tmp_path / "out" / "f"))
     assert _hidden(tmp_path / "out") == [] and (tmp_path / "out" / "f").stat().st_size == 20_000
+
+
+# -- IBM weaknesses fixed -----------------------------------------------------------------------
+
+
+def test_copy_to_local_never_overwrites_without_the_setting(tmp_path: Path) -> None:
+    """IBM's copyToLocalFile overwrote the local file whatever overwriteDestinationFile said."""
+    src = _put(tmp_path / "hdfs" / "f", b"remote\n")
+    local = _put(tmp_path / "local" / "f", b"precious local\n")
+    values = {"direction": "copyToLocalFile", "local_file": str(local), "hdfs_file": str(src)}
+    with pytest.raises(FileExistsError, match="other content"):
+        HDFS2FileCopy(_settings(**values)).copy()
+    assert local.read_bytes() == b"precious local\n"
+    assert HDFS2FileCopy(_settings(overwrite_destination_file=True, **values)).copy().ok
+    assert local.read_bytes() == b"remote\n"
+
+
+def test_result_reports_the_bytes_copied_when_the_source_is_deleted(tmp_path: Path) -> None:
+    """IBM read the size from the local file after deleting it: '0 bytes successfully...'."""
+    src = _put(tmp_path / "f", b"12345")
+    op = HDFS2FileCopy(
+        _settings(local_file=str(src), hdfs_file=f"{tmp_path}/out/", delete_source_file=True)
+    )
+    assert op.copy().result.startswith("5 bytes successfully copied from ")
+    assert not src.exists()
+
+
+def test_failures_raise_by_default(tmp_path: Path) -> None:
+    """IBM turned every failure into a result string; here it raises unless on_error='emit'."""
+    op = HDFS2FileCopy(_settings(local_file=str(tmp_path / "nope"), hdfs_file=str(tmp_path / "x")))
+    with pytest.raises(FileNotFoundError):
+        op.copy()
+    assert op.metrics()["copy_errors"] == 1 and op.n_copied_files == 0

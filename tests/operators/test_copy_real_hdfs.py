@@ -135,7 +135,9 @@ def test_command_killed_mid_copy_to_the_cluster_then_again(
     faults.mkdir()
     args = ["copy", str(src), uri + "/out/", "--config", str(config), "--delete-source"]
     args += ["--chunk-size", str(1 << 20)]
-    proc = start_cli(*args, **{FAULT_ENV: "copy_write", "HDFS_REGION_FAULT_DIR": str(faults)})
+    proc = start_cli(
+        *args, cwd=None, **{FAULT_ENV: "copy_write", "HDFS_REGION_FAULT_DIR": str(faults)}
+    )
     try:
         wait_for(lambda: (faults / "copy_write").exists(), 120, "the first chunk written", proc)
         proc.send_signal(signal.SIGKILL)
