@@ -18,6 +18,7 @@ import pytest
 from pydantic import AliasChoices, BaseModel, SecretStr
 
 from operators import ibm
+from operators.copy import CopySettings, HDFS2FileCopy
 from operators.fs.local import LocalFileSystem
 from operators.ibm import GROUPS, Group, Kind, Row, Status
 from operators.scan import HDFS2DirectoryScan, ScanSettings
@@ -131,11 +132,12 @@ def test_the_checks_fail_on_claims_the_code_does_not_have() -> None:
     ):
         with pytest.raises((AssertionError, ValueError)):
             check_parameter(scan, bogus)
+    missing = dataclasses.replace(ibm.COPY, settings="operators.no_such_module:CopySettings")
     with pytest.raises(ImportError):
-        check_parameter(ibm.COPY, ibm.supported("localFile", "local_file", "/tmp/a"))
+        check_parameter(missing, ibm.supported("localFile", "local_file", "/tmp/a"))
     with pytest.raises(AssertionError, match="sleepTime"):
         check_not_accepted(scan, ibm.unsupported("sleepTime", "stale"))
-    check_not_accepted(ibm.COPY, ibm.unsupported("localFile", ibm.IN_PROGRESS))
+    check_not_accepted(missing, ibm.unsupported("localFile", ibm.IN_PROGRESS))
 
 
 def test_metrics_count_what_ibm_counts(tmp_path: Path) -> None:
@@ -161,10 +163,21 @@ def test_metrics_count_what_ibm_counts(tmp_path: Path) -> None:
     runner.run(available_now=True)
     published = [n for n in os.listdir(tmp_path / "out") if not n.startswith(("_", "."))]
     assert len(published) == 3
+    copier = HDFS2FileCopy(
+        CopySettings(
+            direction="copyFromLocalFile", local_file_attr_name="src", hdfs_file_attr_name="dst"
+        ),
+        fs,
+    )
+    for name in published:
+        copier.process(
+            {"src": str(tmp_path / "out" / name), "dst": str(tmp_path / "copies" / name)}
+        )
     running: dict[str, Any] = {
         "HDFS2DirectoryScan": scan,
         "HDFS2FileSource": source,
         "HDFS2FileSink": sink,
+        "HDFS2FileCopy": copier,
     }
     claimed = [
         (g, r) for g, r in ALL if r.kind is Kind.METRIC and r.status is not Status.UNSUPPORTED
@@ -206,7 +219,7 @@ def test_json_lists_every_row(capsys: pytest.CaptureFixture[str]) -> None:
     assert dumped["toolkit"] == ibm.TOOLKIT
     assert len(dumped["rows"]) == len(ALL)
     first = dumped["rows"][0]
-    assert (first["ibm"], first["ours"], first["status"]) == ("hdfsUri", "uri", "different")
+    assert (first["ibm"], first["ours"], first["status"]) == ("hdfsUri", "uri", "supported")
 
 
 def test_every_row_is_complete_and_named_once() -> None:

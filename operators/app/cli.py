@@ -75,6 +75,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return inspect(args.target)
 
 
+# -- copy ---------------------------------------------------------------------------------------
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    from operators.app.copy_command import run_copy
+
+    setup_logging(args.log_level or "WARNING", None)
+    return run_copy(
+        args.src,
+        args.dst,
+        delete_source=args.delete_source,
+        overwrite=args.overwrite,
+        config=args.config,
+        chunk_size=args.chunk_size,
+    )
+
+
 # -- demo ---------------------------------------------------------------------------------------
 
 
@@ -186,6 +203,42 @@ def build_parser() -> argparse.ArgumentParser:
         "target", metavar="CHECKPOINT_DIR", help="a checkpoint directory (or a pipeline TOML)"
     )
     inspect.set_defaults(func=cmd_inspect)
+
+    copy = sub.add_parser(
+        "copy",
+        help="copy one file between the local disk and HDFS, whole or not at all",
+        description=(
+            "Copy SRC to DST (HDFS2FileCopy). A plain path is on the local disk; a URI "
+            "(hdfs://nn:8020/x, webhdfs://nn:9870/x) names a filesystem, reached with the "
+            "[filesystem] table of --config. DST ending in '/' or naming a directory receives "
+            "SRC's name. The destination appears whole or not at all; running the command "
+            "again after a crash finishes the copy. Prints '<size> bytes successfully copied "
+            "from SRC to DST .'"
+        ),
+    )
+    copy.add_argument("src", metavar="SRC")
+    copy.add_argument("dst", metavar="DST")
+    copy.add_argument(
+        "--delete-source",
+        action="store_true",
+        help="delete SRC once DST is durable (IBM: deleteSourceFile)",
+    )
+    copy.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a DST holding other content (IBM: overwriteDestinationFile); without it "
+        "that is an error, and a DST already holding SRC's content is success",
+    )
+    copy.add_argument(
+        "--config",
+        metavar="SETTINGS.toml",
+        help="a settings file whose [filesystem] table reaches the remote side",
+    )
+    copy.add_argument(
+        "--chunk-size", type=int, metavar="BYTES", help="bytes per request (default 4 MiB)"
+    )
+    copy.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
+    copy.set_defaults(func=cmd_copy)
 
     demo = sub.add_parser(
         "demo",

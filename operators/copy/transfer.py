@@ -1,0 +1,345 @@
+"""One file from one filesystem to another (or the same one), whole or not at all, safe to
+repeat after a crash at any point.
+
+:func:`copy_file` in numbered steps:
+
+1. Read the source's status: it must be a file. With ``delete_source`` a missing source whose
+   destination exists is a copy an earlier attempt finished before a crash (step 7 deleted the
+   source, the caller never heard of it): success, logged.
+2. Place the destination: a path ending in ``/`` or naming an existing directory receives the
+   source's name inside it.
+3. Delete temporaries that earlier, killed attempts at this destination left beside it
+   (``.<name>.<32 hex digits>._COPYING_``, nothing else; on the local disk not one a live
+   writer still holds).
+4. When the destination exists: the same content as the source (same size and SHA-256) is
+   the copy already done, and nothing is written; other content is ``FileExistsError``
+   naming it, unless ``overwrite``.
+5. Write the source into a new hidden temporary beside the destination (unique name), chunk
+   by chunk; check the source did not change meanwhile; sync; close.
+6. Rename the temporary onto the destination (atomic; replacing it only with ``overwrite``).
+7. Only now, the destination durable, delete the source when asked.
+
+A failure in step 5 or 6 deletes the temporary; a kill leaves it to step 3 of the next attempt.
+A reader of the destination's directory that skips hidden names never sees a partial file.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import logging
+import os
+import posixpath
+import re
+import time
+import uuid
+from dataclasses import dataclass
+
+from operators.fs.local import LocalFileSystem
+from region.fs import FileSystem
+
+__all__ = [
+    "COPYING_SUFFIX",
+    "FAULT_ENV",
+    "Copied",
+    "copy_file",
+    "is_temporary_of",
+    "remove_leftovers",
+    "same_content",
+    "temporary_name",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The end of every temporary name (Hadoop's ``hdfs dfs -put`` marks its own the same way, and
+#: directory scans skip both hidden names and this suffix).
+COPYING_SUFFIX = "._COPYING_"
+#: Bytes per read and write request.
+DEFAULT_CHUNK = 4 << 20
+#: Longest file name kept whole inside a temporary name (255 bytes is the usual limit; the
+#: temporary adds 45).
+_NAME_BYTES = 200
+
+#: Crash tests stop a copy at a point: ``copy_write`` (the first chunk is in the temporary),
+#: ``copy_before_rename`` (the temporary is complete and synced), ``copy_after_rename`` (the
+#: destination is in place, the source not yet deleted). The process writes a file named after
+#: the point into ``$HDFS_REGION_FAULT_DIR`` and waits to be killed (the convention of
+#: ``operators.spark.sink``).
+FAULT_ENV = "HDFS_REGION_FAULT"
+_FAULT_DIR_ENV = "HDFS_REGION_FAULT_DIR"
+
+
+def _fault(point: str) -> None:
+    if os.environ.get(FAULT_ENV) != point:
+        return
+    directory = os.environ.get(_FAULT_DIR_ENV, ".")
+    with open(os.path.join(directory, point), "w") as marker:
+        marker.write(str(os.getpid()))
+    logger.warning("copy: stopped at %s until killed", point)
+    parent = os.getppid()
+    deadline = time.monotonic() + 300
+    while os.getppid() == parent and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os._exit(1)  # nobody killed us: do not linger
+
+
+@dataclass(frozen=True, slots=True)
+class Copied:
+    """What :func:`copy_file` did. ``source`` and ``destination`` are URIs for messages."""
+
+    source: str
+    destination: str
+    #: Bytes at the destination.
+    size: int
+    #: ``False`` when the destination already held the content (a repeat): nothing was written.
+    written: bool
+    source_deleted: bool
+
+
+def _name_stem(name: str) -> str:
+    """``name``, or a shortened unique stand-in when a temporary of it would be too long."""
+    if len(name.encode()) <= _NAME_BYTES:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    head = name.encode()[: _NAME_BYTES - 17].decode(errors="ignore")
+    return f"{head}~{digest}"
+
+
+def temporary_name(name: str) -> str:
+    """A new temporary's name for a destination named ``name``: hidden, unique."""
+    return f".{_name_stem(name)}.{uuid.uuid4().hex}{COPYING_SUFFIX}"
+
+
+def is_temporary_of(candidate: str, name: str) -> bool:
+    """Whether ``candidate`` is a temporary :func:`temporary_name` made for ``name``."""
+    pattern = rf"\.{re.escape(_name_stem(name))}\.[0-9a-f]{{32}}{re.escape(COPYING_SUFFIX)}"
+    return re.fullmatch(pattern, candidate) is not None
+
+
+def _held_by_live_writer(fs: FileSystem, path: str) -> bool:
+    """On the local disk a writer holds its file's ``flock`` until it closes or dies: a held
+    one belongs to a copy still running. Other filesystems cannot tell (the lease of a killed
+    HDFS writer lasts a minute): their leftovers are deleted, and a live copy that loses its
+    temporary so fails at its rename, never publishing a partial file."""
+    if not isinstance(fs, LocalFileSystem):
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def remove_leftovers(fs: FileSystem, destination: str) -> int:
+    """Step 3: delete what killed copies to ``destination`` left; the number deleted."""
+    directory, name = posixpath.split(destination)
+    try:
+        entries = fs.list_dir(directory or ".")
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    removed = 0
+    for entry in entries:
+        if entry.is_dir or not is_temporary_of(entry.name, name):
+            continue
+        if _held_by_live_writer(fs, entry.path):
+            logger.warning(
+                "%s: left in place, another copy to %s is writing it",
+                fs.display(entry.path),
+                fs.display(destination),
+            )
+            continue
+        if fs.delete(entry.path):
+            removed += 1
+            logger.info("%s: deleted, left by an interrupted copy", fs.display(entry.path))
+    return removed
+
+
+def _digest(fs: FileSystem, path: str, size: int, chunk: int) -> str:
+    sha = hashlib.sha256()
+    offset = 0
+    while offset < size:
+        data = fs.read(path, offset, min(chunk, size - offset))
+        if not data:
+            break
+        sha.update(data)
+        offset += len(data)
+    return sha.hexdigest()
+
+
+def same_content(
+    src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, *, chunk: int = DEFAULT_CHUNK
+) -> bool:
+    """Whether two files hold the same bytes: sizes first, then SHA-256 of both contents.
+
+    HDFS's own checksum (GETFILECHECKSUM) depends on block and chunk sizes and has no
+    counterpart on a local disk, so both sides are read and hashed here.
+    """
+    src_size, dst_size = src_fs.status(src).size, dst_fs.status(dst).size
+    if src_size != dst_size:
+        return False
+    return _digest(src_fs, src, src_size, chunk) == _digest(dst_fs, dst, dst_size, chunk)
+
+
+def _place(src: str, dst_fs: FileSystem, dst: str) -> str:
+    """Step 2: the destination path of ``src`` for a requested ``dst``."""
+    name = posixpath.basename(src.rstrip("/"))
+    if dst.endswith("/"):
+        return posixpath.join(dst, name)
+    try:
+        if dst_fs.status(dst).is_dir:
+            return posixpath.join(dst, name)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return dst
+
+
+def _delete_quietly(fs: FileSystem, path: str) -> None:
+    try:
+        fs.delete(path)
+    except Exception as exc:  # the caller's error is the one to report
+        logger.warning("Could not delete the temporary file %s: %s", fs.display(path), exc)
+
+
+def _write_temporary(
+    src_fs: FileSystem,
+    src: str,
+    dst_fs: FileSystem,
+    temp: str,
+    *,
+    chunk: int,
+    permission: int | None,
+) -> int:
+    """Step 5: the source's bytes into ``temp``, synced and closed; their number."""
+    before = src_fs.status(src)
+    writer = dst_fs.create(temp, overwrite=False, permission=permission)
+    try:
+        copied = 0
+        while True:
+            data = src_fs.read(src, copied, chunk)
+            if not data:
+                break
+            writer.write(data)
+            if not copied and os.environ.get(FAULT_ENV) == "copy_write":
+                writer.flush()  # the partial temporary is on disk for the test to see
+                _fault("copy_write")
+            copied += len(data)
+            if len(data) < chunk:
+                break
+        after = src_fs.status(src)
+        if after.size != copied or after.mtime_ns != before.mtime_ns:
+            msg = (
+                f"the source changed while it was copied ({before.size} bytes before, "
+                f"{after.size} after, {copied} copied): copy it again once it is complete"
+            )
+            raise OSError(errno.EAGAIN, msg, src_fs.display(src))
+        writer.sync()
+    finally:
+        writer.close()
+    return copied
+
+
+def copy_file(
+    src_fs: FileSystem,
+    src: str,
+    dst_fs: FileSystem,
+    dst: str,
+    *,
+    overwrite: bool = False,
+    delete_source: bool = False,
+    chunk: int = DEFAULT_CHUNK,
+    permission: int | None = None,
+) -> Copied:
+    """Copy ``src`` on ``src_fs`` to ``dst`` on ``dst_fs`` (the steps in the module's text).
+
+    Errors are the filesystems' built-in ones, naming the path: ``FileNotFoundError`` (no
+    source), ``IsADirectoryError`` (the source is a directory), ``FileExistsError`` (the
+    destination holds other content and ``overwrite`` is off), ``ValueError`` (source and
+    destination are one file), ``OSError`` (the source changed while copied, I/O).
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk!r} must be at least 1 byte")
+    # 1. The source.
+    try:
+        source = src_fs.status(src)
+    except FileNotFoundError:
+        if delete_source:
+            done = _finished_earlier(src_fs, src, dst_fs, dst)
+            if done is not None:
+                return done
+        raise
+    if source.is_dir:
+        msg = "is a directory: only single files are copied"
+        raise IsADirectoryError(errno.EISDIR, msg, src_fs.display(src))
+    # 2. The destination.
+    dst = _place(src, dst_fs, dst)
+    shown_src, shown_dst = src_fs.display(src), dst_fs.display(dst)
+    if shown_src == shown_dst:
+        raise ValueError(f"{shown_src}: the source and the destination are the same file")
+    # 3. What killed attempts left.
+    remove_leftovers(dst_fs, dst)
+    # 4. An existing destination.
+    written = True
+    try:
+        existing = dst_fs.status(dst)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None:
+        if existing.is_dir:
+            raise IsADirectoryError(errno.EISDIR, "the destination is a directory", shown_dst)
+        if same_content(src_fs, src, dst_fs, dst, chunk=chunk):
+            logger.info("%s already holds the content of %s: nothing to copy", shown_dst, shown_src)
+            written = False
+        elif not overwrite:
+            msg = (
+                "the destination exists with other content (replace it with --overwrite or "
+                "overwrite_destination_file)"
+            )
+            raise FileExistsError(errno.EEXIST, msg, shown_dst)
+    size = source.size
+    if written:
+        # 5. The temporary, then 6. the rename.
+        temp = posixpath.join(posixpath.dirname(dst), temporary_name(posixpath.basename(dst)))
+        try:
+            size = _write_temporary(src_fs, src, dst_fs, temp, chunk=chunk, permission=permission)
+            _fault("copy_before_rename")
+            dst_fs.rename(temp, dst, overwrite=overwrite)
+        except BaseException:
+            _delete_quietly(dst_fs, temp)
+            raise
+        _fault("copy_after_rename")
+    # 7. The source, once the destination is durable.
+    deleted = False
+    if delete_source:
+        deleted = src_fs.delete(src)
+    return Copied(shown_src, shown_dst, size, written, deleted)
+
+
+def _finished_earlier(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str) -> Copied | None:
+    """Step 1's repeat: the destination of a source already deleted, when it exists."""
+    placed = dst + posixpath.basename(src) if dst.endswith("/") else dst
+    try:
+        st = dst_fs.status(placed)
+    except FileNotFoundError:
+        return None
+    if st.is_dir:
+        placed = posixpath.join(placed, posixpath.basename(src))
+        try:
+            st = dst_fs.status(placed)
+        except FileNotFoundError:
+            return None
+        if st.is_dir:
+            return None
+    shown_src, shown_dst = src_fs.display(src), dst_fs.display(placed)
+    logger.warning(
+        "%s is gone and %s exists: taken as copied by an earlier attempt that deleted its source",
+        shown_src,
+        shown_dst,
+    )
+    return Copied(shown_src, shown_dst, st.size, False, False)
