@@ -156,8 +156,18 @@ class SparkPlan:
         sink = self.config.sink
         unsupported = {
             "file_attribute_name": "file names from records need the local engine",
-            "close_on_punct": "files end with each micro-batch anyway",
         }
+        transform = self.config.transform
+        if sink.close_on_punct and (
+            self.config.spark.execution == "streaming"
+            or (transform is not None and transform.sql is not None)
+        ):
+            msg = (
+                "[sink] close_on_punct: needs the end of each input file, which a SQL transform "
+                "or a streaming query (execution = 'streaming') does not pass on; use "
+                "function = 'module:function' or no transform, or a file limit"
+            )
+            raise ConfigError(msg)
         for field, why in unsupported.items():
             if getattr(sink, field) not in (None, False):
                 value = getattr(sink, field)
@@ -182,6 +192,8 @@ class SparkPlan:
         for field in ("time_format", "encoding", "format", "delivery"):
             options[field] = _text(getattr(sink, field))
         options["permission"] = oct(sink.permission)
+        if sink.close_on_punct:
+            options["close_on_punct"] = "true"
         for field in ("tuples_per_file", "bytes_per_file", "time_per_file"):
             if getattr(sink, field) is not None:
                 options[field] = str(getattr(sink, field))

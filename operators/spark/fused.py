@@ -45,8 +45,10 @@ from operators.spark.batchlog import SPARK_CONFS, BatchLog
 from operators.spark.commit import WrittenFile
 from operators.spark.sink import (
     BATCH_ID_PROPERTY,
+    PUNCTUATION,
     EncodedLines,
     HdfsSinkStreamWriter,
+    Punctuation,
     SinkTaskMessage,
 )
 from operators.spark.source import HdfsScanStreamReader, ScanPartition
@@ -120,11 +122,19 @@ def _verbatim(task: _Task) -> bool:
 
 def _records(
     task: _Task, ranges: list[tuple[str, int, int, int]], counted: list[int]
-) -> Iterator[pa.RecordBatch | EncodedLines]:
-    """The partition's records for the sink: as bytes where they can be, else decoded."""
+) -> Iterator[pa.RecordBatch | EncodedLines | Punctuation]:
+    """The partition's records for the sink: as bytes where they can be, else decoded; with
+    ``close_on_punct``, a punctuation after each range that ends its file."""
     reader = task.reader
+    marks = task.writer.config.rolling.on_punctuation
     if not _verbatim(task):
-        yield from _transformed(reader.read(ScanPartition(ranges)), task, counted)
+        if not marks:
+            yield from _transformed(reader.read(ScanPartition(ranges)), task, counted)
+            return
+        for item in ranges:
+            yield from _transformed(reader.read(ScanPartition([item])), task, counted)
+            if item[2] >= item[3]:
+                yield PUNCTUATION
         return
     from operators.spark.arrow_io import NotVerbatim, copy_lines
 
@@ -139,6 +149,8 @@ def _records(
             # A CR or bytes that are not UTF-8 from here: the decoding rule decides.
             rest = ScanPartition([(path, at.offset, end, size)])
             yield from _transformed(reader.read(rest), task, counted)
+        if marks and end >= size:
+            yield PUNCTUATION
 
 
 def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:

@@ -228,6 +228,7 @@ _SINK_FIELDS = (
     "tuples_per_file",
     "bytes_per_file",
     "time_per_file",
+    "close_on_punct",
     "manifest",
     "manifest_retain",
     "on_published",

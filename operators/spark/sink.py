@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAULT_ENV",
+    "PUNCTUATION",
     "EncodedLines",
     "HdfsSinkDataSource",
     "HdfsSinkStreamWriter",
@@ -88,6 +89,15 @@ def _fault(point: str, batch_id: int | None = None) -> None:
     while os.getppid() == parent and time.monotonic() < deadline:
         time.sleep(0.2)
     os._exit(1)  # the engine died without killing us: do not linger
+
+
+class Punctuation:
+    """The end of an input file, between records (fused execution): with ``close_on_punct``
+    the current file closes here."""
+
+
+#: The one punctuation marker.
+PUNCTUATION = Punctuation()
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,11 +295,13 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         utf8 = codecs.lookup(sink.encoding).name == "utf-8"
         return utf8 and not sink.binary and sink.rolling.room(0) is None and not sink.rolling.bytes
 
-    def write(self, iterator: Iterator[pa.RecordBatch | EncodedLines]) -> SinkTaskMessage:
+    def write(
+        self, iterator: Iterator[pa.RecordBatch | EncodedLines | Punctuation]
+    ) -> SinkTaskMessage:
         return self.write_task(iterator, TaskIds.current())
 
     def write_task(
-        self, iterator: Iterator[pa.RecordBatch | EncodedLines], ids: TaskIds
+        self, iterator: Iterator[pa.RecordBatch | EncodedLines | Punctuation], ids: TaskIds
     ) -> SinkTaskMessage:
         """One task's records to in-progress files (:meth:`write` with the task named)."""
         # Imported here: the driver-side processes (schema, commit) never write records.
@@ -307,6 +319,10 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         binary = sink.binary
         try:
             for batch in iterator:
+                if isinstance(batch, Punctuation):
+                    if sink.rolling.on_punctuation:
+                        out.close()
+                    continue
                 if isinstance(batch, EncodedLines):
                     if not self.accepts_lines:
                         raise ValueError(f"{_SINK}: encoded lines given to a sink that rolls")
@@ -482,6 +498,13 @@ class HdfsSinkDataSource(DataSource):
 
             config = sink_config(self.options)
             self.__dict__["_parsed"] = config
+        if config.rolling.on_punctuation:
+            msg = (
+                f"{_SINK}: close_on_punct needs the end of each input file, which a streaming "
+                "query does not pass to its sink: use hdfs-region run without a SQL transform "
+                "(fused execution), or a file limit"
+            )
+            raise ConfigError(msg)
         return HdfsSinkStreamWriter(config, schema)
 
 

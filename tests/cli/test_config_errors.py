@@ -159,8 +159,11 @@ def test_bad_values_exit_2_naming_key_and_value(
         ),
         (
             "spark",
-            {"sink": 'file = "o/%FILENUM"\ntime_per_file = "5s"'},
-            "[sink] time_per_file: not supported by the spark engine",
+            {
+                "sink": 'file = "o/%FILENUM"\nclose_on_punct = true',
+                "transform": 'sql = "SELECT value FROM input"',
+            },
+            "[sink] close_on_punct: needs the end of each input file",
         ),
         (
             "spark",

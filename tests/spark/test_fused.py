@@ -161,6 +161,22 @@ def test_files_span_batches_in_fused_runs_and_streaming_queries_alike(
     assert leftovers(lay.out) == []
 
 
+@pytest.mark.parametrize("transform", [None, upper])
+def test_close_on_punct_closes_a_file_at_the_end_of_each_input_file(
+    spark: Any, tmp_path: Path, transform: Any
+) -> None:
+    lay = Layout(tmp_path)
+    files = {**inputs(0, 3), "f09.txt": b"no newline at the end"}
+    write_inputs(lay.src, files, T0)
+    punct = {"close_on_punct": "true", "tuples_per_file": "40", "span_batches": "true"}
+    lay.runner(spark, scan={"maxFilesPerTrigger": "3"}, sink=punct, transform=transform).run()
+    # 50 records per input file: one file of 40 and one of 10 each; the last file's one record.
+    assert file_sizes(lay.out) == [40, 10, 40, 10, 40, 10, 1]
+    want = expected(files, transform or (lambda v: v))
+    assert published_lines(lay.out) == want
+    assert leftovers(lay.out) == []
+
+
 def test_a_batch_written_ahead_but_not_run_is_run_from_its_plan_after_a_restart(
     spark: Any, tmp_path: Path
 ) -> None:
