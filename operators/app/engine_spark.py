@@ -499,6 +499,14 @@ def run_spark(
         with signals.installed():
             spark = _session(config)
             _check_jvm_user(spark, plan.jvm_env.get("HADOOP_USER_NAME"))
+            if spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
+                # Files span batches: two attempts of one task would append to one file.
+                msg = (
+                    "[spark] conf: spark.speculation = true is not supported: the sink's files "
+                    "span micro-batches, and a speculative attempt would write into the file "
+                    "its twin is writing"
+                )
+                raise ConfigError(msg)
             supervisor = _runner(spark, plan, available_now, totals, (cp_fs, cp_dir))
             stopper.attach(supervisor)
             if display is not None:
