@@ -426,6 +426,13 @@ class RegionController:
         # Recorded, so a reset or a restart to this cut does not announce its files again.
         self._restore_point = dataclasses.replace(self._restore_point, completed=True)
         self.store.mark_completed(cut_id)
+        # 7b. The output is published: operators may act on the input the cut consumed.
+        for op in self.operators:
+            try:
+                op.on_cut_published(cut_id)
+            except Exception as exc:
+                phase = f"input housekeeping after cut {cut_id}"
+                return self._cut_failed(cut_id, _Failure(op.name, phase, exc))
         # 8. Retire older cuts: no reset will return to them.
         for old in self._retire:
             for op in self.operators:
@@ -609,6 +616,13 @@ class RegionController:
             took = self._clock() - begun
             if took > slowest_seconds:
                 slowest, slowest_seconds = op.name, took
+        if target is not None:
+            # Every operator is back at the cut, and the sinks finished its publication.
+            for op in self.operators:
+                try:
+                    op.on_cut_published(target.cut_id)
+                except Exception as exc:
+                    return _Failure(op.name, "input housekeeping after the reset", exc)
         elapsed = self._clock() - (deadline - self.settings.reset_timeout)
         if elapsed > self.settings.reset_timeout:
             error = TimeoutError(

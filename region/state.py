@@ -72,6 +72,14 @@ class StateHandler(ABC):
         (a sink publishes files closed before the cut). A crash before or during this call is
         repaired by :meth:`reset` with that cut's state, so it must be safe to run twice."""
 
+    def on_cut_published(self, cut_id: int) -> None:  # noqa: B027 - optional hook
+        """Every operator's :meth:`on_cut_completed` of ``cut_id`` ran (the output the cut covers
+        is published), or every operator was reset to ``cut_id`` (the reset finished what the
+        cut promised): effects on the *input* the cut consumed may happen now (a source
+        archives the files it finished reading before the cut). Not called again for the cut
+        when it raises: the next completed cut, or the next reset, calls it with its own id, so
+        an operator keeps what it still owes in its state. Must be safe to run twice."""
+
     def recall_completed(self, cut_id: int) -> None:  # noqa: B027 - optional hook
         """Called just before :meth:`reset` to the state of ``cut_id`` when that cut's
         :meth:`on_cut_completed` is known to have run to the end, in this process or in one

@@ -46,6 +46,8 @@ _PHASE_HOOKS: dict[tuple[str, str, str], str] = {
     ("sink", "checkpoint", "after"): "after the checkpoints are taken",
     ("store", "write", "after"): "after the checkpoint is written",
     ("sink", "on_cut_completed", "after"): "after publish",
+    ("source", "on_cut_published", "before"): "before the archive",
+    ("source", "on_cut_published", "after"): "after the archive",
 }
 
 
@@ -283,6 +285,9 @@ class _Observed(StateHandler):
 
     def on_cut_completed(self, cut_id: int) -> None:
         self._around("on_cut_completed", lambda: self.inner.on_cut_completed(cut_id))
+
+    def on_cut_published(self, cut_id: int) -> None:
+        self._around("on_cut_published", lambda: self.inner.on_cut_published(cut_id))
 
     def recall_completed(self, cut_id: int) -> None:
         self.inner.recall_completed(cut_id)
