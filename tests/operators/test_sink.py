@@ -775,9 +775,8 @@ def test_overwrite_replaces_the_earlier_file_only_when_asked(
 def test_overwrite_is_refused_without_file_attribute_name(sink_local: SinkEnv) -> None:
     with pytest.raises(ValidationError, match="on_returning_name='overwrite' needs"):
         SinkSettings(**settings(sink_local, on_returning_name="overwrite"))
-    assert SinkSettings(
-        fileAttributeName="n", directory="/o", onReturningName="overwrite"
-    ).on_returning_name == "overwrite"
+    ibm = {"fileAttributeName": "n", "directory": "/o", "onReturningName": "overwrite"}
+    assert SinkSettings.model_validate(ibm).on_returning_name == "overwrite"
 
 
 @pytest.mark.parametrize(
