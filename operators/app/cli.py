@@ -42,15 +42,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         return config_error(exc)
     display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
     setup_logging(args.log_level, display)
+    # One named file ([source] file) is read, then the run ends, as IBM's source does.
+    available_now = args.available_now or config.single_file is not None
     try:
         if config.engine == "local":
             from operators.app.engine_local import run_local
 
-            final = run_local(config, available_now=args.available_now, display=display)
+            final = run_local(config, available_now=available_now, display=display)
         else:
             from operators.app.engine_spark import run_spark
 
-            final = run_spark(config, available_now=args.available_now, display=display)
+            final = run_spark(config, available_now=available_now, display=display)
     except ConfigError as exc:
         return config_error(exc)
     except RegionError as exc:

@@ -25,7 +25,7 @@ from operators.app.engines import (
     claim_checkpoint_dir,
     load_function,
     read_identity,
-    warn_young_files_left,
+    warn_files_left,
 )
 from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
@@ -107,7 +107,7 @@ def build_local(config: PipelineConfig) -> LocalRun:
         transforms.append(load_function(config.transform.function, config.folder))
     scan = HDFS2DirectoryScan(config.scan.model_copy(update={"directory": scan_dir}), scan_fs)
     source = HDFS2FileSource(
-        config.source, scan_fs, files=scan, on_modified=config.scan.on_modified
+        config.feed_source, scan_fs, files=scan, on_modified=config.scan.on_modified
     )
     sink = HDFS2FileSink(sink_settings, sink_fs)
 
@@ -188,7 +188,12 @@ def run_local(
         try:
             run.runner.run(available_now=available_now)
             if available_now and run.scan.directory is not None:
-                warn_young_files_left(run.scan.fs, run.scan.settings, run.scan.directory)
+                warn_files_left(
+                    run.scan.fs,
+                    run.scan.settings,
+                    run.scan.directory,
+                    config.single_name,
+                )
         finally:
             final = run.progress()
             if display is not None:
