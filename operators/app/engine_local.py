@@ -28,6 +28,8 @@ from operators.app.engines import (
     warn_files_left,
 )
 from operators.app.progress import Progress, ProgressDisplay
+from operators.app.switch import control_path
+from operators.control import ControlFile
 from operators.fs import open_path
 from operators.scan import HDFS2DirectoryScan
 from operators.sink import HDFS2FileSink
@@ -105,7 +107,11 @@ def build_local(config: PipelineConfig) -> LocalRun:
             raise ConfigError(msg)
         assert config.transform.function is not None
         transforms.append(load_function(config.transform.function, config.folder))
-    scan = HDFS2DirectoryScan(config.scan.model_copy(update={"directory": scan_dir}), scan_fs)
+    # The scan's control input: switch requests (hdfs-region switch) in the checkpoints.
+    control = ControlFile(cp_fs, control_path(cp_dir))
+    scan = HDFS2DirectoryScan(
+        config.scan.model_copy(update={"directory": scan_dir}), scan_fs, control=control
+    )
     source = HDFS2FileSource(
         config.feed_source, scan_fs, files=scan, on_modified=config.scan.on_modified
     )
