@@ -61,7 +61,8 @@ def switch_directory(config: PipelineConfig, directory: str) -> tuple[str, Switc
         raise ConfigError(msg)
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
     identity = read_identity(cp_fs, cp_dir)
-    if identity is not None and identity.get("engine") == "spark":
+    engine = identity.get("engine") if identity is not None else config.engine
+    if engine == "spark":
         msg = (
             "the spark engine does not read switch requests: stop the job, set [scan] "
             "directory, and start it again (or run the pipeline with --engine local)"

@@ -76,3 +76,11 @@ def test_switch_is_refused_for_a_single_file_pipeline(pdir: PipelineDir) -> None
     )
     refused = cli("switch", str(config), str(pdir.root / "x"))
     assert refused.returncode == 2 and "there is no directory to switch" in refused.stderr
+
+
+def test_switch_is_refused_on_the_spark_engine(pdir: PipelineDir) -> None:
+    config = pdir.write_config(STREAMING.format(root=pdir.root).replace('"local"', '"spark"'))
+    refused = cli("switch", str(config), str(pdir.root / "other"))
+    assert refused.returncode == 2
+    assert "the spark engine does not read switch requests" in refused.stderr
+    assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
