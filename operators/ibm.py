@@ -250,7 +250,9 @@ SCAN = Group(
             "optional control port `<rstring directory>`",
             "set_directory",
             S,
-            "Python API: `HDFS2DirectoryScan.set_directory(path)`, covered by the next cut",
+            "`set_directory(path)` in the Python API, `hdfs-region switch CONFIG DIR` for a "
+            "settings file (not on Spark); covered by the next cut; the same directory "
+            "lists again at once",
         ),
         port(
             OUT,
@@ -278,7 +280,7 @@ SOURCE = Group(
             "file",
             "file",
             "/landing/a.txt",
-            "Python API; a pipeline reads the files its scan names",
+            "Python API, and `[source] file` without `[scan]` in a settings file (both engines)",
         ),
         supported("initDelay", "init_delay", 2.5),
         supported("encoding", "encoding", "latin-1"),
@@ -319,7 +321,8 @@ SINK = Group(
             "fileAttributeName",
             "file_attribute_name",
             "name",
-            "records are `(name, value)`; needs `directory`",
+            "records are `(name, value)`; needs `directory`; a returning name rolls to a "
+            "numbered file (`on_returning_name`), never drops records; IBM overwrote",
             file=None,
             directory="out",
         ),
@@ -347,8 +350,9 @@ SINK = Group(
             "optional `<rstring fileName, uint64 fileSize>`",
             "on_published",
             D,
-            "Python API: callback `on_published(name, size)` once per file when a cut covers "
-            "it, not at close",
+            "`on_published` (`module:function` in settings and Spark options, a callback in the "
+            "Python API) and `manifest` (a file per cut, exactly once): once per file when a cut "
+            "covers it, not at close",
         ),
         metric(
             "nSikedFiles",

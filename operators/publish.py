@@ -9,7 +9,9 @@ runs them. Running a plan again after a crash anywhere in it does each rename at
 3. neither exists: ``FileNotFoundError`` naming both (someone removed the in-progress file),
    or, while recovering, a WARNING (most likely published before the crash and moved away
    since by a reader: failing forever would not bring it back);
-4. both exist: ``FileExistsError`` naming the target: a file is never overwritten.
+4. both exist: ``FileExistsError`` naming the target: a file is never overwritten — unless the
+   caller was told to (``overwrite``: a file-attribute sink with ``on_returning_name =
+   "overwrite"``), then the rename replaces it.
 """
 
 from __future__ import annotations
@@ -25,12 +27,18 @@ logger = logging.getLogger(__name__)
 
 
 def publish(
-    fs: FileSystem, source: str, target: str, *, who: str, recovering: bool = False
+    fs: FileSystem,
+    source: str,
+    target: str,
+    *,
+    who: str,
+    recovering: bool = False,
+    overwrite: bool = False,
 ) -> bool:
     """Rename ``source`` to ``target`` by the rule above; whether the rename happened now
     (``False``: done before, or, recovering, both gone). ``who`` starts the messages."""
     try:
-        fs.rename(source, target)
+        fs.rename(source, target, overwrite=overwrite)
     except FileNotFoundError:
         if fs.exists(target):
             return False  # 2. renamed before a crash

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from operators.control import ControlFile
 from operators.cursor import ScanCursor
 from operators.errors import BadRecordError, OperatorError
 from operators.listing import ScanKey, list_ready_keyed
@@ -117,7 +118,8 @@ class HDFS2DirectoryScan(StartOperator):
     """Emits the full path of each new ready file of a directory, once, in (mtime_ns, name) order.
 
     Which files are new is :class:`operators.cursor.ScanCursor`'s rule. State:
-    ``{"directory": str | None, **cursor state}``.
+    ``{"directory": str | None, **cursor state}``, and ``"switch"``: the last request of the
+    ``control`` file applied (:mod:`operators.control`), once there was one.
     """
 
     #: A file whose mtime changed after it was emitted is found here and ``on_modified``
@@ -131,8 +133,12 @@ class HDFS2DirectoryScan(StartOperator):
         *,
         name: str = "scan",
         clock: Callable[[], float] = time.time,
+        control: ControlFile | None = None,
     ) -> None:
         self.name = name
+        self._control = control
+        self._switch = 0  # seq of the last control request applied (state)
+        self._next_poll_at = 0.0
         self.settings = settings
         self._fs = fs
         self._clock = clock
@@ -189,7 +195,10 @@ class HDFS2DirectoryScan(StartOperator):
     def next_file(self) -> FileStatus | None:
         """The next file to emit, or ``None`` when none is ready now. The file counts as emitted
         (the cursor accounts for it), so call this only where the next cut covers the result."""
-        if self._directory is None or self._clock() < self._not_before:
+        if self._clock() < self._not_before:
+            return None
+        self._poll_control()
+        if self._directory is None:
             return None
         if self._pos >= len(self._new):
             # At most one listing per call: with sleep_time=0 the clock alone never stops it.
@@ -258,11 +267,30 @@ class HDFS2DirectoryScan(StartOperator):
         if problem is not None:
             raise BadRecordError(f"{self.name}: directory {path!r} {problem}", field="directory")
         if path == self._directory:
+            # The same directory again lists it at once (as IBM's scan wakes up for it).
+            logger.info("%s: listing %s again now (control input)", self.name, path)
+            self._next_list_at = 0.0
             return
         logger.info("%s: now watching %s (was %s)", self.name, path, self._directory)
         self._directory = path
         self._cursor.reset(None)
         self._forget_listing()
+
+    def _poll_control(self) -> None:
+        """Apply a new request of the control file (under the caller's permit, like a tuple)."""
+        control = self._control
+        now = self._clock()
+        if control is None or now < self._next_poll_at:
+            return
+        self._next_poll_at = now + control.poll
+        request = control.read()
+        if request is None or request.seq <= self._switch:
+            return
+        self._switch = request.seq  # a refused request is not tried again
+        try:
+            self.set_directory(request.directory)
+        except BadRecordError as exc:
+            logger.error("%s: switch request of %s refused: %s", self.name, control.path, exc)
 
     def _refusal(self, path: str) -> str | None:
         """Why the control input may not switch to ``path``, or ``None``."""
@@ -321,7 +349,10 @@ class HDFS2DirectoryScan(StartOperator):
     def poll_interval(self) -> float:
         if self._pos < len(self._new):
             return 0.0
-        wait = max(self._next_list_at, self._not_before) - self._clock()
+        due = max(self._next_list_at, self._not_before)
+        if self._control is not None:
+            due = min(due, max(self._next_poll_at, self._not_before))
+        wait = due - self._clock()
         return wait if wait > 0 else 0.05
 
     # -- state ------------------------------------------------------------------------------
@@ -330,7 +361,10 @@ class HDFS2DirectoryScan(StartOperator):
         """Nothing is buffered: every emitted path is already downstream."""
 
     def checkpoint(self, cut_id: int) -> dict[str, Any]:
-        return {"directory": self._directory, **self._cursor.state()}
+        state = {"directory": self._directory, **self._cursor.state()}
+        if self._switch:
+            state["switch"] = self._switch
+        return state
 
     def reset(self, state: State) -> None:
         directory = state.get("directory")
@@ -342,6 +376,7 @@ class HDFS2DirectoryScan(StartOperator):
             )
             raise ValueError(msg)
         self._directory = directory
+        self._switch = int(state.get("switch", 0))
         try:
             self._cursor.reset(state)
         except (KeyError, TypeError, ValueError) as exc:
@@ -351,14 +386,17 @@ class HDFS2DirectoryScan(StartOperator):
 
     def reset_to_initial_state(self) -> None:
         self._directory = self.settings.directory
+        self._switch = 0
         self._cursor.reset(None)
         self._forget_listing()
 
     def _forget_listing(self) -> None:
-        # The next call lists again at once: a replay must not wait sleep_time.
+        # The next call lists again at once: a replay must not wait sleep_time. The control
+        # file is read again too: a switch applied after the cut is applied again.
         self._new = []
         self._pos = 0
         self._next_list_at = 0.0
+        self._next_poll_at = 0.0
 
 
 def young_files(

@@ -42,15 +42,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         return config_error(exc)
     display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
     setup_logging(args.log_level, display)
+    # One named file ([source] file) is read, then the run ends, as IBM's source does.
+    available_now = args.available_now or config.single_file is not None
     try:
         if config.engine == "local":
             from operators.app.engine_local import run_local
 
-            final = run_local(config, available_now=args.available_now, display=display)
+            final = run_local(config, available_now=available_now, display=display)
         else:
             from operators.app.engine_spark import run_spark
 
-            final = run_spark(config, available_now=args.available_now, display=display)
+            final = run_spark(config, available_now=available_now, display=display)
     except ConfigError as exc:
         return config_error(exc)
     except RegionError as exc:
@@ -63,6 +65,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_FAILURE
     print(summary_line(final), flush=True)
+    return EXIT_OK
+
+
+# -- switch -------------------------------------------------------------------------------------
+
+
+def cmd_switch(args: argparse.Namespace) -> int:
+    from operators.app.switch import switch_directory
+
+    try:
+        config = load_pipeline(args.config)
+        shown, _ = switch_directory(config, args.directory)
+    except ConfigError as exc:
+        return config_error(exc)
+    except OSError as exc:
+        error(f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+    print(f"switch to {shown} requested; the job applies it within a second", flush=True)
     return EXIT_OK
 
 
@@ -194,6 +214,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="do not show progress")
     run.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
     run.set_defaults(func=cmd_run)
+
+    switch = sub.add_parser(
+        "switch",
+        help="make a running job (local engine) watch another directory, or list its own now",
+        description=(
+            "Hand the scan of the job of CONFIG a new directory through a control file in its "
+            "checkpoint directory: applied under a permit and recorded by the next cut, so a "
+            "restart keeps it. The directory it already watches is listed again at once. "
+            "[scan] roots limit where it may switch."
+        ),
+    )
+    switch.add_argument("config", metavar="CONFIG.toml")
+    switch.add_argument("directory", metavar="DIRECTORY")
+    switch.set_defaults(func=cmd_switch)
 
     inspect = sub.add_parser(
         "inspect",

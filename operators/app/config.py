@@ -6,7 +6,7 @@ One TOML file describes one pipeline (see ``conf/periodic.toml``)::
     name = "orders"             # optional pipeline identity
     [region]    ...             # RegionSettings
     [scan]      directory = "landing"   # ScanSettings
-    [source]    format = "line"         # SourceSettings (without ``file``: the scan names files)
+    [source]    format = "line"         # SourceSettings (file = "x.csv": one file, no [scan])
     [transform] sql = "SELECT upper(value) AS value FROM input"   # or function = "mod:func"
     [sink]      file = "out/part-%FILENUM.txt"                    # SinkSettings
     [filesystem] uri = "webhdfs://namenode:9870"                  # FileSystemSettings
@@ -173,7 +173,8 @@ class PipelineConfig(BaseModel):
     #: directory and the sink's file template (see :meth:`pipeline_id`).
     name: str | None = None
     region: RegionSettings = Field(default_factory=RegionSettings)
-    scan: ScanSettings
+    #: The directory scan; with ``[source] file`` it is derived (see :meth:`_one_file`).
+    scan: ScanSettings = Field(default_factory=ScanSettings)
     source: SourceSettings = Field(default_factory=SourceSettings)
     transform: TransformSettings | None = None
     sink: SinkSettings
@@ -194,10 +195,42 @@ class PipelineConfig(BaseModel):
             raise ValueError("name is empty")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_file(cls, data: Any) -> Any:
+        """``[source] file``: the pipeline reads that one file, through a scan of its directory
+        that lists only its name, so the file follows the scan's rules (read once, resumed
+        mid-file, ``on_modified`` when it changes after it was read) on both engines."""
+        if not isinstance(data, dict):
+            return data
+        source, scan = data.get("source"), data.get("scan", {})
+        if not isinstance(source, dict) or not isinstance(scan, dict):
+            return data
+        file = source.get("file")
+        if not isinstance(file, str) or not file:
+            return data  # absent, or the field's own check names what is wrong
+        for key in ("directory", "pattern"):
+            if key in scan:
+                raise ValueError(
+                    f"[scan] {key}: not used with [source] file = {file!r}, which reads that one "
+                    "file: remove one of them"
+                )
+        head, base = posixpath.split(file)
+        if not base or base.startswith((".", "_")):
+            raise ValueError(
+                f"[source] file: {file!r} must end in a file name that does not start with '.' "
+                "or '_' (hidden names are never read)"
+            )
+        scan = {**scan, "directory": head or ".", "pattern": re.escape(base)}
+        return {**data, "scan": scan}
+
     @model_validator(mode="after")
     def _pipeline_shape(self) -> PipelineConfig:
         if self.scan.directory is None:
-            raise ValueError("[scan] directory: required (the landing directory to watch)")
+            raise ValueError(
+                "[scan] directory: required (the landing directory to watch), or [source] file "
+                "(one file to read)"
+            )
         paths = {
             "[scan] directory": self.scan.directory,
             "[sink] file": self.sink.file,
@@ -217,11 +250,6 @@ class PipelineConfig(BaseModel):
             except ValueError as exc:
                 why = str(exc).removeprefix("uri: ")
                 raise ValueError(f"{key}: {why} (got {path!r})") from None
-        if self.source.file is not None:
-            raise ValueError(
-                f"[source] file: {self.source.file!r} is not used in a pipeline "
-                "(the scan names the files to read); remove it"
-            )
         self._output_outside_input()
         self._checkpoints_apart()
         return self
@@ -282,6 +310,22 @@ class PipelineConfig(BaseModel):
                 )
 
     @property
+    def single_file(self) -> str | None:
+        """The one file the pipeline reads (``[source] file``), or ``None`` (the scan names
+        the files). Such a run ends once the file is read, as IBM's source does."""
+        return self.source.file
+
+    @property
+    def single_name(self) -> str | None:
+        """The base name of :attr:`single_file`."""
+        return posixpath.basename(self.single_file) if self.single_file is not None else None
+
+    @property
+    def feed_source(self) -> SourceSettings:
+        """The source's settings as the engines use them: the scan names its files."""
+        return self.source.model_copy(update={"file": None})
+
+    @property
     def scan_directory(self) -> str:
         assert self.scan.directory is not None
         return self.scan.directory
@@ -313,7 +357,8 @@ class PipelineConfig(BaseModel):
         """What a derived :meth:`pipeline_id` is made of (URIs without credentials): stamped
         beside it, so a refusal can say which one changed."""
         sink = self.sink.template or f"{self.sink.directory}/<{self.sink.file_attribute_name}>"
-        return {"scan": self.display(self.scan_directory), "sink": self.display(sink)}
+        scan = self.single_file or self.scan_directory
+        return {"scan": self.display(scan), "sink": self.display(sink)}
 
 
 def _describe(value: Any) -> str:
@@ -445,6 +490,9 @@ def _resolve_paths(
         return _absolute(path, base)
 
     scan_update: dict[str, Any] = {"directory": fix(config.scan.directory)}
+    source_update: dict[str, Any] = {}
+    if config.source.file is not None:
+        source_update["file"] = fix(config.source.file)
     if config.scan.roots is not None:
         scan_update["roots"] = tuple(fix(r) or r for r in config.scan.roots)
     sink_update: dict[str, Any] = {}
@@ -468,6 +516,7 @@ def _resolve_paths(
     return config.model_copy(
         update={
             "scan": config.scan.model_copy(update=scan_update),
+            "source": config.source.model_copy(update=source_update),
             "sink": config.sink.model_copy(update=sink_update),
             "region": config.region.model_copy(update=region_update),
             "filesystem": config.filesystem.model_copy(update=fs_update),

@@ -25,9 +25,11 @@ from operators.app.engines import (
     claim_checkpoint_dir,
     load_function,
     read_identity,
-    warn_young_files_left,
+    warn_files_left,
 )
 from operators.app.progress import Progress, ProgressDisplay
+from operators.app.switch import control_path
+from operators.control import ControlFile
 from operators.fs import open_path
 from operators.plugins import load_callable
 from operators.scan import HDFS2DirectoryScan
@@ -106,9 +108,13 @@ def build_local(config: PipelineConfig) -> LocalRun:
             raise ConfigError(msg)
         assert config.transform.function is not None
         transforms.append(load_function(config.transform.function, config.folder))
-    scan = HDFS2DirectoryScan(config.scan.model_copy(update={"directory": scan_dir}), scan_fs)
+    # The scan's control input: switch requests (hdfs-region switch) in the checkpoints.
+    control = ControlFile(cp_fs, control_path(cp_dir))
+    scan = HDFS2DirectoryScan(
+        config.scan.model_copy(update={"directory": scan_dir}), scan_fs, control=control
+    )
     source = HDFS2FileSource(
-        config.source, scan_fs, files=scan, on_modified=config.scan.on_modified
+        config.feed_source, scan_fs, files=scan, on_modified=config.scan.on_modified
     )
     on_published = None
     if config.sink.on_published is not None:
@@ -192,7 +198,12 @@ def run_local(
         try:
             run.runner.run(available_now=available_now)
             if available_now and run.scan.directory is not None:
-                warn_young_files_left(run.scan.fs, run.scan.settings, run.scan.directory)
+                warn_files_left(
+                    run.scan.fs,
+                    run.scan.settings,
+                    run.scan.directory,
+                    config.single_name,
+                )
         finally:
             final = run.progress()
             if display is not None:

@@ -22,7 +22,7 @@ from operators.app.engines import (
     JobOutput,
     claim_checkpoint_dir,
     load_function,
-    warn_young_files_left,
+    warn_files_left,
 )
 from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
@@ -520,7 +520,7 @@ def run_spark(
                     close_open_files(plan.sink_options)
                 if available_now:
                     scan_fs, scan_dir = open_path(config.scan_directory, config.filesystem)
-                    warn_young_files_left(scan_fs, config.scan, scan_dir)
+                    warn_files_left(scan_fs, config.scan, scan_dir, config.single_name)
             finally:
                 totals.status = "stopped"
                 final = totals.progress()

@@ -29,6 +29,7 @@ __all__ = [
     "claim_checkpoint_dir",
     "load_function",
     "read_identity",
+    "warn_files_left",
     "warn_young_files_left",
 ]
 
@@ -220,3 +221,17 @@ def warn_young_files_left(fs: FileSystem, settings: ScanSettings, directory: str
             shown,
         )
     return left
+
+
+def warn_files_left(
+    fs: FileSystem, settings: ScanSettings, directory: str, single: str | None
+) -> None:
+    """After an ``available_now`` run (every run of a ``[source] file`` pipeline): the files
+    left because they are too young, and the single file (its name: ``single``) when it is not
+    there, each in a WARNING."""
+    warn_young_files_left(fs, settings, directory)
+    if single is not None and not fs.exists(_join(directory, single)):
+        logger.warning(
+            "[source] file %s does not exist: nothing was read from it; run again once it is there",
+            fs.display(_join(directory, single)),
+        )

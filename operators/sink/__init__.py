@@ -24,15 +24,19 @@ The package, along its seams: :mod:`.settings` (the parameters, checked when mad
 :mod:`.layout` (final and side names, directories), :mod:`.records` (records to bytes, bad-record
 routing), :mod:`.recovery` (the state, orphans, restore) and :mod:`.filesink` (the lifecycle).
 
-Bad records (a value of the wrong type or not encodable, a record that is not a (name, value)
-pair, a file name from data that :mod:`operators.safepath` refuses or that names a file already
-written) follow ``on_bad_record``: ``fail`` raises :class:`BadRecordError` (the region resets
-and, repeated, fails), ``skip`` drops the record with a log line naming its index, value and
-reason, ``reject`` writes it with the reason as one JSON line into ``rejects_file``: a second,
-internal sink inside the base directory whose state is part of this sink's, so rejects are
-exactly-once like the output (a rejects file is closed at every cut that saw rejects and
-published when the cut completes). Default: ``reject`` when ``rejects_file`` is set, else
-``skip`` logged at ERROR. Either way bad records are counted in :attr:`SinkMetrics.bad_records`.
+Bad records (a value of the wrong type or not encodable, a record that is not a (name, value) pair,
+a file name from data that :mod:`operators.safepath` refuses) follow ``on_bad_record``: ``fail``
+raises :class:`BadRecordError` (the region resets and, repeated, fails), ``skip`` drops the record
+with a log line naming its index, value and reason, ``reject`` writes it with the reason as one JSON
+line into ``rejects_file``: a second, internal sink inside the base directory whose state is part of
+this sink's, so rejects are exactly-once like the output (a rejects file is closed at every cut that
+saw rejects and published when the cut completes). Default: ``reject`` when ``rejects_file`` is set,
+else ``skip`` logged at ERROR. Either way bad records are counted in
+:attr:`SinkMetrics.bad_records`.
+
+A file name from data that was written before (``A, B, A``) or names an existing file is not a
+bad record: ``on_returning_name="new_file"`` (the default) writes its records to the first free
+numbered name (``orders.csv`` -> ``orders-1.csv``); ``"overwrite"`` replaces the earlier file.
 """
 
 from operators.sink.filesink import HDFS2FileSink, SinkMetrics

@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 _REJECTS_SUFFIX = ".rejects"
 _ROUTED = object()  # stands for a record already routed by on_bad_record
+_NUMBER_HINTS = 4096
 
 
 @dataclass(slots=True)
@@ -105,6 +106,9 @@ class HDFS2FileSink(SinkOperator):
         self._clock = clock
         self._atomic = settings.publish == "atomic"
         self._attr = settings.file_attribute_name
+        self._overwrite = settings.on_returning_name == "overwrite"
+        # Last number given to each returning name (only a hint where to look for a free one).
+        self._numbers: dict[str, int] = {}
         self._rolling = settings.rolling
         self._layout = layout
         self._encoder = RecordEncoder(settings, fs, self._rolling)
@@ -287,13 +291,13 @@ class HDFS2FileSink(SinkOperator):
                 end += 1
             try:
                 path = self._layout.resolve(name, start, self._in_flight())
-                if self._cur is None or self._cur.final != path:
+                if self._cur is None or self._cur.name != path:
                     self._close_current()
                     self._open(path)
             except (BadRecordError, FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
-                # A refused name, a file written before (never overwritten), or a name that
-                # clashes with the tree (a file where a directory is needed, or the reverse):
-                # the records of this run cannot be written.
+                # A refused name, or a name that clashes with the tree (a file where a
+                # directory is needed, or the reverse): the records of this run cannot be
+                # written. (A name written before is not refused: see _returning.)
                 if self._bad.fail:
                     raise
                 for index in range(start, end):
@@ -327,6 +331,7 @@ class HDFS2FileSink(SinkOperator):
     def _open(self, final: str | None) -> OpenFile:
         """Open a new file (lazily: only when a record is about to be written)."""
         now = self._clock()
+        asked: str | None = None
         filenum = self._next_filenum
         layout = self._layout
         if final is None:
@@ -351,11 +356,9 @@ class HDFS2FileSink(SinkOperator):
                 )
                 filenum += 1
         elif self._taken(final):
-            msg = (
-                f"sink {self.name!r}: {self._fs.display(final)} was already written, and files "
-                "are never overwritten (group the records by file name)"
-            )
-            raise permanent(FileExistsError(msg))
+            final, asked = self._returning(final), final
+            if final == asked:
+                asked = None
         work = layout.side(final, INPROGRESS) if self._atomic else final
         permission = self.settings.permission
         layout.ensure_dir(posixpath.dirname(final))
@@ -367,10 +370,10 @@ class HDFS2FileSink(SinkOperator):
             marker.sync()
             marker.close()
             self._marked.add(final)
-        # 2. The file itself; never over an existing one.
-        writer = self._fs.create(work, overwrite=False, permission=permission)
+        # 2. The file itself; never over an existing one (unless asked to: on_returning_name).
+        writer = self._fs.create(work, overwrite=self._overwrite, permission=permission)
         self._next_filenum = filenum + 1
-        cur = OpenFile(final, work, 0, 0, now, filenum, writer)
+        cur = OpenFile(final, work, 0, 0, now, filenum, asked, writer)
         bom = self._encoder.bom
         if bom:
             writer.write(bom)
@@ -379,6 +382,48 @@ class HDFS2FileSink(SinkOperator):
         self.metrics.files_opened += 1
         logger.debug("sink %s: opened %s", self.name, work)
         return cur
+
+    def _returning(self, path: str) -> str:
+        """Where the records of a name written before (or of an existing file) go: the first
+        free numbered name (``on_returning_name="new_file"``), or ``path`` itself once its
+        earlier, unpublished version is dropped (``"overwrite"``)."""
+        if self._overwrite:
+            self._drop_unpublished(path)
+            return path
+        number = self._numbers.get(path, 0)
+        while True:
+            number += 1
+            candidate = self._layout.numbered(path, number)
+            if not self._taken(candidate):
+                break
+        if len(self._numbers) >= _NUMBER_HINTS:  # only a hint: forget it rather than grow
+            self._numbers.clear()
+        self._numbers[path] = number
+        logger.info(
+            "sink %s: %s was written before; its new records go to %s",
+            self.name,
+            self._fs.display(path),
+            self._fs.display(candidate),
+        )
+        return candidate
+
+    def _drop_unpublished(self, path: str) -> None:
+        """``on_returning_name="overwrite"``: forget the earlier version of ``path`` no cut
+        covers yet (what the IBM sink's overwrite loses). A version a checkpoint covers waits
+        for that cut's completion: the error resets the region, which publishes it first."""
+        if any(c.final == path for _, c in self._pending):
+            msg = (
+                f"sink {self.name!r}: {self._fs.display(path)} is covered by a cut that has not "
+                "completed yet; it is overwritten after the reset publishes it"
+            )
+            raise OperatorError(msg)
+        for done in [c for c in self._closed if c.final == path]:
+            self._closed.remove(done)
+            self._fs.delete(done.work)
+            if path in self._marked:
+                self._fs.delete(self._layout.side(path, MARKER))
+                self._marked.discard(path)
+            logger.info("sink %s: overwriting %s (not published yet)", self.name, done.work)
 
     def _close_current(self) -> None:
         cur = self._cur
@@ -399,7 +444,12 @@ class HDFS2FileSink(SinkOperator):
         then count and announce it."""
         if self._atomic:
             publish(
-                self._fs, done.work, done.final, who=f"sink {self.name!r}", recovering=recovering
+                self._fs,
+                done.work,
+                done.final,
+                who=f"sink {self.name!r}",
+                recovering=recovering,
+                overwrite=self._overwrite,
             )
         self.metrics.files_published += 1
         self.metrics.published.append((done.final, done.size))
@@ -517,6 +567,7 @@ class HDFS2FileSink(SinkOperator):
         self._next_filenum = restored.next_filenum
         self._marked = set()
         self._cut_current = {}
+        self._numbers = {}
         self._ready = True
         if self._rejects is not None:
             rejects = state.get("rejects")

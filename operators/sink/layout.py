@@ -21,7 +21,7 @@ from typing import Any
 
 from operators.errors import BadRecordError
 from operators.owner import SINK_DIR
-from operators.safepath import confine, name_problem
+from operators.safepath import MAX_COMPONENT_BYTES, confine, name_problem
 from operators.sink.settings import SinkSettings
 from operators.templating import FileNameTemplate
 from region.atomic import dir_permission
@@ -177,6 +177,22 @@ class SinkLayout:
             f"relative paths inside {self._fs.display(self.base)}"
         )
         raise BadRecordError(msg, file=self.base, offset=index, field=self.attr)
+
+    def numbered(self, path: str, number: int) -> str:
+        """``path`` with ``-<number>`` before its extension (``a/orders.csv`` ->
+        ``a/orders-1.csv``; only the last extension: ``x.tar.gz`` -> ``x.tar-1.gz``), the stem
+        shortened when the name would pass the component limit."""
+        head, base = posixpath.split(path)
+        stem, ext = posixpath.splitext(base)
+        tag = f"-{number}"
+        room = MAX_COMPONENT_BYTES - self._reserve - len((tag + ext).encode())
+        if room < 1:  # an extension too long to keep
+            stem, ext = base, ""
+            room = MAX_COMPONENT_BYTES - self._reserve - len(tag)
+        raw = stem.encode()
+        if len(raw) > room:
+            stem = raw[:room].decode("utf-8", "ignore")
+        return posixpath.join(head, stem + tag + ext)
 
     def _tree_conflict(self, path: str, in_flight: Iterable[str]) -> str | None:
         """Why ``path`` cannot coexist with a file of ``in_flight`` (one would have to be a

@@ -65,11 +65,20 @@ class OpenFile:
     tuples: int
     opened_at: float
     filenum: int
+    #: The name the records asked for, when the file got another one (a returning name in
+    #: file-attribute mode writes ``orders-1.csv`` for ``orders.csv``): records naming it
+    #: again go on in this file.
+    asked: str | None = None
     writer: FileWriter | None = None
     dirty: bool = False  # written since the last sync
 
+    @property
+    def name(self) -> str:
+        """The name records use for this file."""
+        return self.asked if self.asked is not None else self.final
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        state: dict[str, Any] = {
             "final": self.final,
             "work": self.work,
             "size": self.size,
@@ -77,6 +86,9 @@ class OpenFile:
             "opened_at": self.opened_at,
             "filenum": self.filenum,
         }
+        if self.asked is not None:
+            state["asked"] = self.asked
+        return state
 
 
 @dataclass(slots=True)
@@ -94,14 +106,18 @@ def state_value(
     pending: Iterable[ClosedFile],
     cut: int | None = None,
 ) -> dict[str, Any]:
-    """The state of a sink, as checkpointed at ``cut``."""
-    return {
+    """The state of a sink, as checkpointed at ``cut`` (kept only with pending files: the
+    cut whose completion publishes them names their manifest)."""
+    files = [c.to_dict() for c in pending]
+    state: dict[str, Any] = {
         "version": STATE_VERSION,
         "next_filenum": next_filenum,
         "current": current.to_dict() if current is not None else None,
-        "pending": [c.to_dict() for c in pending],
-        "cut": cut,
+        "pending": files,
     }
+    if files and cut is not None:
+        state["cut"] = cut
+    return state
 
 
 def empty_state() -> dict[str, Any]:
@@ -125,6 +141,7 @@ def parse_state(sink: str, state: State) -> Restored:
                 int(cur["tuples"]),
                 float(cur["opened_at"]),
                 int(cur["filenum"]),
+                str(cur["asked"]) if cur.get("asked") is not None else None,
             )
         pending = [
             ClosedFile(str(p["final"]), str(p["work"]), int(p["size"])) for p in state["pending"]

@@ -36,6 +36,13 @@ class SinkSettings(BaseModel):
     file_attribute_name: str | None = Field(
         None, validation_alias=_alias("file_attribute_name", "fileAttributeName")
     )
+    #: A record naming a file written before (``A, B, A``; or a file that already exists):
+    #: ``new_file`` writes it to the first free numbered name (``orders.csv`` ->
+    #: ``orders-1.csv``); ``overwrite`` (IBM's behaviour, on request only) replaces the earlier
+    #: file, whose records are lost. File-attribute mode only.
+    on_returning_name: Literal["new_file", "overwrite"] = Field(
+        "new_file", validation_alias=_alias("on_returning_name", "onReturningName")
+    )
     time_format: str = Field(
         "yyyyMMdd_HHmmss", validation_alias=_alias("time_format", "timeFormat")
     )
@@ -107,6 +114,12 @@ class SinkSettings(BaseModel):
             raise ValueError(msg)
         if self.time_per_file is not None and self.time_per_file <= 0:
             msg = f"time_per_file={self.time_per_file!r} must be more than 0 seconds"
+            raise ValueError(msg)
+        if self.on_returning_name != "new_file" and self.file_attribute_name is None:
+            msg = (
+                f"on_returning_name={self.on_returning_name!r} needs file_attribute_name "
+                "(a template's files are never overwritten)"
+            )
             raise ValueError(msg)
         if self.file_attribute_name is not None:
             if self.file is not None:

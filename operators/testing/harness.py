@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import posixpath
+import re
 import tempfile
 import uuid
 from collections import Counter
@@ -311,6 +312,10 @@ class _Replay:
         self.cuts = 0
         self.process: _Process | None = None
         self.expected_cache: dict[str, tuple[list[bytes], list[str]]] = {}
+        #: Records that name their file: the name each written record asked for.
+        self.asked: dict[bytes, str] = {}
+        #: Files a reader saw published (atomic publish): they must never change.
+        self.seen_final: dict[str, bytes] = {}
 
     # -- the run -------------------------------------------------------------------------
 
@@ -590,6 +595,18 @@ class _Replay:
         return result
 
     def _encode(self, record: Any, name: str) -> bytes:
+        if self.config.named:
+            if not (isinstance(record, tuple | list) and len(record) == 2):
+                raise _Failed(
+                    f"the transforms turned a record of {name} into {_short(record)}: a sink "
+                    "with file_attribute_name writes (file name, value) pairs"
+                )
+            token = self._encode_value(record[1], name)
+            self.asked[token] = str(record[0])
+            return token
+        return self._encode_value(record, name)
+
+    def _encode_value(self, record: Any, name: str) -> bytes:
         settings = self.sink_settings
         if settings.format == "line":
             if not isinstance(record, str):
@@ -620,7 +637,13 @@ class _Replay:
 
     def _check_moment(self, index: int) -> None:
         published = self._published()
-        problems = checks.exactly_once_problems(published.stream, self._expected(), partial=True)
+        if self.config.named:
+            problems = checks.record_problems(published.stream, self._expected(), partial=True)
+            problems += self._named_file_problems(published)
+        else:
+            problems = checks.exactly_once_problems(
+                published.stream, self._expected(), partial=True
+            )
         if problems:
             raise _Failed(
                 f"after step {index}, a plain directory reader sees records more than once "
@@ -629,15 +652,44 @@ class _Replay:
                 + f"\n  published files: {published.describe()}"
             )
 
+    def _named_file_problems(self, published: checks.Published) -> list[str]:
+        """Records that name their file: each is in the file it named or in a numbered one of
+        that name (``o.csv`` -> ``o-1.csv``), and a file once published (atomic) never changes:
+        nothing is overwritten."""
+        problems: list[str] = []
+        sub = posixpath.relpath(self.sink_settings.directory or self.out, self.out)
+        for path, data in published.files:
+            for line in data.splitlines(keepends=True):
+                asked = self.asked.get(line)
+                if asked is not None and sub != ".":
+                    asked = posixpath.join(sub, asked)
+                if asked is not None and not _names_match(asked, path):
+                    problems.append(f"record {line!r} asked for {asked!r} but is in {path!r}")
+                    break
+            if self.sink_settings.publish != "atomic":
+                continue
+            before = self.seen_final.setdefault(path, data)
+            if before != data:
+                problems.append(
+                    f"published file {path!r} changed from {_short(before)} to {_short(data)} "
+                    "(a published file is final, never overwritten)"
+                )
+        return problems
+
     def _verify(self) -> checks.Published:
         published = self._published()
         expected = self._expected()
         if self.delivery == "exactly_once":
-            problems = checks.exactly_once_problems(published.stream, expected)
+            if self.config.named:
+                problems = checks.record_problems(published.stream, expected)
+            else:
+                problems = checks.exactly_once_problems(published.stream, expected)
             promise = "exactly_once: every input record, transformed, exactly once"
         else:
             problems = checks.at_least_once_problems(published.stream, expected)
             promise = "at_least_once: every input record, transformed, at least once"
+        if self.config.named:
+            problems += self._named_file_problems(published)
         leftovers = [h for h in published.hidden if h.startswith(".")]
         if leftovers and self.config.check_leftovers:
             problems.append("files left behind after the final cut: " + ", ".join(leftovers[:8]))
@@ -648,6 +700,16 @@ class _Replay:
                 + f"\n  published files: {published.describe()}"
             )
         return published
+
+
+def _names_match(asked: str, path: str) -> bool:
+    """Whether ``path`` is the file name ``asked`` or a numbered one of it (``o-3.csv``)."""
+    if path == asked:
+        return True
+    head, base = posixpath.split(asked)
+    stem, ext = posixpath.splitext(base)
+    numbered = re.escape(posixpath.join(head, stem)) + r"-[0-9]+" + re.escape(ext)
+    return re.fullmatch(numbered, path) is not None
 
 
 def _source_records(data: bytes, settings: SourceSettings) -> list[Any]:
@@ -669,11 +731,14 @@ def _source_records(data: bytes, settings: SourceSettings) -> list[Any]:
 class PipelineReplay:
     """A pipeline to test: scan -> file source -> ``transforms`` -> file sink.
 
-    ``sink`` is the sink's settings with a *relative* ``file`` template (``part-%FILENUM.txt``);
-    the harness writes under its own temporary directory. ``source`` and ``scan`` settings are
-    optional (their ``file`` / ``directory`` are set by the harness; ``sleep_time`` and
-    ``init_delay`` are ignored: time is simulated). ``trigger``: ``periodic`` cuts only where
-    the schedule says; ``operator_driven`` also cuts after each file, as the region would.
+    ``sink`` is the sink's settings with a *relative* ``file`` template (``part-%FILENUM.txt``),
+    or with ``file_attribute_name`` (line format): then the transforms turn each record into a
+    ``(file name, line)`` pair, and the check is per record (each exactly once, in the file it
+    named or a numbered one of that name, published files never changed) instead of per input
+    file in order. The harness writes under its own temporary directory. ``source`` and ``scan``
+    settings are optional (their ``file`` / ``directory`` are set by the harness; ``sleep_time``
+    and ``init_delay`` are ignored: time is simulated). ``trigger``: ``periodic`` cuts only
+    where the schedule says; ``operator_driven`` also cuts after each file, as the region would.
     ``line(name, index)`` gives the text of each input line. ``sink_class`` builds the sink as
     ``sink_class(settings, fs, clock=clock)`` (a subclass, or a ``functools.partial`` with more
     arguments). ``workspace``: where to run (default: a new temporary directory per replay).
@@ -699,10 +764,15 @@ class PipelineReplay:
         self._sink = _as_dict(sink, "sink")
         self._source = _as_dict(source, "source")
         self._scan = _as_dict(scan, "scan")
-        if self._sink.get("file_attribute_name") is not None:
-            raise ConfigError("sink: file_attribute_name is not supported by the replay harness")
+        #: Records name their files (``(name, value)`` pairs from the transforms).
+        self.named = (
+            self._sink.get("file_attribute_name", self._sink.get("fileAttributeName")) is not None
+        )
         file = self._sink.get("file")
-        if not isinstance(file, str) or file.startswith("/"):
+        if self.named:
+            if self._sink.get("format", "line") != "line":
+                raise ConfigError("sink: file_attribute_name is replayed in line format only")
+        elif not isinstance(file, str) or file.startswith("/"):
             raise ConfigError(
                 f"sink: file={file!r} must be a relative template such as 'part-%FILENUM.txt': "
                 "the harness writes under its own temporary directory"

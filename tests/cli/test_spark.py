@@ -85,3 +85,22 @@ def test_spark_demo_crashes_and_restarts_exactly_once(tmp_path: Path) -> None:
     assert "records in         400" in report and "records out        400" in report
     assert "duplicates           0" in report and "missing              0" in report
     assert "exactly once: YES" in report
+
+
+def test_spark_reads_one_named_file(pdir: PipelineDir) -> None:
+    pdir.add_files(2, 5)  # not read: only the named file is
+    pdir.add_file("orders.csv", [f"order-{i}" for i in range(50)])
+    config = pdir.write_config(
+        """\
+        engine = "spark"
+        [source]
+        file = "landing/orders.csv"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    done = cli("run", str(config), timeout=300)  # ends once the file is read
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert pdir.output_lines() == [f"order-{i}" for i in range(50)]
+    refused = cli("switch", str(config), str(pdir.landing))
+    assert refused.returncode == 2 and "no directory to switch" in refused.stderr

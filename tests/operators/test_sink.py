@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -594,7 +595,8 @@ def test_state_is_a_plain_json_dict_with_the_documented_layout(sink_local: SinkE
     run.write(lines(3))
     state = run.sink.checkpoint(1)
     assert json.loads(json.dumps(state)) == state
-    assert set(state) == {"version", "next_filenum", "current", "pending"}
+    assert set(state) == {"version", "next_filenum", "current", "pending", "cut"}
+    assert state["cut"] == 1  # the cut whose completion publishes the pending files
     assert state["current"]["final"] == sink_local.path("part-1.txt")
     assert state["current"]["work"] == sink_local.path(".part-1.txt~sink.inprogress")
     assert (state["current"]["size"], state["current"]["tuples"]) == (9, 1)
@@ -700,11 +702,82 @@ def test_file_attribute_name_recovers_like_the_template_mode(sink_env: SinkEnv) 
     assert sink_env.published(sink_env.path("d3")) == {"c": b"4\n"}
 
 
-def test_file_attribute_name_never_overwrites_a_name_seen_before(sink_local: SinkEnv) -> None:
+def test_a_returning_name_rolls_to_a_numbered_file_keeping_the_extension(
+    sink_env: SinkEnv,
+) -> None:
+    run = SinkRun(sink_env, attr_settings(sink_env, on_bad_record="fail"))
+    run.write([("o.csv", "1"), ("b", "2"), ("o.csv", "3")])
+    run.cut()
+    run.write([("o.csv", "4"), ("o.csv-1", "5"), ("o.csv", "6"), ("x.tar.gz", "7")])
+    run.stop()
+    assert sink_env.published() == {
+        "o.csv": b"1\n",
+        "b": b"2\n",
+        "o-1.csv": b"3\n4\n",  # the same file goes on across a cut
+        "o.csv-1": b"5\n",
+        "o-2.csv": b"6\n",
+        "x.tar.gz": b"7\n",
+    }
+
+
+def test_a_numbered_name_taken_by_a_record_or_a_file_is_skipped(sink_local: SinkEnv) -> None:
+    (Path(sink_local.out)).mkdir(parents=True)
+    (Path(sink_local.out) / "o-1.csv").write_text("foreign\n")
+    (Path(sink_local.out) / "o.csv").write_text("foreign\n")
     run = SinkRun(sink_local, attr_settings(sink_local, on_bad_record="fail"))
+    run.write([("o-2.csv", "1"), ("o.csv", "2"), ("o-3.csv", "3")])
+    run.stop()
+    assert sink_local.published() == {
+        "o.csv": b"foreign\n",
+        "o-1.csv": b"foreign\n",
+        "o-2.csv": b"1\n",
+        "o-3.csv": b"2\n",  # o.csv and o-1/o-2 are taken
+        "o-3-1.csv": b"3\n",  # o-3.csv returned: it was written before
+    }
+
+
+def test_the_returning_file_goes_on_after_a_crash(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, attr_settings(sink_env))
+    run.write([("a", "1"), ("b", "2"), ("a", "3")])
+    run.cut()
+    run.write([("a", "4"), ("b", "5")])
+    run.crash()  # a-1 is open at the cut: records naming a go on in it
+    run.write([("a", "4"), ("b", "5")])
+    run.stop()
+    assert sink_env.published() == {"a": b"1\n", "b": b"2\n", "a-1": b"3\n4\n", "b-1": b"5\n"}
+    assert sink_env.hidden() == []
+
+
+def test_numbered_names_stay_within_the_name_limit(sink_local: SinkEnv) -> None:
+    long = "y" * 230 + ".csv"  # fits with its in-progress name, not with "-1" added
+    run = SinkRun(sink_local, attr_settings(sink_local, on_bad_record="fail"))
+    run.write([(long, "1"), ("b", "2"), (long, "3")])
+    run.stop()
+    files = sink_local.published()
+    numbered = [n for n in files if n.endswith("-1.csv")]
+    assert len(numbered) == 1 and files[numbered[0]] == b"3\n" and len(numbered[0]) == 236
+
+
+@pytest.mark.parametrize("publish", ["atomic", "visible"])
+def test_overwrite_replaces_the_earlier_file_only_when_asked(
+    sink_local: SinkEnv, publish: str
+) -> None:
+    run = SinkRun(
+        sink_local, attr_settings(sink_local, on_returning_name="overwrite", publish=publish)
+    )
     run.write([("a", "1"), ("b", "2")])
-    with pytest.raises(FileExistsError, match="never overwritten"):
-        run.write([("a", "3")])
+    run.cut()
+    run.write([("a", "3"), ("b", "4"), ("a", "5")])  # a published, then b unpublished
+    run.stop()
+    assert sink_local.published() == {"a": b"5\n", "b": b"4\n"}
+    assert sink_local.hidden() == []
+
+
+def test_overwrite_is_refused_without_file_attribute_name(sink_local: SinkEnv) -> None:
+    with pytest.raises(ValidationError, match="on_returning_name='overwrite' needs"):
+        SinkSettings(**settings(sink_local, on_returning_name="overwrite"))
+    ibm = {"fileAttributeName": "n", "directory": "/o", "onReturningName": "overwrite"}
+    assert SinkSettings.model_validate(ibm).on_returning_name == "overwrite"
 
 
 @pytest.mark.parametrize(

@@ -145,19 +145,17 @@ def test_records_that_cannot_be_encoded_are_rejected_and_the_rest_written(
     assert "cannot be encoded as ascii" in json.loads(rejects[1])["reason"]
 
 
-def test_a_name_written_before_is_never_overwritten_and_does_not_stop_the_sink(
+def test_a_name_written_before_goes_to_a_numbered_file_and_nothing_is_overwritten(
     sink_local: SinkEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
     run = SinkRun(sink_local, attr(sink_local, on_bad_record="skip"))
     run.write([("a", "1"), ("b", "2")])
-    with caplog.at_level(logging.WARNING, logger="operators.sink"):
+    with caplog.at_level(logging.INFO, logger="operators.sink"):
         run.write([("a", "3"), ("c", "4")])
     run.stop()
-    assert sink_local.published() == {"a": b"1\n", "b": b"2\n", "c": b"4\n"}
-    # asked for: a warning, not an error
-    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert [r.levelno for r in warnings] == [logging.WARNING]
-    assert "never overwritten" in warnings[0].getMessage()
+    assert sink_local.published() == {"a": b"1\n", "b": b"2\n", "a-1": b"3\n", "c": b"4\n"}
+    assert run.sink.metrics.bad_records == 0
+    assert any("its new records go to" in r.getMessage() for r in caplog.records)
 
 
 def test_the_longest_name_that_fits_its_in_progress_name_is_written(sink_local: SinkEnv) -> None:

@@ -1,0 +1,86 @@
+"""``hdfs-region switch``: a running job (local engine) is told to watch another directory; the
+switch survives a SIGKILL and a restart; roots, the output directory and Spark's checkpoints
+are refused with one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from tests.cli.conftest import PipelineDir, cli, start_cli, wait_for
+
+STREAMING = """\
+    engine = "local"
+    [region]
+    period = "100ms"
+    [scan]
+    directory = "{root}/landing"  # absolute: roots are checked before paths are resolved
+    sleep_time = "100ms"
+    roots = ["{root}"]
+    [sink]
+    file = "out/part-%FILENUM.txt"
+    tuples_per_file = 1
+"""
+
+
+def put(directory: Path, name: str, lines: list[str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text("".join(f"{line}\n" for line in lines))
+
+
+def test_switch_a_running_job_then_kill_it_and_the_restart_keeps_the_new_directory(
+    pdir: PipelineDir,
+) -> None:
+    pdir.add_file("a.txt", ["a1", "a2"])
+    config = pdir.write_config(STREAMING.format(root=pdir.root))
+    running = start_cli("run", str(config))
+    try:
+        wait_for(lambda: len(pdir.output_lines()) >= 2, what="a.txt read", alive=running)
+        other = pdir.root / "other"
+        put(other, "b.txt", ["b1"])
+        switched = cli("switch", str(config), str(other))
+        assert switched.returncode == 0, switched.stderr
+        assert "switch to file://" in switched.stdout
+        wait_for(lambda: "b1" in pdir.output_lines(), what="b.txt read", alive=running)
+        os.kill(running.pid, signal.SIGKILL)
+        running.communicate(timeout=30)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
+    pdir.add_file("late.txt", ["never"])  # in the directory watched before the switch
+    put(pdir.root / "other", "c.txt", ["c1"])
+    done = cli("run", str(config), "--available-now")
+    assert done.returncode == 0, done.stderr
+    assert sorted(pdir.output_lines()) == ["a1", "a2", "b1", "c1"]
+
+
+def test_switch_refuses_directories_outside_the_roots_and_the_output(pdir: PipelineDir) -> None:
+    config = pdir.write_config(STREAMING.format(root=pdir.root))
+    outside = cli("switch", str(config), "/etc")
+    assert outside.returncode == 2 and "outside [scan] roots" in outside.stderr
+    output = cli("switch", str(config), str(pdir.out))
+    assert output.returncode == 2 and "is the output directory" in output.stderr
+
+
+def test_switch_is_refused_for_a_single_file_pipeline(pdir: PipelineDir) -> None:
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [source]
+        file = "landing/orders.csv"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    refused = cli("switch", str(config), str(pdir.root / "x"))
+    assert refused.returncode == 2 and "there is no directory to switch" in refused.stderr
+
+
+def test_switch_is_refused_on_the_spark_engine(pdir: PipelineDir) -> None:
+    config = pdir.write_config(STREAMING.format(root=pdir.root).replace('"local"', '"spark"'))
+    refused = cli("switch", str(config), str(pdir.root / "other"))
+    assert refused.returncode == 2
+    assert "the spark engine does not read switch requests" in refused.stderr
+    assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
