@@ -80,8 +80,11 @@ class SparkPlan:
         self.sink_options = self._sink_options()
         #: The output directory, and where the sink's write-ahead log is (the sink's default),
         #: for ``inspect``.
-        template = config.sink.template or ""
-        self.output_dir = posixpath.dirname(template) or "."
+        template = config.sink.template
+        if template is None:  # file names from records, below the base directory
+            self.output_dir = config.sink.directory or "."
+        else:
+            self.output_dir = posixpath.dirname(template) or "."
         self.sink_log = config.display(_join(self.output_dir, SINK_DIR))
         if config.transform is not None and config.transform.function is not None:
             load_function(config.transform.function, config.folder)  # fails here, not in Spark
@@ -154,10 +157,14 @@ class SparkPlan:
 
     def _sink_options(self) -> dict[str, str]:
         sink = self.config.sink
-        unsupported = {
-            "file_attribute_name": "file names from records need the local engine",
-        }
         transform = self.config.transform
+        if sink.file_attribute_name is not None and transform is None:
+            msg = (
+                f"[sink] file_attribute_name: {sink.file_attribute_name!r} names a column the "
+                "records do not have: give a [transform] (function = 'module:function' returning "
+                "(name, value), or sql selecting a column of that name and value)"
+            )
+            raise ConfigError(msg)
         if sink.close_on_punct and (
             self.config.spark.execution == "streaming"
             or (transform is not None and transform.sql is not None)
@@ -168,11 +175,6 @@ class SparkPlan:
                 "function = 'module:function' or no transform, or a file limit"
             )
             raise ConfigError(msg)
-        for field, why in unsupported.items():
-            if getattr(sink, field) not in (None, False):
-                value = getattr(sink, field)
-                msg = f"[sink] {field}: not supported by the spark engine, {why} (got {value!r})"
-                raise ConfigError(msg)
         if sink.on_bad_record not in (None, "fail") or sink.rejects_file is not None:
             msg = (
                 "[sink] on_bad_record / rejects_file: not supported by the spark engine, where a "
@@ -185,10 +187,13 @@ class SparkPlan:
             )
             raise ConfigError(msg)
         options = self._fs_options()
-        assert sink.file is not None
-        options["file"] = self._without_password("[sink] file", sink.file)
+        if sink.file is not None:
+            options["file"] = self._without_password("[sink] file", sink.file)
         if sink.directory is not None:
             options["directory"] = self._without_password("[sink] directory", sink.directory)
+        if sink.file_attribute_name is not None:
+            options["file_attribute_name"] = sink.file_attribute_name
+            options["on_returning_name"] = sink.on_returning_name
         for field in ("time_format", "encoding", "format", "delivery"):
             options[field] = _text(getattr(sink, field))
         options["permission"] = oct(sink.permission)
@@ -480,7 +485,7 @@ def run_spark(
             "Pipeline %s: %s -> %s, checkpoints in %s (spark engine, %s trigger)",
             config.pipeline_id(),
             config.display(config.scan_directory),
-            config.display(config.sink.template or ""),
+            config.display(config.sink.template or plan.output_dir),
             config.display(config.region.checkpoint_dir),
             region.trigger.value,
         )

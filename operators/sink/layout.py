@@ -36,6 +36,7 @@ __all__ = [
     "below",
     "final_of",
     "norm",
+    "numbered_name",
     "parse_side_name",
     "short",
     "side_name",
@@ -179,20 +180,8 @@ class SinkLayout:
         raise BadRecordError(msg, file=self.base, offset=index, field=self.attr)
 
     def numbered(self, path: str, number: int) -> str:
-        """``path`` with ``-<number>`` before its extension (``a/orders.csv`` ->
-        ``a/orders-1.csv``; only the last extension: ``x.tar.gz`` -> ``x.tar-1.gz``), the stem
-        shortened when the name would pass the component limit."""
-        head, base = posixpath.split(path)
-        stem, ext = posixpath.splitext(base)
-        tag = f"-{number}"
-        room = MAX_COMPONENT_BYTES - self._reserve - len((tag + ext).encode())
-        if room < 1:  # an extension too long to keep
-            stem, ext = base, ""
-            room = MAX_COMPONENT_BYTES - self._reserve - len(tag)
-        raw = stem.encode()
-        if len(raw) > room:
-            stem = raw[:room].decode("utf-8", "ignore")
-        return posixpath.join(head, stem + tag + ext)
+        """:func:`numbered_name`, leaving room for this sink's side-file suffixes."""
+        return numbered_name(path, number, reserve=self._reserve)
 
     def _tree_conflict(self, path: str, in_flight: Iterable[str]) -> str | None:
         """Why ``path`` cannot coexist with a file of ``in_flight`` (one would have to be a
@@ -289,3 +278,21 @@ def short(value: Any, limit: int = 80) -> str:
     """``repr(value)``, cut to ``limit`` characters for a log line or an error."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def numbered_name(path: str, number: int, *, reserve: int = 0) -> str:
+    """``path`` with ``-<number>`` before its extension (``a/orders.csv`` -> ``a/orders-1.csv``;
+    only the last extension: ``x.tar.gz`` -> ``x.tar-1.gz``), the stem shortened when the name
+    would pass the component limit (less ``reserve`` bytes). The one rule for a returning
+    file name, on both engines."""
+    head, base = posixpath.split(path)
+    stem, ext = posixpath.splitext(base)
+    tag = f"-{number}"
+    room = MAX_COMPONENT_BYTES - reserve - len((tag + ext).encode())
+    if room < 1:  # an extension too long to keep
+        stem, ext = base, ""
+        room = MAX_COMPONENT_BYTES - reserve - len(tag)
+    raw = stem.encode()
+    if len(raw) > room:
+        stem = raw[:room].decode("utf-8", "ignore")
+    return posixpath.join(head, stem + tag + ext)

@@ -87,9 +87,11 @@ class WrittenFile:
     rows: int
     size: int
     opened_ns: int
+    #: The file name the records asked for (``file_attribute_name``), relative to the output.
+    name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "path": self.path,
             "partition": self.partition,
             "index": self.index,
@@ -97,6 +99,9 @@ class WrittenFile:
             "size": self.size,
             "opened_ns": self.opened_ns,
         }
+        if self.name is not None:
+            out["name"] = self.name
+        return out
 
     @classmethod
     def from_dict(cls, value: dict[str, Any]) -> WrittenFile:
@@ -107,6 +112,7 @@ class WrittenFile:
             int(value["rows"]),
             int(value["size"]),
             int(value["opened_ns"]),
+            value.get("name"),
         )
 
 
@@ -180,7 +186,11 @@ class SinkLog:
         rolling: RollingPolicy | None = None,
         clock: Callable[[], float] = time.time,
         on_publish: PublishHook | None = None,
+        renumber: Callable[[str, int], str] | None = None,
     ) -> None:
+        #: Names asked for by records (``file_attribute_name``): a name taken (published
+        #: before, or by another file of the batch) goes to ``renumber(name, 1)``, ``2``...
+        self._renumber = renumber
         #: Called once an entry's renames are done, before it is marked done: a crash in
         #: between calls it again for the same files (a manifest written again, the same).
         self._on_publish = on_publish
@@ -257,6 +267,10 @@ class SinkLog:
         skipped when already done, so a crash anywhere in here is repaired by running it
         again, and no rename ever overwrites a file."""
         for i, (src, dst) in enumerate(renames):
+            parent = posixpath.dirname(dst)
+            if parent != self.output_dir and not self._fs.exists(parent):
+                # A name from a record may name a folder below the output.
+                self._fs.mkdirs(parent, permission=dir_permission(self._permission))
             publish(self._fs, src, dst, who=f"sink batch {batch_id}")
             if i == 0:
                 self._fault_at("after_first_rename", batch_id)
@@ -404,8 +418,10 @@ class SinkLog:
         next_filenum = int(state["next_filenum"])
         renames: list[list[str]] = []
         published: list[dict[str, Any]] = []
+        planned: set[str] = set()
         for f in ordered:
-            dst, next_filenum = self._free_name(batch_id, f, next_filenum)
+            dst, next_filenum = self._free_name(batch_id, f, next_filenum, planned)
+            planned.add(dst)
             renames.append([f.path, dst])
             published.append({"path": dst, "rows": f.rows, "size": f.size})
         entry = {
@@ -494,8 +510,10 @@ class SinkLog:
         next_filenum = int(state["next_filenum"])
         renames = [list(r) for r in entry["renames"]]
         added: list[str] = []
+        planned: set[str] = set()
         for f in sorted(still, key=lambda f: (f.partition, f.index, f.path)):
-            dst, next_filenum = self._free_name(newest, f, next_filenum)
+            dst, next_filenum = self._free_name(newest, f, next_filenum, planned)
+            planned.add(dst)
             renames.append([f.path, dst])
             entry["files"].append({"path": dst, "rows": f.rows, "size": f.size})
             added.append(dst)
@@ -520,14 +538,25 @@ class SinkLog:
         )
         return CommitResult(newest, tuple(added))
 
-    def _free_name(self, batch_id: int, f: WrittenFile, filenum: int) -> tuple[str, int]:
+    def _free_name(
+        self, batch_id: int, f: WrittenFile, filenum: int, planned: set[str]
+    ) -> tuple[str, int]:
         """The final name of ``f`` from number ``filenum`` on, and the next number. A name
-        taken by someone else's file is skipped: never overwritten."""
+        taken by someone else's file, or planned for another file of the batch, is skipped:
+        never overwritten."""
         if self._namer is None:
             raise TypeError("SinkLog needs the namer given to SinkLog() to publish")
         dst = self._namer(f, filenum)
         filenum += 1
-        while self._fs.exists(dst):
+        asked, tries = dst, 0
+        while dst in planned or self._fs.exists(dst):
+            if self._renumber is not None:
+                tries += 1
+                taken, dst = dst, self._renumber(asked, tries)
+                logger.info(
+                    "sink batch %s: %s is taken; the records go to %s", batch_id, taken, dst
+                )
+                continue
             taken, dst = dst, self._namer(f, filenum)
             if dst == taken:
                 shown = self._fs.display(dst)

@@ -81,6 +81,9 @@ class SinkConfig:
     column: str | None
     #: Files stay open across micro-batches until full (see SinkOptions.span_batches).
     span_batches: bool = False
+    #: The column naming each record's file (``file_attribute_name``; ``template`` is then
+    #: empty and names are relative to ``output_dir``).
+    attribute: str | None = None
     #: A manifest of each batch's published files (operators.manifest), how many are kept.
     manifest: bool = False
     manifest_retain: int = 1000

@@ -70,7 +70,7 @@ Transform = Callable[[Any], Any]
 
 _MANIFEST = (
     "path string, partition int, idx int, rows long, size long, opened_ns long, records_in long, "
-    "open boolean"
+    "open boolean, name string"
 )
 #: How often an idle operator-driven run looks for new files.
 _IDLE_POLL = 0.5
@@ -94,6 +94,7 @@ def _transformed(
     import pyarrow as pa
 
     kind = pa.binary() if task.binary else pa.string()
+    attribute = task.writer.config.attribute
     for batch in batches:
         counted[0] += batch.num_rows
         if task.transform is None:
@@ -101,14 +102,20 @@ def _transformed(
             continue
         values = [task.transform(v) for v in batch.column(0).to_pylist()]
         kept = [v for v in values if v is not None]
+        name = getattr(task.transform, "__qualname__", repr(task.transform))
+        wanted = "bytes" if task.binary else "str"
         try:
-            column = pa.array(kept, kind)
-        except (TypeError, pa.ArrowException) as exc:
-            name = getattr(task.transform, "__qualname__", repr(task.transform))
-            wanted = "bytes" if task.binary else "str"
-            msg = f"transform {name} must return {wanted} or None: {exc}"
+            if attribute is None:
+                yield pa.RecordBatch.from_arrays([pa.array(kept, kind)], ["value"])
+                continue
+            # file_attribute_name: the transform gives (file name, value) pairs.
+            names = pa.array([pair[0] for pair in kept], pa.string())
+            column = pa.array([pair[1] for pair in kept], kind)
+        except (TypeError, IndexError, pa.ArrowException) as exc:
+            shape = wanted if attribute is None else f"a (str, {wanted}) pair"
+            msg = f"transform {name} must return {shape} or None: {exc}"
             raise TypeError(msg) from None
-        yield pa.RecordBatch.from_arrays([column], ["value"])
+        yield pa.RecordBatch.from_arrays([names, column], [attribute, "value"])
 
 
 def _verbatim(task: _Task) -> bool:
@@ -168,6 +175,7 @@ def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
             "opened_ns": f.opened_ns,
             "records_in": 0,
             "open": still_open,
+            "name": f.name,
         }
         for still_open, files in ((False, message.files), (True, message.open))
         for f in files
@@ -182,6 +190,7 @@ def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
             "opened_ns": 0,
             "records_in": records_in,
             "open": False,
+            "name": None,
         }
     )
     return pa.RecordBatch.from_pylist(rows, schema=_manifest_schema())
@@ -232,6 +241,7 @@ def _manifest_schema() -> pa.Schema:
             ("opened_ns", pa.int64()),
             ("records_in", pa.int64()),
             ("open", pa.bool_()),
+            ("name", pa.string()),
         ]
     )
 
@@ -316,7 +326,10 @@ class FusedRunner:
         self.binary = scan.binary
         value = BinaryType() if scan.binary else StringType()
         self.reader = HdfsScanStreamReader(scan)
-        self.writer = HdfsSinkStreamWriter(sink, StructType([StructField("value", value)]))
+        columns = [StructField("value", value)]
+        if sink.attribute is not None:
+            columns.insert(0, StructField(sink.attribute, StringType()))
+        self.writer = HdfsSinkStreamWriter(sink, StructType(columns))
         self.transform = transform
         #: A stateless SQL transform over the view ``input`` (see :func:`stateful_part`).
         self.sql = sql
@@ -468,7 +481,7 @@ class FusedRunner:
         )
         files, open_files = (
             [
-                WrittenFile(r.path, r.partition, r.idx, r.rows, r.size, r.opened_ns)
+                WrittenFile(r.path, r.partition, r.idx, r.rows, r.size, r.opened_ns, r.name)
                 for r in written
                 if bool(r.open) is still_open
             ]

@@ -224,6 +224,8 @@ _FILE_FIELDS = ("format", "encoding", "on_decode_error", "block_size", "read_chu
 _SINK_FIELDS = (
     "file",
     "directory",
+    "file_attribute_name",
+    "on_returning_name",
     "time_format",
     "tuples_per_file",
     "bytes_per_file",
@@ -334,19 +336,35 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         },
         source=_SINK,
     )
-    if "file" not in routed["sink"]:
-        raise ConfigError(f"{_SINK}: the option 'file' (a file name template) is required")
     values = dict(routed["sink"])
-    fs_settings, file_path = resolve(values.pop("file"), routed["fs"], source=_SINK)
-    if "directory" in values:
-        dir_fs, directory = resolve(values.pop("directory"), routed["fs"], source=_SINK)
-        if dir_fs.display() != fs_settings.display():
-            raise ConfigError(f"{_SINK}: directory and file name different filesystems")
-        values["directory"] = directory
-    sink = build(SinkSettings, {**values, "file": file_path}, source=_SINK)
-    template = sink.template
-    assert template is not None
-    output_dir = posixpath.dirname(template) or "."
+    attribute = values.get("file_attribute_name")
+    if "file" not in values and attribute is None:
+        raise ConfigError(f"{_SINK}: the option 'file' (a file name template) is required")
+    if attribute is not None:
+        # File names come from a column: the base directory names the filesystem.
+        if "directory" not in values:
+            msg = f"{_SINK}: file_attribute_name={attribute!r} needs the option 'directory'"
+            raise ConfigError(msg)
+        fs_settings, directory = resolve(values.pop("directory"), routed["fs"], source=_SINK)
+        sink = build(SinkSettings, {**values, "directory": directory}, source=_SINK)
+        if sink.on_returning_name != "new_file":
+            msg = (
+                f"{_SINK}: on_returning_name={sink.on_returning_name!r}: the Spark sink never "
+                "overwrites a published file; a returning name goes to a numbered file"
+            )
+            raise ConfigError(msg)
+        template, output_dir = "", directory
+    else:
+        fs_settings, file_path = resolve(values.pop("file"), routed["fs"], source=_SINK)
+        if "directory" in values:
+            dir_fs, directory = resolve(values.pop("directory"), routed["fs"], source=_SINK)
+            if dir_fs.display() != fs_settings.display():
+                raise ConfigError(f"{_SINK}: directory and file name different filesystems")
+            values["directory"] = directory
+        sink = build(SinkSettings, {**values, "file": file_path}, source=_SINK)
+        assert sink.template is not None
+        template = sink.template
+        output_dir = posixpath.dirname(template) or "."
     if "%" in output_dir.replace("%%", ""):
         msg = (
             f"{_SINK}: file={template!r}: variables are allowed in the file name only, "
@@ -373,6 +391,7 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         log_retain=spark.log_retain,
         column=spark.column,
         span_batches=spark.span_batches,
+        attribute=sink.file_attribute_name,
         manifest=sink.manifest,
         manifest_retain=sink.manifest_retain,
         on_published=sink.on_published,

@@ -42,6 +42,8 @@ from operators.fs.settings import split_uri
 from operators.manifest import Published, manifest_dir, write_manifest
 from operators.owner import Owner
 from operators.plugins import load_callable
+from operators.safepath import name_problem
+from operators.sink.layout import numbered_name
 from operators.spark.commit import SinkLog, WrittenFile, cut_back, in_progress_name
 from operators.spark.config import SinkConfig, open_config_fs
 from operators.templating import FileNameTemplate
@@ -293,7 +295,8 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         record or byte limit that could end a file inside them."""
         sink = self.config
         utf8 = codecs.lookup(sink.encoding).name == "utf-8"
-        return utf8 and not sink.binary and sink.rolling.room(0) is None and not sink.rolling.bytes
+        plain = sink.attribute is None and not sink.binary
+        return utf8 and plain and sink.rolling.room(0) is None and not sink.rolling.bytes
 
     def write(
         self, iterator: Iterator[pa.RecordBatch | EncodedLines | Punctuation]
@@ -315,6 +318,8 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             for _ in iterator:
                 pass
             return SinkTaskMessage(ids.partition, ids.attempt)
+        if sink.attribute is not None:
+            return self._write_named(iterator, ids)
         out = _TaskOutput(self, self.fs, ids, carried)
         binary = sink.binary
         try:
@@ -347,6 +352,63 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         return SinkTaskMessage(
             out.partition, out.attempt, out.files, [out.open] if out.open is not None else []
         )
+
+    def _write_named(
+        self, iterator: Iterator[pa.RecordBatch | EncodedLines | Punctuation], ids: TaskIds
+    ) -> SinkTaskMessage:
+        """``file_attribute_name``: each record to an in-progress file of the name in its
+        name column (one per name and task, closed at the end of the task); the commit gives
+        each its name, or the next numbered one when the name is taken."""
+        from operators.spark.arrow_io import encode_records
+
+        sink = self.config
+        attribute = sink.attribute
+        assert attribute is not None
+        task = f"p{ids.partition:05d}-t{ids.task_id}-a{ids.attempt}"
+        writers: dict[str, tuple[FileWriter, list[int]]] = {}  # name -> (writer, [rows, size])
+        opened_ns = time.time_ns()
+        try:
+            for batch in iterator:
+                if isinstance(batch, Punctuation):
+                    continue  # files end with the task: nothing to close early
+                if isinstance(batch, EncodedLines):
+                    raise ValueError(f"{_SINK}: encoded lines given to a sink naming its files")
+                names = batch.column(attribute).to_pylist()
+                values = batch.column(self.column)
+                for index, name in enumerate(names):
+                    problem = name_problem(name)
+                    if problem is not None:
+                        msg = (
+                            f"{_SINK}: record {index} of a batch: file name {name!r} in "
+                            f"{attribute!r} {problem}; names must be relative paths inside "
+                            f"{self.fs.display(sink.output_dir)}"
+                        )
+                        raise ValueError(msg)
+                    entry = writers.get(name)
+                    if entry is None:
+                        path = posixpath.join(sink.output_dir, in_progress_name(task, len(writers)))
+                        entry = (self.fs.create(path, permission=sink.permission), [0, 0])
+                        writers[name] = entry
+                    data = encode_records(
+                        values.slice(index, 1), binary=sink.binary, encoding=sink.encoding
+                    )
+                    for buf in data:
+                        entry[0].write(buf)
+                    entry[1][0] += 1
+                    entry[1][1] += sum(len(b) for b in data)
+            files: list[WrittenFile] = []
+            for i, (name, (writer, (rows, size))) in enumerate(writers.items()):
+                writer.sync()
+                writer.close()
+                files.append(
+                    WrittenFile(writer.path, ids.partition, i, rows, size, opened_ns, name)
+                )
+        except BaseException:
+            for writer, _ in writers.values():
+                writer.close()
+                self.fs.delete(writer.path)
+            raise
+        return SinkTaskMessage(ids.partition, ids.attempt, files)
 
     @property
     def spans_batches(self) -> bool:
@@ -390,10 +452,21 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
     def _log(self, *, owner: bool = True) -> SinkLog:
         """The sink log (``owner``: with the job that writes, claimed when first used; tasks
         only read it)."""
-        template = FileNameTemplate(self.config.template, self.config.time_format)
+        config = self.config
+        renumber = None
+        if config.attribute is not None:
 
-        def namer(f: WrittenFile, filenum: int) -> str:
-            return template.render(filenum=filenum, now=f.opened_ns / 1e9, partition=f.partition)
+            def namer(f: WrittenFile, filenum: int) -> str:
+                assert f.name is not None
+                return posixpath.join(config.output_dir, f.name)
+
+            renumber = numbered_name
+        else:
+            template = FileNameTemplate(config.template, config.time_format)
+
+            def namer(f: WrittenFile, filenum: int) -> str:
+                now = f.opened_ns / 1e9
+                return template.render(filenum=filenum, now=now, partition=f.partition)
 
         return SinkLog(
             self.fs,
@@ -407,6 +480,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             owner=self._owner() if owner else None,
             rolling=self.config.rolling,
             on_publish=self._announce if owner else None,
+            renumber=renumber,
         )
 
     def _announce(self, batch_id: int, files: list[dict[str, Any]], stop: bool) -> None:
@@ -468,6 +542,16 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
 
 def _pick_column(config: SinkConfig, schema: StructType) -> str:
     names = schema.fieldNames()
+    if config.attribute is not None:
+        if config.attribute not in names:
+            msg = (
+                f"{_SINK}: file_attribute_name={config.attribute!r}: the input has no such "
+                f"column (columns: {', '.join(names)})"
+            )
+            raise ConfigError(msg)
+        if not isinstance(schema[config.attribute].dataType, StringType):
+            raise ConfigError(f"{_SINK}: the file name column {config.attribute!r} must be string")
+        names = [n for n in names if n != config.attribute]
     wanted = config.column or ("value" if "value" in names or len(names) != 1 else names[0])
     if wanted not in names:
         msg = f"{_SINK}: the input has no column {wanted!r} (columns: {', '.join(names)})"
@@ -516,5 +600,9 @@ def close_open_files(options: Mapping[str, str]) -> list[str]:
     from operators.spark.options import sink_config
 
     config = sink_config(options)
-    column = StructField(config.column or "value", BinaryType() if config.binary else StringType())
-    return HdfsSinkStreamWriter(config, StructType([column])).close_open()
+    columns = [
+        StructField(config.column or "value", BinaryType() if config.binary else StringType())
+    ]
+    if config.attribute is not None:
+        columns.append(StructField(config.attribute, StringType()))
+    return HdfsSinkStreamWriter(config, StructType(columns)).close_open()

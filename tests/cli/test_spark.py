@@ -47,7 +47,14 @@ def test_spark_run_available_now_then_inspect(pdir: PipelineDir) -> None:
     assert "(spark engine)" in shown.stdout
     assert "3 batch(es)" in shown.stdout and "newest committed batch 2" in shown.stdout
     assert '"name": "z.txt"' in shown.stdout  # the scan's position
-    assert '"next_filenum": 5' in shown.stdout  # files never span batches: 2+2+1
+    # Files span batches: 121 records make files of 40, 40, 40 and the 1 the stop published.
+    assert '"next_filenum": 4' in shown.stdout
+    assert [len(f.read_text().splitlines()) for f in sorted(pdir.out.glob("part-*"))] == [
+        40,
+        40,
+        40,
+        1,
+    ]
 
     # The checkpoints of one engine cannot be resumed by the other (no JVM needed to refuse).
     local = pdir.write_config(
@@ -104,3 +111,41 @@ def test_spark_reads_one_named_file(pdir: PipelineDir) -> None:
     assert pdir.output_lines() == [f"order-{i}" for i in range(50)]
     refused = cli("switch", str(config), str(pdir.landing))
     assert refused.returncode == 2 and "no directory to switch" in refused.stderr
+
+
+NAMED = """\
+    engine = "spark"
+    [scan]
+    directory = "landing"
+    [transform]
+    function = "names:route"
+    [sink]
+    directory = "out"
+    file_attribute_name = "name"
+    manifest = true
+    [spark]
+    max_files_per_trigger = 1
+"""
+
+ROUTE = """\
+def route(record):
+    return (record.split("-")[0] + ".csv", record)
+"""
+
+
+def test_spark_writes_the_files_records_name_and_a_returning_name_rolls(
+    pdir: PipelineDir,
+) -> None:
+    pdir.add_file("one.txt", ["a-1", "b-1", "a-2"])
+    pdir.add_file("two.txt", ["a-3", "c-1"])  # a.csv returns in the next batch
+    config = pdir.write_config(NAMED)
+    (pdir.root / "names.py").write_text(ROUTE, encoding="utf-8")
+    done = cli("run", str(config), "--available-now", "--no-progress", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = {p.name: p.read_text().splitlines() for p in pdir.out.iterdir() if p.is_file()}
+    assert files == {
+        "a.csv": ["a-1", "a-2"],
+        "b.csv": ["b-1"],
+        "a-1.csv": ["a-3"],
+        "c.csv": ["c-1"],
+    }

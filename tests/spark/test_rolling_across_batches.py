@@ -261,3 +261,47 @@ def test_every_record_lands_once_in_files_as_full_as_the_limit(
     ]
     slots = max(len(p) for p in shape)
     assert full.count(False) <= slots
+
+
+def named_writer(out: Path) -> HdfsSinkStreamWriter:
+    options = {"directory": str(out), "file_attribute_name": "name", "manifest": "true"}
+    schema = StructType([StructField("name", StringType()), StructField("value", StringType())])
+    writer = HdfsSinkStreamWriter(sink_config(options), schema)
+    writer._fs = LocalFileSystem()
+    return writer
+
+
+def named(pairs: list[tuple[str, str]]) -> Iterator[pa.RecordBatch]:
+    yield pa.RecordBatch.from_pydict(
+        {"name": [n for n, _ in pairs], "value": [v for _, v in pairs]}
+    )
+
+
+def test_file_names_from_records_on_spark_never_drop_a_returning_name(tmp_path: Path) -> None:
+    writer = named_writer(tmp_path)
+    first = [("a.csv", "1"), ("b.csv", "2"), ("a.csv", "3"), ("sub/c.csv", "4")]
+    m0 = writer.write_task(named(first[:2]), TaskIds(0, 0, 1, 0))
+    m1 = writer.write_task(named(first[2:]), TaskIds(1, 0, 2, 0))
+    writer.commit([m0, m1], 0)
+    # Two tasks named a.csv in one batch: the second file gets the next numbered name.
+    assert (tmp_path / "a.csv").read_text() == "1\n"
+    assert (tmp_path / "a-1.csv").read_text() == "3\n"
+    assert (tmp_path / "sub" / "c.csv").read_text() == "4\n"
+    # A later batch returning to a.csv and b.csv: numbered files, nothing overwritten or lost.
+    writer.commit(
+        [writer.write_task(named([("a.csv", "5"), ("b.csv", "6")]), TaskIds(0, 0, 3, 1))], 1
+    )
+    assert (tmp_path / "a-2.csv").read_text() == "5\n"
+    assert (tmp_path / "b-1.csv").read_text() == "6\n"
+    assert (tmp_path / "b.csv").read_text() == "2\n"
+    assert in_progress(tmp_path) == []
+    listed = [
+        f.path
+        for _, fs in read_manifests(LocalFileSystem(), manifest_dir(str(tmp_path)))
+        for f in fs
+    ]
+    assert len(listed) == len(set(listed)) == 6
+    # A name that leaves the directory fails the batch, naming it; nothing is published.
+    with pytest.raises(ValueError, match=r"file name '\.\./x' in 'name'"):
+        writer.write_task(named([("ok.csv", "7"), ("../x", "8")]), TaskIds(0, 0, 4, 2))
+    assert not (tmp_path / "ok.csv").exists() and in_progress(tmp_path) == []
