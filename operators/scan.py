@@ -25,6 +25,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from operators.control import ControlFile
 from operators.cursor import ScanCursor
 from operators.errors import BadRecordError, OperatorError
+from operators.housekeeping import AfterRead, ReadFile
 from operators.listing import ScanKey, list_ready_keyed
 from operators.safepath import path_problem
 from region.errors import permanent
@@ -86,6 +87,14 @@ class ScanSettings(BaseModel):
     )
     #: Directories a control input may switch to (the directory or below). ``None``: any.
     roots: tuple[str, ...] | None = None
+    #: What happens to a file once every record read from it is published by a completed cut
+    #: (:mod:`operators.housekeeping`): ``keep`` it, ``archive`` it into ``archive_dir``, or
+    #: ``delete`` it.
+    after_read: Literal["keep", "archive", "delete"] = Field(
+        "keep", validation_alias=_alias("after_read", "afterRead")
+    )
+    #: Where ``archive`` moves files (``strftime`` tokens allowed: ``/archive/%Y-%m-%d``).
+    archive_dir: str | None = Field(None, validation_alias=_alias("archive_dir", "archiveDir"))
 
     @field_validator("pattern")
     @classmethod
@@ -104,6 +113,22 @@ class ScanSettings(BaseModel):
         if value is not None and (not value or any(not root for root in value)):
             raise ValueError(f"roots {list(value)!r} must be a non-empty list of directories")
         return value
+
+    @model_validator(mode="after")
+    def _archive(self) -> ScanSettings:
+        if self.after_read == "archive" and not self.archive_dir:
+            raise ValueError("after_read='archive' needs archive_dir (where the files go)")
+        if self.after_read != "archive" and self.archive_dir is not None:
+            msg = f"archive_dir={self.archive_dir!r} is used only with after_read='archive'"
+            raise ValueError(msg)
+        if (
+            self.archive_dir is not None
+            and self.directory is not None
+            and posixpath.normpath(self.archive_dir) == posixpath.normpath(self.directory)
+        ):
+            msg = f"archive_dir={self.archive_dir!r} is the watched directory itself"
+            raise ValueError(msg)
+        return self
 
     @model_validator(mode="after")
     def _directory_within_roots(self) -> ScanSettings:
@@ -157,6 +182,12 @@ class HDFS2DirectoryScan(StartOperator):
             name=name,
             display=fs.display,
         )
+        # after_read: files read to their end, not yet archived or deleted, each with the cut
+        # taken after its last record (None: no cut yet).
+        self._after_read = AfterRead(
+            settings.after_read, fs, archive_dir=settings.archive_dir, name=name, clock=clock
+        )
+        self._read: list[tuple[int | None, ReadFile]] = []
         # The new files of the last listing, in order (never state: the cursor decides).
         self._new: list[ListingEntry] = []
         self._pos = 0
@@ -344,7 +375,26 @@ class HDFS2DirectoryScan(StartOperator):
             "late_names": self._cursor.window_size,
             "files_passed_over": self._cursor.passed_over_now,
             "files_modified": self._cursor.modified_now,
+            "files_archived": self._after_read.files_archived,
+            "files_deleted": self._after_read.files_deleted,
+            "files_kept_changed": self._after_read.files_kept_changed,
         }
+
+    # -- after_read ---------------------------------------------------------------------------
+
+    def finished(self, read: ReadFile) -> None:
+        """The source read ``read`` to its end (its records go out before the next cut):
+        archived or deleted once a cut covering it is published (``after_read``)."""
+        if self._after_read.active:
+            self._read.append((None, read))
+
+    def on_cut_published(self, cut_id: int) -> None:
+        """Archive or delete the files the published cut covers (safe to repeat: a file gone
+        is done). The rest stay in the state for a later cut."""
+        # Oldest first: the files a cut covers are a prefix of the list.
+        while self._read and self._read[0][0] is not None and self._read[0][0] <= cut_id:
+            self._after_read.apply(self._read[0][1])
+            self._read.pop(0)
 
     def poll_interval(self) -> float:
         if self._pos < len(self._new):
@@ -364,6 +414,11 @@ class HDFS2DirectoryScan(StartOperator):
         state = {"directory": self._directory, **self._cursor.state()}
         if self._switch:
             state["switch"] = self._switch
+        self._read = [(cut_id if cut is None else cut, read) for cut, read in self._read]
+        if self._read:
+            # Files this cut (or an earlier one) covers that are not archived yet, each with
+            # the cut taken after its last record.
+            state["after_read"] = [{**read.to_dict(), "cut": cut} for cut, read in self._read]
         return state
 
     def reset(self, state: State) -> None:
@@ -377,6 +432,8 @@ class HDFS2DirectoryScan(StartOperator):
             raise ValueError(msg)
         self._directory = directory
         self._switch = int(state.get("switch", 0))
+        # Covered by the cut restored: archived once their records are published.
+        self._read = [(int(r["cut"]), ReadFile.from_dict(r)) for r in state.get("after_read", ())]
         try:
             self._cursor.reset(state)
         except (KeyError, TypeError, ValueError) as exc:
@@ -387,6 +444,7 @@ class HDFS2DirectoryScan(StartOperator):
     def reset_to_initial_state(self) -> None:
         self._directory = self.settings.directory
         self._switch = 0
+        self._read = []
         self._cursor.reset(None)
         self._forget_listing()
 

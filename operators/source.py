@@ -23,6 +23,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from operators.decoding import LineDecoder, OnDecodeError, line_encoding_problem
 from operators.errors import OperatorError
+from operators.housekeeping import ReadFile
 from region.errors import permanent
 from region.fs import FileStatus, FileSystem
 from region.settings import Duration, Encoding
@@ -223,6 +224,7 @@ class HDFS2FileSource(StartOperator):
             size = self._offset - start
             at_end = self._at_end()
             if at_end:
+                self._read_to_end(path)
                 self._finish_file()
             return Batch(records, punctuation=at_end, origin=path, size=size)
 
@@ -327,6 +329,15 @@ class HDFS2FileSource(StartOperator):
             self._fs.display(path),
             self._read_pos,
         )
+
+    def _read_to_end(self, path: str) -> None:
+        """Tell a feed that keeps files after reading (``after_read``) which file, as read, is
+        done: it acts on it once a cut covering its last record is published."""
+        finished = getattr(self._files, "finished", None)
+        if finished is None or self._opened is None:
+            return
+        mtime_ns, _, file_id = self._opened
+        finished(ReadFile(path, mtime_ns, self._offset, file_id))
 
     def _finish_file(self) -> None:
         if self._files is None:
@@ -622,6 +633,10 @@ class HDFS2FileSource(StartOperator):
     def on_cut_completed(self, cut_id: int) -> None:
         if self._stateful_feed is not None:
             self._stateful_feed.on_cut_completed(cut_id)
+
+    def on_cut_published(self, cut_id: int) -> None:
+        if self._stateful_feed is not None:
+            self._stateful_feed.on_cut_published(cut_id)
 
     def retire_checkpoint(self, cut_id: int) -> None:
         if self._stateful_feed is not None:

@@ -426,10 +426,11 @@ class RegionController:
         # Recorded, so a reset or a restart to this cut does not announce its files again.
         self._restore_point = dataclasses.replace(self._restore_point, completed=True)
         self.store.mark_completed(cut_id)
-        # 7b. The output is published: operators may act on the input the cut consumed.
+        # 7b. Output published up to some cut: operators may act on the input behind it.
+        published = min(op.published_through(cut_id) for op in self.operators)
         for op in self.operators:
             try:
-                op.on_cut_published(cut_id)
+                op.on_cut_published(published)
             except Exception as exc:
                 phase = f"input housekeeping after cut {cut_id}"
                 return self._cut_failed(cut_id, _Failure(op.name, phase, exc))
@@ -618,9 +619,10 @@ class RegionController:
                 slowest, slowest_seconds = op.name, took
         if target is not None:
             # Every operator is back at the cut, and the sinks finished its publication.
+            published = min(op.published_through(target.cut_id) for op in self.operators)
             for op in self.operators:
                 try:
-                    op.on_cut_published(target.cut_id)
+                    op.on_cut_published(published)
                 except Exception as exc:
                     return _Failure(op.name, "input housekeeping after the reset", exc)
         elapsed = self._clock() - (deadline - self.settings.reset_timeout)

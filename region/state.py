@@ -72,13 +72,20 @@ class StateHandler(ABC):
         (a sink publishes files closed before the cut). A crash before or during this call is
         repaired by :meth:`reset` with that cut's state, so it must be safe to run twice."""
 
+    def published_through(self, cut_id: int) -> int:
+        """After the completion of ``cut_id`` (or a reset to it): the greatest cut id ``p`` such
+        that every record this operator received before cut ``p`` is published (readers see
+        it). Default ``cut_id``; a sink whose open file holds records gives an earlier one."""
+        return cut_id
+
     def on_cut_published(self, cut_id: int) -> None:  # noqa: B027 - optional hook
-        """Every operator's :meth:`on_cut_completed` of ``cut_id`` ran (the output the cut covers
-        is published), or every operator was reset to ``cut_id`` (the reset finished what the
-        cut promised): effects on the *input* the cut consumed may happen now (a source
-        archives the files it finished reading before the cut). Not called again for the cut
-        when it raises: the next completed cut, or the next reset, calls it with its own id, so
-        an operator keeps what it still owes in its state. Must be safe to run twice."""
+        """Every record that reached the sinks before cut ``cut_id`` is published: the smallest
+        :meth:`published_through` of the operators after a completed cut, or after a reset to
+        a cut (the reset finished what it promised). Effects on the *input* those records came
+        from may happen now (a source archives the files it read before that cut). Not called
+        again for the same id when it raises: the next completed cut, or the next reset, calls
+        it again, so an operator keeps what it still owes in its state. Must be safe to run
+        twice, and with an id smaller than one before."""
 
     def recall_completed(self, cut_id: int) -> None:  # noqa: B027 - optional hook
         """Called just before :meth:`reset` to the state of ``cut_id`` when that cut's

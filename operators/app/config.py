@@ -495,6 +495,8 @@ def _resolve_paths(
         source_update["file"] = fix(config.source.file)
     if config.scan.roots is not None:
         scan_update["roots"] = tuple(fix(r) or r for r in config.scan.roots)
+    if config.scan.archive_dir is not None:
+        scan_update["archive_dir"] = fix(config.scan.archive_dir)
     sink_update: dict[str, Any] = {}
     if config.sink.directory is not None:
         sink_update["directory"] = fix(config.sink.directory)

@@ -110,9 +110,17 @@ def build_local(config: PipelineConfig) -> LocalRun:
         transforms.append(load_function(config.transform.function, config.folder))
     # The scan's control input: switch requests (hdfs-region switch) in the checkpoints.
     control = ControlFile(cp_fs, control_path(cp_dir))
-    scan = HDFS2DirectoryScan(
-        config.scan.model_copy(update={"directory": scan_dir}), scan_fs, control=control
-    )
+    scan_update: dict[str, object] = {"directory": scan_dir}
+    if config.scan.archive_dir is not None:
+        archive_fs, archive_dir = open_path(config.scan.archive_dir, config.filesystem)
+        if archive_fs.display("/") != scan_fs.display("/"):
+            msg = (
+                f"[scan] archive_dir: {config.scan.archive_dir!r} is not on the filesystem of "
+                f"the watched directory ({scan_fs.display('/')}): files are moved by rename"
+            )
+            raise ConfigError(msg)
+        scan_update["archive_dir"] = archive_dir
+    scan = HDFS2DirectoryScan(config.scan.model_copy(update=scan_update), scan_fs, control=control)
     source = HDFS2FileSource(
         config.feed_source, scan_fs, files=scan, on_modified=config.scan.on_modified
     )

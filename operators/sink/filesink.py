@@ -146,6 +146,10 @@ class HDFS2FileSink(SinkOperator):
         self._next_filenum = 0
         self._marked: set[str] = set()  # visible files whose marker still exists
         self._cut_current: dict[int, str | None] = {}
+        # The last cut taken, and the one taken before the open file's first record (-1: none,
+        # or not known): see published_through.
+        self._last_cut = -1
+        self._open_after = -1
         # Files published and announced by on_cut_completed since the last reset; and whether
         # the restored cut's completion is known to have finished (recall_completed): a reset
         # announces neither again.
@@ -379,6 +383,8 @@ class HDFS2FileSink(SinkOperator):
             writer.write(bom)
             cur.size = len(bom)
         self._cur = cur
+        # Opened for a record: its records come after the last cut taken (published_through).
+        self._open_after = self._last_cut
         self.metrics.files_opened += 1
         logger.debug("sink %s: opened %s", self.name, work)
         return cur
@@ -493,7 +499,17 @@ class HDFS2FileSink(SinkOperator):
             self._rejects.finish()
             self._rejects.drain()
 
+    def published_through(self, cut_id: int) -> int:
+        """Every record written before cut ``cut_id`` (completed) is published, unless the open
+        file holds records: then only those before the cut taken before it was opened (-1: not
+        known, after a restart)."""
+        cur = self._cur
+        if cur is None or cur.tuples == 0:
+            return cut_id
+        return min(cut_id, self._open_after)
+
     def checkpoint(self, cut_id: int) -> State:
+        self._last_cut = cut_id
         self.drain()  # the state may only describe durable bytes; no-op after a drain
         self._pending.extend((cut_id, c) for c in self._closed)
         self._closed = []
@@ -560,7 +576,9 @@ class HDFS2FileSink(SinkOperator):
         current = restored.current
         if current is not None:
             current = self._recovery.restore(current)
-        # 4. In-memory state.
+        # 4. In-memory state. When the open file got its first record is not kept: the input
+        #    it holds is housekept only once it is published (published_through).
+        self._last_cut = self._open_after = -1
         self._cur = current
         self._closed = []
         self._pending = []

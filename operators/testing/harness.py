@@ -635,8 +635,59 @@ class _Replay:
     def _published(self) -> checks.Published:
         return checks.read_published(self.fs, self.out, bom="".encode(self.sink_settings.encoding))
 
+    def _after_read_problems(self, published: checks.Published, *, final: bool) -> list[str]:
+        """``after_read``: nothing archived (or deleted) before every record of it is
+        published; at the end, every file read whole and published has left the landing
+        directory (unless it changed after it was read: it then stays)."""
+        mode = self.scan_settings.after_read
+        if mode == "keep":
+            return []
+        problems: list[str] = []
+        stream = published.stream
+        present = {s.name: s for s in self._listing(self.landing)}
+        archived: dict[str, bytes] = {}
+        if mode == "archive":
+            assert self.scan_settings.archive_dir is not None
+            for status in self._listing(self.scan_settings.archive_dir, recursive=True):
+                archived[status.path] = self.fs.read(status.path)
+        for name, file in self.files.items():
+            if not file.visible or file.optional:
+                continue
+            tokens, _ = self._expected_of(name)
+            complete = all(t in stream for t in tokens)
+            if name not in present and not complete and mode == "delete":
+                problems.append(f"{name} was deleted before all its records were published")
+            left = final and complete and name in present
+            if left and self.fs.read(present[name].path) == file.data:
+                problems.append(f"{name} was read whole and published but not {mode}d")
+        for path, data in archived.items():
+            owners = [n for n, f in self.files.items() if f.data == data]
+            if not owners:
+                continue
+            tokens, _ = self._expected_of(owners[0])
+            if not all(t in stream for t in tokens):
+                problems.append(f"{path} was archived before all its records were published")
+        return problems
+
+    def _listing(self, directory: str, *, recursive: bool = False) -> list[Any]:
+        try:
+            entries = self.fs.list_dir(directory)
+        except FileNotFoundError:
+            return []
+        out: list[Any] = []
+        for status in entries:
+            if status.is_dir:
+                if recursive:
+                    out += self._listing(status.path, recursive=True)
+            elif not status.name.startswith((".", "_")):
+                out.append(status)
+        return out
+
     def _check_moment(self, index: int) -> None:
         published = self._published()
+        problems_read = self._after_read_problems(published, final=False)
+        if problems_read:
+            raise _Failed(f"after step {index}: " + "; ".join(problems_read))
         if self.config.named:
             problems = checks.record_problems(published.stream, self._expected(), partial=True)
             problems += self._named_file_problems(published)
@@ -693,6 +744,7 @@ class _Replay:
         leftovers = [h for h in published.hidden if h.startswith(".")]
         if leftovers and self.config.check_leftovers:
             problems.append("files left behind after the final cut: " + ", ".join(leftovers[:8]))
+        problems += self._after_read_problems(published, final=True)
         if problems:
             raise _Failed(
                 f"the published output breaks {promise}:\n    "
@@ -811,6 +863,11 @@ class PipelineReplay:
     def scan_settings(self, directory: str) -> ScanSettings:
         data = {**self._scan, "directory": directory, "sleep_time": 0, "init_delay": 0}
         data.pop("roots", None)
+        archive = data.get("archive_dir", data.get("archiveDir"))
+        if isinstance(archive, str) and not archive.startswith("/"):
+            # Beside the landing directory, in the replay's own folder.
+            data.pop("archiveDir", None)
+            data["archive_dir"] = posixpath.join(posixpath.dirname(directory), archive)
         return ScanSettings.model_validate(data)
 
     def region_settings(self) -> RegionSettings:

@@ -286,6 +286,9 @@ class _Observed(StateHandler):
     def on_cut_completed(self, cut_id: int) -> None:
         self._around("on_cut_completed", lambda: self.inner.on_cut_completed(cut_id))
 
+    def published_through(self, cut_id: int) -> int:
+        return self.inner.published_through(cut_id)
+
     def on_cut_published(self, cut_id: int) -> None:
         self._around("on_cut_published", lambda: self.inner.on_cut_published(cut_id))
 

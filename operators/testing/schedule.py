@@ -49,6 +49,8 @@ PHASES = (
     "after the checkpoints are taken",
     "after the checkpoint is written",
     "after publish",
+    "before the archive",
+    "after the archive",
 )
 Phase = Literal[
     "before the drain",
@@ -56,6 +58,8 @@ Phase = Literal[
     "after the checkpoints are taken",
     "after the checkpoint is written",
     "after publish",
+    "before the archive",
+    "after the archive",
 ]
 Area = Literal["output", "checkpoints", "input"]
 FsOp = Literal[
