@@ -130,9 +130,26 @@ class SparkPlan:
             "late_window",
             "on_late_file",
             "on_modified",
+            "after_read",
         ):
             if field in scan.model_fields_set and getattr(scan, field) is not None:
                 options[field] = _text(getattr(scan, field))
+        if scan.archive_dir is not None:
+            options["archive_dir"] = self._without_password("[scan] archive_dir", scan.archive_dir)
+        sink = config.sink
+        limits = (sink.tuples_per_file, sink.bytes_per_file, sink.time_per_file)
+        streaming = config.spark.execution == "streaming" or (
+            config.transform is not None and config.transform.sql is not None
+        )
+        if scan.after_read != "keep" and streaming and any(v is not None for v in limits):
+            # A streaming query tells the source a batch is done, not that the sink's open
+            # file holding its records is published.
+            msg = (
+                f"[scan] after_read = {scan.after_read!r} with a file limit needs fused "
+                "execution (no [transform] sql, [spark] execution = 'auto'): a streaming "
+                "query could archive input whose records wait in an open file"
+            )
+            raise ConfigError(msg)
         for field in ("init_delay", "roots"):
             if field in scan.model_fields_set:
                 logger.warning("[scan] %s is not used by the spark engine", field)
@@ -519,10 +536,12 @@ def run_spark(
             try:
                 supervisor.run()
                 if not stopper.now:
+                    from operators.spark.fused import FusedRunner
                     from operators.spark.sink import close_open_files
 
                     # Files a limit kept open across batches: no batch continues them now.
-                    close_open_files(plan.sink_options)
+                    if close_open_files(plan.sink_options) and isinstance(supervisor, FusedRunner):
+                        supervisor.housekeep()  # the input behind them may leave now
                 if available_now:
                     scan_fs, scan_dir = open_path(config.scan_directory, config.filesystem)
                     warn_files_left(scan_fs, config.scan, scan_dir, config.single_name)

@@ -304,7 +304,7 @@ class SinkLog:
             claim_output(self._fs, self.log_dir, self._owner, permission=self._permission)
             self._claimed = True
         entries, done = self._listing()
-        state: dict[str, Any] = {"next_filenum": 0, "batch_id": None, "open": []}
+        state: dict[str, Any] = {"next_filenum": 0, "batch_id": None, "open": [], "open_since": {}}
         newest = max(entries, default=None)
         for batch_id in sorted(entries):
             if batch_id in done and batch_id != newest:
@@ -324,8 +324,23 @@ class SinkLog:
                 "next_filenum": int(entry["state"]["next_filenum"]),
                 "batch_id": batch_id,
                 "open": _open_files(entry),
+                "open_since": {
+                    str(k): int(v) for k, v in entry["state"].get("open_since", {}).items()
+                },
             }
         return state
+
+    def published_through(self) -> int | None:
+        """The newest batch whose records (and every earlier batch's) are all published: the
+        newest batch in the log, or the one before the oldest batch an open file holds records
+        of. ``None`` when none is."""
+        state = self.recover()
+        newest = state["batch_id"]
+        if newest is None:
+            return None
+        since = [int(v) for v in state["open_since"].values()]
+        through = min(since) - 1 if since else int(newest)
+        return through if through >= 0 else None
 
     def carried(self, batch_id: int) -> tuple[bool, dict[int, WrittenFile]]:
         """For a task of batch ``batch_id``: ``(published, open files by slot)``. Reads only
@@ -432,6 +447,10 @@ class SinkLog:
             "state": {
                 "next_filenum": next_filenum,
                 "open": [f.to_dict() for f in still_open],
+                # The batch each open file got its first records in (published_through).
+                "open_since": {
+                    f.path: state["open_since"].get(f.path, batch_id) for f in still_open
+                },
             },
         }
         if not self._exactly_once and newest is not None and batch_id <= newest:

@@ -56,6 +56,10 @@ class ScanConfig:
     include_file_info: bool
     plan_retain: int
     fs: FileSystemSettings | None = None
+    #: ``[scan] after_read``: what happens to a file read to its end once its batch (and the
+    #: records behind it) are published; ``archive_dir`` a path on the scan's filesystem.
+    after_read: str = "keep"
+    archive_dir: str | None = None
     #: The filesystem of ``plan_dir`` when it is not the scanned one (``None``: the same).
     plan_fs: FileSystemSettings | None = None
 

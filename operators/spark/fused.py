@@ -326,6 +326,7 @@ class FusedRunner:
         self.binary = scan.binary
         value = BinaryType() if scan.binary else StringType()
         self.reader = HdfsScanStreamReader(scan)
+        self.reader.housekeep_on_commit = False  # behind the sink's open files: housekeep()
         columns = [StructField("value", value)]
         if sink.attribute is not None:
             columns.insert(0, StructField(sink.attribute, StringType()))
@@ -376,6 +377,8 @@ class FusedRunner:
         if newest is not None and newest != committed:
             start = self._offset_before(newest)
             self._run_batch(newest, start, self.log.offset(newest))
+        elif committed is not None:
+            self.housekeep()  # a crash may have come between a commit and its after_read
         next_tick = time.monotonic()
         while not self._stopping:
             newest, _ = self.log.newest()
@@ -426,6 +429,8 @@ class FusedRunner:
         self.writer.commit([SinkTaskMessage(0, 0, files, open_files)], batch_id)
         # 5. Record.
         self.log.write_commit(batch_id)
+        # 6. after_read: the input behind every published record leaves the landing directory.
+        self.housekeep()
         self.reader.commit(end)
         self._restarts.succeeded()
         progress = BatchProgress(
@@ -448,6 +453,15 @@ class FusedRunner:
         )
         if self._on_progress is not None:
             self._on_progress(progress)
+
+    def housekeep(self) -> None:
+        """``[scan] after_read`` for the batches whose records are all published (a file the
+        sink keeps open across batches holds back the input behind it)."""
+        if self.reader.config.after_read == "keep":
+            return
+        through = self.writer._log().published_through()
+        if through is not None:
+            self.reader.housekeep(int(self.log.offset(through)["seq"]))
 
     def _job(
         self, batch_id: int, start: dict[str, Any], end: dict[str, Any]

@@ -219,6 +219,8 @@ _SCAN_FIELDS = (
     "late_window",
     "on_late_file",
     "on_modified",
+    "after_read",
+    "archive_dir",
 )
 _FILE_FIELDS = ("format", "encoding", "on_decode_error", "block_size", "read_chunk")
 _SINK_FIELDS = (
@@ -299,6 +301,12 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
     spark = build(ScanOptions, routed["spark"], source=_SOURCE)
     file = build(SourceSettings, routed["file"], source=_SOURCE)
     plan_fs, plan_dir = _plan_location(spark.plan_dir, routed["fs"], fs_settings, directory)
+    archive_dir = None
+    if scan.archive_dir is not None:
+        archive_fs, archive_dir = resolve(scan.archive_dir, routed["fs"], source=_SOURCE)
+        if archive_fs.display() != fs_settings.display():
+            msg = f"{_SOURCE}: archive_dir must be on the watched directory's filesystem"
+            raise ConfigError(msg)
     return ScanConfig(
         directory=directory,
         plan_dir=plan_dir,
@@ -322,6 +330,8 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         include_file_info=spark.include_file_info,
         plan_retain=spark.plan_retain,
         fs=_fs_or_local(fs_settings),
+        after_read=scan.after_read,
+        archive_dir=archive_dir,
     )
 
 

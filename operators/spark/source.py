@@ -47,6 +47,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from operators.cursor import ScanCursor
+from operators.housekeeping import AfterRead, ReadFile
 from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
 from region.atomic import dir_permission, write_atomically
@@ -64,6 +65,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _SOURCE = "hdfs_scan"
+#: In the plan directory: the last batch whose files ``after_read`` handled.
+_AFTER_READ_FILE = "after_read.json"
 #: Mode of the batch plans (checkpoint data: readable by the group, never world-writable).
 _PLAN_PERMISSION = 0o640
 
@@ -96,6 +99,9 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, config: ScanConfig) -> None:
         self.config = config
+        #: ``after_read`` at :meth:`commit` (a streaming query: the sink published the batch);
+        #: fused execution calls :meth:`housekeep` itself, behind the sink's open files.
+        self.housekeep_on_commit = True
         self._fs: FileSystem | None = None
         self._plan_fs: FileSystem | None = None
         self._pattern = re.compile(config.pattern) if config.pattern else None
@@ -251,6 +257,9 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "start": {"seq": start["seq"], "plan": start.get("plan"), "pos": pos},
             "ranges": [[r.entry[2], r.start, r.end, r.size] for r in planned],
         }
+        if self.config.after_read != "keep":
+            # What each file read to its end was (after_read leaves a changed file alone).
+            plan["mtimes"] = {r.entry[2]: r.entry[0] for r in planned if r.end >= r.size}
         body = json.dumps(plan, sort_keys=True).encode()
         digest = hashlib.sha256(body).hexdigest()[:16]
         self._write_plan(seq, digest, body)
@@ -315,9 +324,64 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             parts.append(ScanPartition(current))
         return parts
 
+    # -- driver: after_read --------------------------------------------------------------
+
+    def _after_read_path(self) -> str:
+        return posixpath.join(self.config.plan_dir, _AFTER_READ_FILE)
+
+    def _housekept_through(self) -> int:
+        """The last batch ``seq`` whose files after_read has handled (0: none)."""
+        try:
+            return int(json.loads(self.plan_fs.read(self._after_read_path()))["through"])
+        except FileNotFoundError:
+            return 0
+
+    def housekeep(self, through_seq: int) -> None:
+        """``after_read``: archive or delete the files read to their end by the batches up to
+        offset ``seq`` ``through_seq``, whose records are all published (the caller knows).
+        Each batch's files once: the last batch handled is recorded after its files, so a crash
+        in between handles them again (:class:`operators.housekeeping.AfterRead` is safe to
+        repeat)."""
+        config = self.config
+        if config.after_read == "keep":
+            return
+        done = self._housekept_through()
+        if through_seq <= done:
+            return
+        after = AfterRead(
+            config.after_read,  # type: ignore[arg-type]
+            self.fs,
+            archive_dir=config.archive_dir,
+            name=_SOURCE,
+        )
+        plans = sorted(
+            (int(st.name.split("-", 1)[0]), st.path)
+            for st in self.plan_fs.list_dir(config.plan_dir)
+            if st.name[:1].isdigit() and st.name.endswith(".json")
+        )
+        for seq, path in plans:
+            if done < seq <= through_seq:
+                plan = json.loads(self.plan_fs.read(path))
+                for file, mtime_ns in plan.get("mtimes", {}).items():
+                    size = next(int(z) for p, _, e, z in plan["ranges"] if p == file and e >= z)
+                    after.apply(ReadFile(file, int(mtime_ns), size))
+        write_atomically(
+            self.plan_fs,
+            self._after_read_path(),
+            json.dumps({"through": through_seq}).encode(),
+            overwrite=True,
+            permission=_PLAN_PERMISSION,
+        )
+
     def commit(self, end: dict[str, Any]) -> None:
-        """Drop plans of batches older than ``plan_retain`` committed ones."""
+        """Drop plans of batches older than ``plan_retain`` committed ones (and never one whose
+        files after_read has not handled yet)."""
+        if self.config.after_read != "keep" and self.housekeep_on_commit and end.get("seq"):
+            # A streaming query commits a batch after its sink did: its files are published.
+            self.housekeep(int(end["seq"]))
         oldest = int(end.get("seq", 0)) - self.config.plan_retain
+        if self.config.after_read != "keep":
+            oldest = min(oldest, self._housekept_through() + 1)
         if oldest <= 0:
             return
         try:

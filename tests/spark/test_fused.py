@@ -177,6 +177,51 @@ def test_close_on_punct_closes_a_file_at_the_end_of_each_input_file(
     assert leftovers(lay.out) == []
 
 
+def test_after_read_archives_input_only_behind_published_records(
+    spark: Any, tmp_path: Path
+) -> None:
+    from operators.spark.sink import close_open_files
+
+    lay = Layout(tmp_path)
+    files = inputs(0, 3)
+    write_inputs(lay.src, files, T0)
+    archive = tmp_path / "archive"
+    scan = {"maxFilesPerTrigger": "1", "after_read": "archive", "archive_dir": str(archive)}
+    sink = {"tuples_per_file": "120", "span_batches": "true"}
+    lay.runner(spark, scan=scan, sink=sink).run()
+    # 150 records: one file of 120 is published (f00, f01 and 20 of f02); the open file holds
+    # the rest of f02, so f02 stays in the landing directory.
+    assert file_sizes(lay.out) == [120]
+    assert sorted(os.listdir(archive)) == ["f00.txt", "f01.txt"]
+    assert sorted(os.listdir(lay.src)) == ["f02.txt"]
+    options = {**lay.sink_options(**sink), "checkpointLocation": str(lay.ck / "spark")}
+    close_open_files(options)
+    lay.runner(spark, scan=scan, sink=sink).run()  # a restart handles what the stop published
+    assert sorted(os.listdir(archive)) == ["f00.txt", "f01.txt", "f02.txt"]
+    assert os.listdir(lay.src) == []
+    assert published_lines(lay.out) == expected(files)
+
+
+def test_after_read_into_an_archive_that_cannot_be_made_stops_and_keeps_the_input(
+    spark: Any, tmp_path: Path
+) -> None:
+    lay = Layout(tmp_path)
+    files = inputs(0, 2)
+    write_inputs(lay.src, files, T0)
+    (tmp_path / "blocked").write_text("a file where the archive's folder would be\n")
+    bad = {"after_read": "archive", "archive_dir": str(tmp_path / "blocked" / "archive")}
+    with pytest.raises(RegionFailedError, match=r"cannot archive .*f00\.txt.*stays where it is"):
+        lay.runner(spark, scan=bad).run()
+    assert sorted(os.listdir(lay.src)) == ["f00.txt", "f01.txt"]
+    # The batch was published and committed; the next run archives its files, reading nothing
+    # twice.
+    good = {"after_read": "archive", "archive_dir": str(tmp_path / "archive")}
+    lay.runner(spark, scan=good).run()
+    assert os.listdir(lay.src) == []
+    assert sorted(os.listdir(tmp_path / "archive")) == ["f00.txt", "f01.txt"]
+    assert published_lines(lay.out) == expected(files)
+
+
 def test_a_batch_written_ahead_but_not_run_is_run_from_its_plan_after_a_restart(
     spark: Any, tmp_path: Path
 ) -> None:
