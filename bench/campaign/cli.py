@@ -40,6 +40,7 @@ SCENARIOS = (
     "permission",
     "disk",
     "operations",
+    "archive",
 )
 
 #: A scenario name and the call that runs it: one row of the table, or several.
@@ -100,6 +101,20 @@ def plan(work: Path, args: argparse.Namespace, only: list[str]) -> list[Step]:
                 "spark",
                 lambda: kill_campaign(
                     work, args, engine="spark", delivery="exactly_once", kills=args.spark_kills
+                ),
+            )
+        )
+    if "archive" in only and args.kills > 0:
+        steps.append(
+            (
+                "archive",
+                lambda: kill_campaign(
+                    work,
+                    args,
+                    engine="local",
+                    delivery="exactly_once",
+                    kills=args.kills,
+                    after_read="archive",
                 ),
             )
         )

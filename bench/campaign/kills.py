@@ -16,19 +16,30 @@ __all__ = ["kill_campaign"]
 
 
 def kill_campaign(
-    work: Path, args: argparse.Namespace, *, engine: str, delivery: str, kills: int
+    work: Path,
+    args: argparse.Namespace,
+    *,
+    engine: str,
+    delivery: str,
+    kills: int,
+    after_read: str = "keep",
 ) -> Outcome:
-    """Random SIGKILLs while files keep arriving, then a final run to completion."""
+    """Random SIGKILLs while files keep arriving, then a final run to completion. With
+    ``after_read = "archive"`` the kills also land around the archive step: no file may be
+    archived before all its records are published, and all are archived at the end."""
     rng = random.Random(args.seed + (0 if delivery == "exactly_once" else 1))
     spark = engine == "spark"
+    archiving = after_read == "archive"
     ws = Workspace(
-        work / f"kills-{engine}-{delivery}",
+        work / (f"kills-{engine}-{delivery}" + ("-archive" if archiving else "")),
         engine=engine,
         delivery=delivery,
         records_per_s=args.records_per_s,
         period="1s" if spark else "250ms",
         bytes_per_file=60_000,
+        after_read=after_read,
     )
+    unread: list[str] = []
     arrivals = Arrivals(ws.landing, rng)
     # Spark pays seconds per batch whatever its size: fewer records keep its runs short.
     lines = max(10, args.lines // 10) if spark else args.lines
@@ -50,6 +61,8 @@ def kill_campaign(
                 time.sleep(rng.uniform(0.0, 1.6 if spark else 0.4))  # mid-batch or mid-cut
                 where.append("running")
             kill(proc)
+            if archiving:
+                unread += archived_unread(ws)
     finally:
         feeder.stop_event.set()
         feeder.join()
@@ -58,13 +71,21 @@ def kill_campaign(
     code, text = ws.run(timeout=args.timeout)
     result = tally(arrivals.expected, ws.output())
     good = result.exactly_once() if delivery == "exactly_once" else result.at_least_once()
+    left: list[str] = []
+    if archiving:
+        unread += archived_unread(ws)
+        left = sorted(p.name for p in ws.landing.iterdir() if not p.name.startswith((".", "_")))
+        good = good and not unread and not left
     outcome = (
         f"{kills} kills, final run exit {code}"
         if code == 0
         else f"final run FAILED (exit {code}): {last_error(text)}"
     )
+    if archiving:
+        outcome += f", {len(unread)} archived unread, {len(left)} left unarchived"
     return Outcome(
-        fault=f"{kills} x SIGKILL while files arrive",
+        fault=("after_read = archive: " if archiving else "")
+        + f"{kills} x SIGKILL while files arrive",
         engine=engine,
         delivery=delivery,
         expected="no loss" + (", no duplicate" if delivery == "exactly_once" else ""),
@@ -78,7 +99,21 @@ def kill_campaign(
             "files": len(arrivals.files),
             "late_files": arrivals.late,
             "kill_points": where,
+            "archived_unread": unread[:5],
+            "left_unarchived": left[:5],
             "runs": ws.runs,
             "examples": result.examples,
         },
     )
+
+
+def archived_unread(ws: Workspace) -> list[str]:
+    """Archived files with a record that no published file holds (each record line is unique)."""
+    if not ws.archive.exists():
+        return []
+    published = set(ws.output())
+    return [
+        str(path)
+        for path in sorted(ws.archive.rglob("*"))
+        if path.is_file() and any(line not in published for line in path.read_text().splitlines())
+    ]

@@ -72,6 +72,7 @@ class Workspace:
         max_resets: int = 3,
         checkpoint_dir: Path | None = None,
         output_dir: Path | None = None,
+        after_read: str = "keep",
     ) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
@@ -110,7 +111,10 @@ class Workspace:
             "bytes_per_file": bytes_per_file,
             "on_decode_error": on_decode_error,
             "max_resets": max_resets,
+            "after_read": after_read,
         }
+        #: Where ``after_read = "archive"`` moves the landing files.
+        self.archive = self.data_root / "archive"
         self.write_config()
 
     def write_config(self, **changes: Any) -> None:
@@ -132,6 +136,8 @@ class Workspace:
             f'directory = "{landing}"',
             f'sleep_time = "{s["sleep_time"]}"',
             f'late_window = "{s["late_window"]}"',
+            f'after_read = "{s["after_read"]}"',
+            *([f'archive_dir = "{self.archive}"'] if s["after_read"] == "archive" else []),
             "[source]",
             f'on_decode_error = "{s["on_decode_error"]}"',
             "[sink]",

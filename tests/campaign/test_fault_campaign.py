@@ -100,3 +100,11 @@ def test_everyday_operations_lose_and_duplicate_nothing(campaign: dict[str, Any]
     assert "LockedError" in second["message"] and "is locked by" in second["message"]
     (inside,) = rows(campaign, "the sink writes inside the watched directory")
     assert "the scan would read its own output" in inside["message"]
+
+
+def test_sigkills_around_the_archive_step_archive_nothing_unread(campaign: dict[str, Any]) -> None:
+    (row,) = rows(campaign, "after_read = archive: 2 x SIGKILL")
+    assert row["ok"], row
+    assert row["lost"] == 0 and row["duplicated"] == 0 and row["corrupt"] == 0
+    assert row["details"]["archived_unread"] == [] and row["details"]["left_unarchived"] == []
+    assert row["details"]["runs"] == 3
