@@ -199,6 +199,10 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start = start or _initial_offset()
+        if self.config.after_read != "keep" and self.housekeep_on_commit and start.get("seq"):
+            # A streaming query plans from the end of its last committed batch: that batch is
+            # published (Spark commits a source only when a next batch starts, never the last).
+            self.housekeep(int(start["seq"]))
         cursor = self._cursor_at(start)
         key = cursor.key
         pos: int | None = start.get("pos")

@@ -64,10 +64,10 @@ class Layout:
             **kwargs,
         )
 
-    def streaming(self, spark: Any, **sink: str) -> None:
+    def streaming(self, spark: Any, scan: dict[str, str] | None = None, **sink: str) -> None:
         query = (
             spark.readStream.format("hdfs_scan")
-            .options(**self.scan_options(maxFilesPerTrigger="1"))
+            .options(**self.scan_options(maxFilesPerTrigger="1", **(scan or {})))
             .load()
             .selectExpr("upper(value) AS value")
             .writeStream.format("hdfs_sink")
@@ -200,6 +200,20 @@ def test_after_read_archives_input_only_behind_published_records(
     assert sorted(os.listdir(archive)) == ["f00.txt", "f01.txt", "f02.txt"]
     assert os.listdir(lay.src) == []
     assert published_lines(lay.out) == expected(files)
+
+
+def test_a_streaming_query_archives_each_batch_at_its_source_commit(
+    spark: Any, tmp_path: Path
+) -> None:
+    lay = Layout(tmp_path)
+    files = inputs(0, 3)
+    write_inputs(lay.src, files, T0)
+    archive = tmp_path / "archive" / "%Y"
+    lay.streaming(spark, scan={"after_read": "archive", "archive_dir": str(archive)})
+    assert published_lines(lay.out) == expected(files)
+    assert os.listdir(lay.src) == []
+    (year,) = os.listdir(tmp_path / "archive")
+    assert sorted(os.listdir(tmp_path / "archive" / year)) == ["f00.txt", "f01.txt", "f02.txt"]
 
 
 def test_after_read_into_an_archive_that_cannot_be_made_stops_and_keeps_the_input(
