@@ -371,8 +371,10 @@ class HDFS2FileSink(SinkOperator):
             marker = self._fs.create(
                 layout.side(final, MARKER), overwrite=True, permission=permission
             )
-            marker.sync()
-            marker.close()
+            try:
+                marker.sync()
+            finally:
+                marker.close()  # a failed sync must not leave it open: the retry creates it again
             self._marked.add(final)
         # 2. The file itself; never over an existing one (unless asked to: on_returning_name).
         writer = self._fs.create(work, overwrite=self._overwrite, permission=permission)
