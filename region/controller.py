@@ -427,13 +427,9 @@ class RegionController:
         self._restore_point = dataclasses.replace(self._restore_point, completed=True)
         self.store.mark_completed(cut_id)
         # 7b. Output published up to some cut: operators may act on the input behind it.
-        published = min(op.published_through(cut_id) for op in self.operators)
-        for op in self.operators:
-            try:
-                op.on_cut_published(published)
-            except Exception as exc:
-                phase = f"input housekeeping after cut {cut_id}"
-                return self._cut_failed(cut_id, _Failure(op.name, phase, exc))
+        failure = self._input_published(cut_id, f"input housekeeping after cut {cut_id}")
+        if failure is not None:
+            return self._cut_failed(cut_id, failure)
         # 8. Retire older cuts: no reset will return to them.
         for old in self._retire:
             for op in self.operators:
@@ -619,12 +615,9 @@ class RegionController:
                 slowest, slowest_seconds = op.name, took
         if target is not None:
             # Every operator is back at the cut, and the sinks finished its publication.
-            published = min(op.published_through(target.cut_id) for op in self.operators)
-            for op in self.operators:
-                try:
-                    op.on_cut_published(published)
-                except Exception as exc:
-                    return _Failure(op.name, "input housekeeping after the reset", exc)
+            failure = self._input_published(target.cut_id, "input housekeeping after the reset")
+            if failure is not None:
+                return failure
         elapsed = self._clock() - (deadline - self.settings.reset_timeout)
         if elapsed > self.settings.reset_timeout:
             error = TimeoutError(
@@ -632,6 +625,17 @@ class RegionController:
                 f"(slowest: {slowest_seconds:.3f} s)"
             )
             return _Failure(slowest, "reset", error)
+        return None
+
+    def _input_published(self, cut_id: int, phase: str) -> _Failure | None:
+        """Tell every operator up to which cut the output is published (the smallest
+        ``published_through`` after ``cut_id``), so they may act on the input behind it."""
+        published = min(op.published_through(cut_id) for op in self.operators)
+        for op in self.operators:
+            try:
+                op.on_cut_published(published)
+            except Exception as exc:
+                return _Failure(op.name, phase, exc)
         return None
 
     def _fail_locked(

@@ -32,10 +32,10 @@ import logging
 import os
 import posixpath
 import re
-import time
 import uuid
 from dataclasses import dataclass
 
+from operators.faults import FAULT_ENV, stop_here
 from operators.fs.local import LocalFileSystem
 from region.fs import FileSystem
 
@@ -61,27 +61,13 @@ DEFAULT_CHUNK = 4 << 20
 #: temporary adds 45).
 _NAME_BYTES = 200
 
-#: Crash tests stop a copy at a point: ``copy_write`` (the first chunk is in the temporary),
-#: ``copy_before_rename`` (the temporary is complete and synced), ``copy_after_rename`` (the
-#: destination is in place, the source not yet deleted). The process writes a file named after
-#: the point into ``$HDFS_REGION_FAULT_DIR`` and waits to be killed (the convention of
-#: ``operators.spark.sink``).
-FAULT_ENV = "HDFS_REGION_FAULT"
-_FAULT_DIR_ENV = "HDFS_REGION_FAULT_DIR"
+#: Crash tests stop a copy at a point (:mod:`operators.faults`): ``copy_write`` (the first chunk
+#: is in the temporary), ``copy_before_rename`` (the temporary is complete and synced),
+#: ``copy_after_rename`` (the destination is in place, the source not yet deleted).
 
 
 def _fault(point: str) -> None:
-    if os.environ.get(FAULT_ENV) != point:
-        return
-    directory = os.environ.get(_FAULT_DIR_ENV, ".")
-    with open(os.path.join(directory, point), "w") as marker:
-        marker.write(str(os.getpid()))
-    logger.warning("copy: stopped at %s until killed", point)
-    parent = os.getppid()
-    deadline = time.monotonic() + 300
-    while os.getppid() == parent and time.monotonic() < deadline:
-        time.sleep(0.2)
-    os._exit(1)  # nobody killed us: do not linger
+    stop_here(point, who="copy")
 
 
 @dataclass(frozen=True, slots=True)

@@ -253,6 +253,18 @@ class SinkLog:
             raise ValueError(msg)
         return entry
 
+    def _write_entry(self, batch_id: int, entry: dict[str, Any]) -> None:
+        """Write (or replace) the entry of ``batch_id``: whole or not at all."""
+        if not self._fs.exists(self.log_dir):
+            self._fs.mkdirs(self.log_dir, permission=dir_permission(self._permission))
+        write_atomically(
+            self._fs,
+            self._path(batch_id, _ENTRY_SUFFIX),
+            json.dumps(entry, indent=1).encode(),
+            overwrite=True,
+            permission=self._permission,
+        )
+
     def _mark_done(self, batch_id: int) -> None:
         writer = self._fs.create(
             self._path(batch_id, _DONE_SUFFIX), overwrite=True, permission=self._permission
@@ -458,15 +470,7 @@ class SinkLog:
             batch_id = newest + 1
             entry["batch_id"] = batch_id
         # 4. The write-ahead entry: from here on the batch's output is decided.
-        if not self._fs.exists(self.log_dir):
-            self._fs.mkdirs(self.log_dir, permission=dir_permission(self._permission))
-        write_atomically(
-            self._fs,
-            self._path(batch_id, _ENTRY_SUFFIX),
-            json.dumps(entry, indent=1).encode(),
-            overwrite=True,
-            permission=self._permission,
-        )
+        self._write_entry(batch_id, entry)
         self._fault_at("after_wal", batch_id)
         # 5. Publish (idempotent renames), 6. mark the entry done.
         self._apply(batch_id, renames)
@@ -540,13 +544,7 @@ class SinkLog:
         entry["state"] = {"next_filenum": next_filenum, "open": []}
         entry["stop_files"] = len(added)
         self._fs.delete(self._path(newest, _DONE_SUFFIX))
-        write_atomically(
-            self._fs,
-            self._path(newest, _ENTRY_SUFFIX),
-            json.dumps(entry, indent=1).encode(),
-            overwrite=True,
-            permission=self._permission,
-        )
+        self._write_entry(newest, entry)
         self._apply(newest, renames)
         self._published(newest, entry)
         self._mark_done(newest)

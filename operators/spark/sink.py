@@ -38,6 +38,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+from operators.faults import FAULT_ENV, stop_here
 from operators.fs.settings import split_uri
 from operators.manifest import Published, manifest_dir, write_manifest
 from operators.owner import Owner
@@ -68,29 +69,13 @@ logger = logging.getLogger(__name__)
 
 _SINK = "hdfs_sink"
 
-#: ``<point>[:<batch id>]``: stop at that point of the sink (crash tests): ``task_write`` (a task
-#: wrote its first file), ``after_wal``, ``after_first_rename``, ``after_renames``. The process
-#: writes a file named after the point into ``$HDFS_REGION_FAULT_DIR`` and waits to be killed.
-FAULT_ENV = "HDFS_REGION_FAULT"
-_FAULT_DIR_ENV = "HDFS_REGION_FAULT_DIR"
+#: Crash tests stop the sink at a point (:mod:`operators.faults`, ``<point>[:<batch id>]``):
+#: ``task_write`` (a task wrote its first file), ``after_wal``, ``after_first_rename``,
+#: ``after_renames``.
 
 
 def _fault(point: str, batch_id: int | None = None) -> None:
-    wanted = os.environ.get(FAULT_ENV)
-    if not wanted:
-        return
-    name, _, batch = wanted.partition(":")
-    if name != point or (batch and batch_id is not None and int(batch) != batch_id):
-        return
-    directory = os.environ.get(_FAULT_DIR_ENV, ".")
-    with open(os.path.join(directory, point), "w") as marker:
-        marker.write(str(os.getpid()))
-    logger.warning("%s: stopped at %s (batch %s) until killed", _SINK, point, batch_id)
-    parent = os.getppid()
-    deadline = time.monotonic() + 300
-    while os.getppid() == parent and time.monotonic() < deadline:
-        time.sleep(0.2)
-    os._exit(1)  # the engine died without killing us: do not linger
+    stop_here(point, batch_id, who=_SINK)
 
 
 class Punctuation:
