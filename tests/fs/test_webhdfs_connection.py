@@ -242,8 +242,16 @@ def test_ctrl_c_ends_an_infinite_retry(refused_uri: str, attempts: _Attempts) ->
     fs = WebHdfsFileSystem(
         webhdfs_settings(refused_uri, reconnection_policy="InfiniteRetry", retry_backoff=0.01)
     )
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own Ctrl-C handler (a SparkContext started earlier in the session installs one
+    # of its own in this process).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_during_status(fs, attempts)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
+
+def _ctrl_c_during_status(fs: WebHdfsFileSystem, attempts: _Attempts) -> None:
     def interrupt() -> None:
         if attempts.enough.wait(60):
             os.kill(os.getpid(), signal.SIGINT)
