@@ -231,16 +231,31 @@ def timed(call: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+class Clock:
+    """The scan's clock: one ``sleep_time`` passes before each read, so that each lists once."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def new_scan(landing: Landing) -> HDFS2DirectoryScan:
-    scan = HDFS2DirectoryScan(
-        ScanSettings(directory=landing.directory, sleep_time=0), landing.fs, name="bench"
-    )
+    settings = ScanSettings(directory=landing.directory, sleep_time=60)
+    scan = HDFS2DirectoryScan(settings, landing.fs, name="bench", clock=Clock())
     scan.reset_to_initial_state()
     return scan
 
 
 def read_all(scan: HDFS2DirectoryScan) -> list[str]:
+    """One listing and every new file of it (as a job does every ``sleep_time``)."""
+    clock = getattr(scan, "_clock")  # noqa: B009 - the Clock given to new_scan
+    clock.now += 60
+    listings = scan.listings
     batch = scan.next_batch(1 << 62)
+    if scan.listings != listings + 1:
+        raise RuntimeError(f"{scan.listings - listings} listings in one read, not one")
     return [] if batch is None else list(batch.records)
 
 

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from operators.census import Census, name_key
 from operators.errors import OperatorError
+from operators.listing import sort_keyed
 from region.fs import ListingEntry
 
 __all__ = ["LateFileError", "ModifiedFileError", "ScanCursor", "describe_state"]
@@ -249,7 +250,7 @@ class ScanCursor:
         return self.key is not None and (entry[0], entry[1]) < self.key
 
     def new_files(self, listing: list[ListingEntry]) -> list[ListingEntry]:
-        """The new files of ``listing`` (sorted by (mtime_ns, name)), in that order.
+        """The new files of ``listing`` (in any order), sorted by (mtime_ns, name).
 
         Files that can only be passed over, and files changed after they were read, are
         reported here (WARNING and count, or an error) and accounted for, so each is reported
@@ -259,15 +260,20 @@ class ScanCursor:
         seen = self._seen
         if key is None:
             self._seen = {}
-            return list(listing)
+            return sort_keyed(list(listing))
         listed = dict(map(_name_and_mtime, listing))
         changed: dict[str, int | None]
         if seen is not None:
             self._drop_vanished(seen.keys() - listed.keys())
-            delta = listed.items() - seen.items()
-            fresh = {n for n, _ in delta if n not in seen}
-            changed = {n: seen[n] for n, _ in delta if n in seen}
+            # A file of the last listing with the same mtime is accounted for: never new, and
+            # never changed. Only the others (a handful, in a directory that only grows) are
+            # sorted and looked at, not every file of the directory each scan.
+            known_at = seen.get
+            listing = sort_keyed([e for e in listing if known_at(e[1]) != e[0]])
+            fresh = {e[1] for e in listing if e[1] not in seen}
+            changed = {e[1]: seen[e[1]] for e in listing if e[1] in seen}
         else:
+            listing = sort_keyed(list(listing))
             fresh, changed = self._check_census(listing, listed)
         again = self._modified(listing, changed) if changed else set()
         low, after_key = self._regions(listing)
@@ -275,7 +281,7 @@ class ScanCursor:
         if out and self.window_ns == 0:
             self._pass_over(out)
             out = []
-        window = self._window
+        window = self._window.where
         out += [
             e
             for e in listing[low:after_key]
@@ -283,7 +289,7 @@ class ScanCursor:
         ]
         # After the key everything is new but names accounted for at that mtime (a changed
         # file reported, or read again, before).
-        known = seen if seen is not None else window.where
+        known = seen if seen is not None else window
         out += [
             e
             for e in listing[after_key:]
