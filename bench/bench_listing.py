@@ -54,6 +54,7 @@ if __package__ in (None, ""):
 
 from bench.common import add_common_args, machine, median, print_table, scratch, write_json
 from operators.fs import FileSystemSettings, LocalFileSystem, open_path
+from operators.fs.webhdfs import _list_batch_request
 from operators.sandbox import Sandbox, SandboxSetupError
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from region.fs import FileSystem
@@ -196,7 +197,7 @@ class WebHdfsLanding(HdfsLanding):
             count, after = 0, ""
             while True:
                 params = {"startAfter": after} if after else {}
-                page = client._list_status_batch(directory, **params).json()["DirectoryListing"]
+                page = _list_batch_request(client, directory, **params).json()["DirectoryListing"]
                 statuses = page["partialListing"]["FileStatuses"]["FileStatus"]
                 count += len(statuses)
                 if not page["remainingEntries"] or not statuses:
@@ -489,10 +490,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--archive-files",
         type=int,
-        default=1_000_000,
-        help="files processed in the archive rounds (default 1000000; 0: none)",
+        default=200_000,
+        help="files processed in the archive rounds (default 200000; 0: none)",
     )
-    parser.add_argument("--rounds", type=int, default=100, help="archive rounds (default 100)")
+    parser.add_argument("--rounds", type=int, default=20, help="archive rounds (default 20)")
     parser.add_argument("--create-concurrency", type=int, default=64, help="HDFS creates at once")
     group = parser.add_argument_group("cluster (default: a sandbox started for the run)")
     group.add_argument("--hdfs", help="a running cluster's hdfs:// URI")
