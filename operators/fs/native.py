@@ -222,12 +222,23 @@ class NativeHdfsFileSystem:
 
         def listing() -> list[ListingEntry]:
             out: list[ListingEntry] = []
-            append = out.append  # 100 000s of children: keep the loop lean
+            append = out.append  # 100 000s of children: each step costs
             for i in self.client.list_status(path, False):
-                name = i.path.rpartition("/")[2]
-                is_dir = bool(i.isdir)
-                mtime_ns = int(i.modification_time) * 1_000_000
-                append((mtime_ns, name, f"{base}/{name}", 0 if is_dir else int(i.length), is_dir))
+                child = i.path  # the directory's path joined with the child's name
+                is_dir = i.isdir
+                name = child.rpartition("/")[2]
+                append(
+                    (
+                        i.modification_time * 1_000_000,
+                        name,
+                        child,
+                        0 if is_dir else i.length,
+                        is_dir,
+                    )
+                )
+            if out and out[0][2] != f"{base}/{out[0][1]}":
+                # The client spelled the paths in another form than <directory>/<name>.
+                out = [(m, n, f"{base}/{n}", size, d) for m, n, _, size, d in out]
             return out
 
         return self._call("LISTSTATUS", path, listing)
