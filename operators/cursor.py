@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 _NS = 1_000_000_000
 _mtime_and_name = operator.itemgetter(0, 1)
+_mtime = operator.itemgetter(0)
 _name = operator.itemgetter(1)
 _name_and_mtime = operator.itemgetter(1, 0)
 #: Names per window segment: a cut encodes at most this many (the open segment).
@@ -261,19 +262,24 @@ class ScanCursor:
         if key is None:
             self._seen = {}
             return sort_keyed(list(listing))
-        listed = dict(map(_name_and_mtime, listing))
         changed: dict[str, int | None]
+        vanished: set[str] = set()
         if seen is not None:
-            self._drop_vanished(seen.keys() - listed.keys())
             # A file of the last listing with the same mtime is accounted for: never new, and
             # never changed. Only the others (a handful, in a directory that only grows) are
-            # sorted and looked at, not every file of the directory each scan.
-            known_at = seen.get
-            listing = sort_keyed([e for e in listing if known_at(e[1]) != e[0]])
-            fresh = {e[1] for e in listing if e[1] not in seen}
-            changed = {e[1]: seen[e[1]] for e in listing if e[1] in seen}
+            # sorted and looked at, not every file of the directory each scan. C-level maps:
+            # this runs once per file listed.
+            differs = map(operator.ne, map(seen.get, map(_name, listing)), map(_mtime, listing))
+            maybe = sort_keyed(list(itertools.compress(listing, differs)))
+            fresh = {e[1] for e in maybe if e[1] not in seen}
+            if len(listing) - len(fresh) != len(seen):  # names are unique in a directory
+                vanished = seen.keys() - set(map(_name, listing))
+                self._drop_vanished(vanished)
+            changed = {e[1]: seen[e[1]] for e in maybe if e[1] in seen}
+            listing = maybe
         else:
             listing = sort_keyed(list(listing))
+            listed = dict(map(_name_and_mtime, listing))
             fresh, changed = self._check_census(listing, listed)
         again = self._modified(listing, changed) if changed else set()
         low, after_key = self._regions(listing)
@@ -295,6 +301,13 @@ class ScanCursor:
             for e in listing[after_key:]
             if (e[1] not in known and e[1] not in changed) or e[1] in again
         ]
+        # The files of this listing that are accounted for, for the next: the last listing's,
+        # updated in place where it differs (rebuilding it would cost a dict of every file).
+        if seen is not None:
+            for n in vanished:
+                del seen[n]
+            seen.update(map(_name_and_mtime, listing))
+            listed = seen
         for entry in out:
             del listed[entry[1]]
         self._seen = listed
