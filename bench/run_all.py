@@ -42,6 +42,10 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
         ["--mb", "16", "--files", "4", "--repeat", "1", "--cuts", "10", "--trials", "1"],
     ),
     "campaign": ("fault_campaign.py", ["--kills", "3", "--spark-kills", "0"]),
+    "listing": (
+        "bench_listing.py",
+        ["--local-files", "10000,100000", "--hdfs-files", "10000", "--repeat", "3"],
+    ),
 }
 
 
@@ -213,6 +217,19 @@ def rows_of(name: str, entry: dict[str, Any]) -> list[list[Any]]:
         ]
     if name == "hdfs":
         return hdfs_rows(r)
+    if name == "listing":
+        return [
+            [
+                f"7 steady scan of {row['files']} files, {backend} (s)",
+                round(row["median_seconds"]["steady scan"], 3),
+                f"{round(row['median_seconds'][row['baseline']], 3)} ({row['baseline']})",
+                row["ratio"]["steady scan"],
+                "ratio <= 1.2",
+                row["ratio"]["steady scan"] <= 1.2,
+            ]
+            for backend in ("local", "hdfs", "webhdfs")
+            for row in r.get(backend, {}).get("sizes", [])
+        ]
     if name == "campaign":
         return [
             [

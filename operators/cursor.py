@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from operators.census import Census, name_key
 from operators.errors import OperatorError
+from operators.listing import sort_keyed
 from region.fs import ListingEntry
 
 __all__ = ["LateFileError", "ModifiedFileError", "ScanCursor", "describe_state"]
@@ -49,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 _NS = 1_000_000_000
 _mtime_and_name = operator.itemgetter(0, 1)
+_mtime = operator.itemgetter(0)
 _name = operator.itemgetter(1)
 _name_and_mtime = operator.itemgetter(1, 0)
 #: Names per window segment: a cut encodes at most this many (the open segment).
@@ -249,7 +251,7 @@ class ScanCursor:
         return self.key is not None and (entry[0], entry[1]) < self.key
 
     def new_files(self, listing: list[ListingEntry]) -> list[ListingEntry]:
-        """The new files of ``listing`` (sorted by (mtime_ns, name)), in that order.
+        """The new files of ``listing`` (in any order), sorted by (mtime_ns, name).
 
         Files that can only be passed over, and files changed after they were read, are
         reported here (WARNING and count, or an error) and accounted for, so each is reported
@@ -259,15 +261,25 @@ class ScanCursor:
         seen = self._seen
         if key is None:
             self._seen = {}
-            return list(listing)
-        listed = dict(map(_name_and_mtime, listing))
+            return sort_keyed(list(listing))
         changed: dict[str, int | None]
+        vanished: set[str] = set()
         if seen is not None:
-            self._drop_vanished(seen.keys() - listed.keys())
-            delta = listed.items() - seen.items()
-            fresh = {n for n, _ in delta if n not in seen}
-            changed = {n: seen[n] for n, _ in delta if n in seen}
+            # A file of the last listing with the same mtime is accounted for: never new, and
+            # never changed. Only the others (a handful, in a directory that only grows) are
+            # sorted and looked at, not every file of the directory each scan. C-level maps:
+            # this runs once per file listed.
+            differs = map(operator.ne, map(seen.get, map(_name, listing)), map(_mtime, listing))
+            maybe = sort_keyed(list(itertools.compress(listing, differs)))
+            fresh = {e[1] for e in maybe if e[1] not in seen}
+            if len(listing) - len(fresh) != len(seen):  # names are unique in a directory
+                vanished = seen.keys() - set(map(_name, listing))
+                self._drop_vanished(vanished)
+            changed = {e[1]: seen[e[1]] for e in maybe if e[1] in seen}
+            listing = maybe
         else:
+            listing = sort_keyed(list(listing))
+            listed = dict(map(_name_and_mtime, listing))
             fresh, changed = self._check_census(listing, listed)
         again = self._modified(listing, changed) if changed else set()
         low, after_key = self._regions(listing)
@@ -275,7 +287,7 @@ class ScanCursor:
         if out and self.window_ns == 0:
             self._pass_over(out)
             out = []
-        window = self._window
+        window = self._window.where
         out += [
             e
             for e in listing[low:after_key]
@@ -283,12 +295,19 @@ class ScanCursor:
         ]
         # After the key everything is new but names accounted for at that mtime (a changed
         # file reported, or read again, before).
-        known = seen if seen is not None else window.where
+        known = seen if seen is not None else window
         out += [
             e
             for e in listing[after_key:]
             if (e[1] not in known and e[1] not in changed) or e[1] in again
         ]
+        # The files of this listing that are accounted for, for the next: the last listing's,
+        # updated in place where it differs (rebuilding it would cost a dict of every file).
+        if seen is not None:
+            for n in vanished:
+                del seen[n]
+            seen.update(map(_name_and_mtime, listing))
+            listed = seen
         for entry in out:
             del listed[entry[1]]
         self._seen = listed

@@ -263,6 +263,7 @@ class HDFS2DirectoryScan(StartOperator):
                 pattern=self._pattern,
                 min_file_age_ns=self._min_age_ns,
                 now_ns=round(now * _NS),
+                ordered=False,  # the cursor orders the new files
             )
         except FileNotFoundError:
             if self.settings.strict_mode:

@@ -11,6 +11,7 @@ single-writer promise is kept per process (a second writer of the same path from
 from __future__ import annotations
 
 import errno
+import functools
 import getpass
 import logging
 import os
@@ -24,7 +25,7 @@ import urllib3
 from hdfs.client import Client, InsecureClient, TokenClient, _Request
 from hdfs.util import HdfsError
 
-from region.fs import FileStatus
+from region.fs import FileStatus, ListingEntry
 
 from .claims import WriterClaim, claim_path
 from .errors import install_log_scrubbing, register_secret, scrub
@@ -41,6 +42,9 @@ T = TypeVar("T")
 # HdfsCLI has no truncate method; its request machinery (HA failover, auth, error mapping) is
 # reused for the TRUNCATE operation of the WebHDFS REST API.
 _truncate_request = _Request("POST").to_method("TRUNCATE")
+#: A directory's listing in pages (Hadoop >= 2.8): each answer holds ``dfs.ls.limit`` children
+#: (1000 by default) and how many remain, the next page starts after the last name.
+_list_batch_request = _Request("GET").to_method("LISTSTATUS_BATCH")
 
 _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     rq.exceptions.ConnectionError,
@@ -135,6 +139,22 @@ def _make_client(settings: FileSystemSettings) -> Client:
     return InsecureClient(url, user=user, timeout=settings.timeout, session=session)
 
 
+class _NoBatchListing(Exception):
+    """The server does not know LISTSTATUS_BATCH."""
+
+
+def _entry(base: str, name: str, st: dict[str, Any]) -> ListingEntry:
+    """A child's :data:`~region.fs.ListingEntry` from its WebHDFS FileStatus (milliseconds)."""
+    is_dir = st["type"] == "DIRECTORY"
+    return (
+        int(st["modificationTime"]) * 1_000_000,
+        name,
+        f"{base}/{name}",
+        int(st["length"]),
+        is_dir,
+    )
+
+
 class WebHdfsFileSystem:
     """:class:`region.fs.FileSystem` over WebHDFS. Paths are absolute HDFS paths (``/a/b``)."""
 
@@ -152,6 +172,8 @@ class WebHdfsFileSystem:
         self.client = client if client is not None else _make_client(settings)
         #: ``None`` until a RENAME tells whether the server honours ``renameoptions``.
         self._rename2: bool | None = None
+        #: False once the server refused LISTSTATUS_BATCH: directories are listed whole.
+        self._batch_listing = True
 
     def __repr__(self) -> str:
         return f"WebHdfsFileSystem({self.settings.display()!r})"
@@ -175,6 +197,61 @@ class WebHdfsFileSystem:
     def list_dir(self, path: str) -> list[FileStatus]:
         entries = self._call("LISTSTATUS", path, lambda: self.client.list(path, status=True))
         return [self._to_status(posixpath.join(path, name), st) for name, st in entries]
+
+    def list_entries(self, path: str) -> list[ListingEntry]:
+        """:meth:`list_dir` as :data:`~region.fs.ListingEntry` tuples, fetched in pages
+        (LISTSTATUS_BATCH): one LISTSTATUS of a directory of a million children is one JSON
+        answer of 100s of MB, parsed whole into a dict per child before the first is looked at;
+        a page at a time, only the tuples stay. A server without LISTSTATUS_BATCH (Hadoop < 2.8,
+        an older HttpFS) is asked with LISTSTATUS from then on.
+
+        Pages are not one snapshot, and neither is LISTSTATUS (the NameNode streams it from the
+        same pages): a child created or removed meanwhile may be missing from this listing,
+        never listed twice; the next listing has it.
+        """
+        if self._batch_listing:
+            try:
+                return self._list_in_pages(path)
+            except _NoBatchListing as err:
+                self._batch_listing = False
+                logger.info(
+                    "%s: the server has no LISTSTATUS_BATCH (%s): directories are listed whole",
+                    self.display("/"),
+                    err,
+                )
+        entries = self._call("LISTSTATUS", path, lambda: self.client.list(path, status=True))
+        base = path.rstrip("/")
+        return [_entry(base, name, st) for name, st in entries]
+
+    def _list_in_pages(self, path: str) -> list[ListingEntry]:
+        base = path.rstrip("/")
+        out: list[ListingEntry] = []
+        after = ""
+        while True:
+            page = self._call("LISTSTATUS_BATCH", path, functools.partial(self._page, path, after))
+            statuses = page["partialListing"]["FileStatuses"]["FileStatus"]
+            if len(statuses) == 1 and not statuses[0]["pathSuffix"] and not after:
+                # The path itself: a file (LISTSTATUS answers the same for a file).
+                msg = "LISTSTATUS_BATCH: not a directory"
+                raise NotADirectoryError(errno.ENOTDIR, msg, self.display(path))
+            out += [_entry(base, st["pathSuffix"], st) for st in statuses]
+            if not statuses or not int(page.get("remainingEntries") or 0):
+                return out
+            after = statuses[-1]["pathSuffix"]
+
+    def _page(self, path: str, after: str) -> dict[str, Any]:
+        params = {"startAfter": after} if after else {}
+        try:
+            res = _list_batch_request(self.client, path, **params)
+        except HdfsError as err:
+            message = str(getattr(err, "message", None) or err)
+            if getattr(err, "exception", None) == "UnsupportedOperationException" or (
+                '"op"' in message and "LISTSTATUS_BATCH" in message
+            ):
+                raise _NoBatchListing(scrub(message)) from None
+            raise
+        listing: dict[str, Any] = res.json()["DirectoryListing"]
+        return listing
 
     def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
         if offset < 0:

@@ -163,6 +163,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 pattern=self._pattern,
                 min_file_age_ns=self.config.min_file_age_ns,
                 now_ns=time.time_ns(),
+                ordered=False,  # the cursor orders the new files
             )
         except FileNotFoundError:
             where = self.fs.display(self.config.directory)

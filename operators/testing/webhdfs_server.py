@@ -7,7 +7,8 @@ adapter and the ``hdfs`` client) talks to it over real HTTP; the benchmarks and 
 campaign run against it where a fault must be quick to produce (a server killed mid-write).
 It needs only the standard library. What it implements:
 
-- ``/webhdfs/v1/<path>?op=...&user.name=...``: GETFILESTATUS, LISTSTATUS, GETHOMEDIRECTORY, OPEN
+- ``/webhdfs/v1/<path>?op=...&user.name=...``: GETFILESTATUS, LISTSTATUS, LISTSTATUS_BATCH
+  (startAfter; ``list_page`` children an answer), GETHOMEDIRECTORY, OPEN
   (offset, length), CREATE (overwrite, permission), APPEND, TRUNCATE (newlength), RENAME
   (destination; ``renameoptions=NONE|OVERWRITE`` as Hadoop's rename2), DELETE (recursive),
   MKDIRS (permission), SETPERMISSION, SETTIMES (modificationtime, accesstime).
@@ -256,8 +257,12 @@ class WebHdfsServer:
         gateway: str = "",
         basic_auth: tuple[str, str] | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        list_page: int | None = 1000,
     ) -> None:
         self.root = Path(root)
+        #: Children per LISTSTATUS_BATCH answer (Hadoop's ``dfs.ls.limit``); ``None`` mimics a
+        #: server without LISTSTATUS_BATCH (Hadoop < 2.8): the op is refused as unknown.
+        self.list_page = list_page
         #: A gateway's path in front of ``/webhdfs/v1`` (Apache Knox: ``/gateway/default``).
         self.gateway = "/" + gateway.strip("/") if gateway.strip("/") else ""
         #: ``(user, password)`` every request must authenticate with (HTTP basic).
@@ -846,6 +851,46 @@ class WebHdfsServer:
         self._drain(req, consumed)
         self._send_json(req, 200, {"FileStatuses": {"FileStatus": statuses}})
 
+    def _op_liststatus_batch(self, req: _Handler, path: str, params: dict[str, str], user: str,
+                             datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
+        if self.list_page is None:
+            msg = 'Invalid value for webhdfs parameter "op": LISTSTATUS_BATCH is not a valid GET '
+            raise RemoteError(400, "IllegalArgumentException", msg + "operation.")
+        after = params.get("startAfter", "")
+        with self._lock:
+            self._traverse(user, path)
+            st = self._stat(path)
+            if st is None:
+                raise _not_found(f"File {path} does not exist.")
+            if not stat_mod.S_ISDIR(st.st_mode):
+                statuses = [self._file_status(path, st, "", user)]
+                remaining = 0
+            else:
+                self._check(user, path, "READ_EXECUTE")
+                # Hadoop orders children by their names' bytes and pages after startAfter.
+                names = sorted(
+                    (
+                        n
+                        for n in os.listdir(self._local(path))
+                        if not (path == "/" and n == STATE_DIR)
+                    ),
+                    key=os.fsencode,
+                )
+                names = [n for n in names if os.fsencode(n) > os.fsencode(after)]
+                statuses = []
+                for name in names[: self.list_page]:
+                    child = posixpath.join(path, name)
+                    cst = self._stat(child)
+                    if cst is not None:
+                        statuses.append(self._file_status(child, cst, name, user))
+                remaining = max(0, len(names) - self.list_page)
+        self._drain(req, consumed)
+        body = {
+            "partialListing": {"FileStatuses": {"FileStatus": statuses}},
+            "remainingEntries": remaining,
+        }
+        self._send_json(req, 200, {"DirectoryListing": body})
+
     def _op_gethomedirectory(self, req: _Handler, path: str, params: dict[str, str], user: str,
                              datanode: bool, consumed: list[bool]) -> None:  # fmt: skip
         self._drain(req, consumed)
@@ -1208,6 +1253,7 @@ class WebHdfsServer:
     _dispatch: dict[tuple[str, str], Callable[..., None]] = {
         ("GET", "GETFILESTATUS"): _op_getfilestatus,
         ("GET", "LISTSTATUS"): _op_liststatus,
+        ("GET", "LISTSTATUS_BATCH"): _op_liststatus_batch,
         ("GET", "GETHOMEDIRECTORY"): _op_gethomedirectory,
         ("GET", "OPEN"): _op_open,
         ("PUT", "CREATE"): _op_create,

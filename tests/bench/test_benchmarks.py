@@ -26,12 +26,17 @@ TINY: dict[str, list[str]] = {
     "scan": ["--files", "600", "--tie", "50", "--repeat", "1", "--late-windows", "0.01"],
     "cut_latency": ["--cuts", "2", "--period", "0.1", "--rate-mb", "0.5", "--file-kb", "16"],
     "recovery": ["--trials", "1", "--period", "200ms", "--lines", "1000"],
+    "listing": [
+        *("--local-files", "300", "--no-hdfs", "--repeat", "1", "--new", "5"),
+        *("--archive-files", "300", "--rounds", "3"),
+    ],
 }
 SCRIPTS = {
     "pipeline": "bench_pipeline.py",
     "scan": "bench_scan.py",
     "cut_latency": "bench_cut_latency.py",
     "recovery": "bench_recovery.py",
+    "listing": "bench_listing.py",
 }
 
 
@@ -100,6 +105,26 @@ def test_scan_emits_every_file_in_order_with_a_bounded_checkpoint(results: Path)
     assert data["ratio"] > 0 and data["best_ratio"] > 0
 
 
+def test_listing_times_one_scan_against_the_plain_listing(results: Path) -> None:
+    data = load(results, "listing")
+    assert data["output_correct"] is True
+    (row,) = data["local"]["sizes"]
+    assert row["files"] == 300 and row["baseline"] == "os.scandir + stat"
+    kinds = {"os.scandir + stat", "first scan", "steady scan", "Spark plan"}
+    assert set(row["median_seconds"]) == kinds == set(row["peak_bytes"])
+    assert all(len(v) == 1 for v in row["seconds"].values())
+    assert set(row["ratio"]) == kinds - {"os.scandir + stat"}
+    # One steady scan found exactly the 5 files landed since the last (the script checks it).
+    assert row["listed_at_end"] == 300 + 5 * 2
+    assert all(v > 0 for v in row["peak_bytes"].values())
+    archive = data["local"]["archive"]
+    assert archive["files_processed"] == 300 and archive["rounds"] == 3
+    assert len(archive["kept_bytes"]) == len(archive["peak_bytes"]) == 3
+    assert "moved out" in archive["simulated"]
+    assert isinstance(data["target_met"], bool)
+    assert len(data["load_average"]["before"]) == 3
+
+
 def test_cut_latency_measures_both_backends_and_checks_the_output(results: Path) -> None:
     data = load(results, "cut_latency")
     assert set(data["backends"]) == {"local", "webhdfs"}
@@ -131,6 +156,7 @@ def test_run_all_tabulates_the_results(results: Path) -> None:
     assert any(n.startswith("3 scan of 600 files") for n in names)
     assert any(n.startswith("4 cut latency local") for n in names)
     assert any(n.startswith("5 restart after SIGKILL") for n in names)
+    assert any(n.startswith("7 steady scan of 300 files, local") for n in names)
     assert "All benchmarks" in done.stdout
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from region.fs import FileSystem
+from region.fs import EntryLister, FileSystem
 from tests.conftest import FsHandle
 
 
@@ -150,6 +150,27 @@ def test_listing_gives_sizes_and_nanosecond_mtimes(any_fs: FsHandle) -> None:
         assert before - 2_000_000_000 <= mtime <= after + 2_000_000_000
         assert any_fs.fs.status(any_fs.path(name)).mtime_ns == mtime
     assert any_fs.fs.list_dir(any_fs.path("sub")) == []
+
+
+def test_a_scan_listing_agrees_with_list_dir(any_fs: FsHandle) -> None:
+    """``list_entries`` (what a directory scan lists, where the backend has it) gives the same
+    children as ``list_dir``; a missing path and a file are refused the same way."""
+    fs = any_fs.fs
+    if not isinstance(fs, EntryLister):
+        pytest.skip(f"{type(fs).__name__} has no list_entries")
+    for i in range(7):
+        writer(fs, any_fs.path(f"f{i}"), b"x" * i)
+    fs.mkdirs(any_fs.path("sub"))
+    statuses = fs.list_dir(any_fs.root)
+    expected = sorted((s.mtime_ns, s.name, s.path, s.size, s.is_dir) for s in statuses)
+    assert sorted(fs.list_entries(any_fs.root)) == expected
+    assert len(expected) == 8
+    assert fs.list_entries(any_fs.path("sub")) == []
+    with pytest.raises(FileNotFoundError) as info:
+        fs.list_entries(any_fs.path("no", "such"))
+    assert any_fs.path("no", "such") in str(info.value)
+    with pytest.raises(NotADirectoryError):
+        fs.list_entries(any_fs.path("f1"))
 
 
 def test_read_at_offset_and_length(any_fs: FsHandle) -> None:

@@ -416,3 +416,45 @@ def test_server_in_its_own_process_restarts_on_the_same_port(tmp_path: Path) -> 
         assert [e.name for e in fs.list_dir("/")] == ["landing"]  # its own state is hidden
     finally:
         proc.stop()
+
+
+def _batch_requests(server: WebHdfsServer, op: str) -> list[dict[str, str]]:
+    return [params for _, o, _, params in server.requests if o == op]
+
+
+def test_a_scan_lists_a_directory_in_pages(tmp_path: Path) -> None:
+    """``list_entries`` asks for LISTSTATUS_BATCH pages, each after the last name of the one
+    before, and gives every child once: no LISTSTATUS of the whole directory."""
+    with WebHdfsServer(tmp_path / "root", list_page=3) as server:
+        fs = WebHdfsFileSystem(webhdfs_settings(server.uri))
+        for i in range(10):
+            with fs.create(f"/land/f{i:02d}") as w:
+                w.write(b"x" * i)
+        fs.mkdirs("/land/sub")
+        server.requests.clear()
+        entries = fs.list_entries("/land")
+        assert sorted(e[1] for e in entries) == [f"f{i:02d}" for i in range(10)] + ["sub"]
+        assert sorted(entries) == sorted(
+            (s.mtime_ns, s.name, s.path, s.size, s.is_dir) for s in fs.list_dir("/land")
+        )
+        pages = _batch_requests(server, "LISTSTATUS_BATCH")
+        assert [p.get("startAfter") for p in pages] == [None, "f02", "f05", "f08"]
+        assert len(_batch_requests(server, "LISTSTATUS")) == 1  # the list_dir above
+
+
+def test_a_server_without_pages_is_listed_whole_from_then_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with WebHdfsServer(tmp_path / "root", list_page=None) as server:
+        fs = WebHdfsFileSystem(webhdfs_settings(server.uri))
+        for name in ("b", "a"):
+            with fs.create(f"/land/{name}") as w:
+                w.write(b"x")
+        with caplog.at_level(logging.INFO, logger="operators.fs.webhdfs"):
+            assert sorted(e[1] for e in fs.list_entries("/land")) == ["a", "b"]
+            assert sorted(e[1] for e in fs.list_entries("/land")) == ["a", "b"]
+        assert len(_batch_requests(server, "LISTSTATUS_BATCH")) == 1  # asked once
+        assert len(_batch_requests(server, "LISTSTATUS")) == 2
+        assert sum("no LISTSTATUS_BATCH" in r.getMessage() for r in caplog.records) == 1
+        with pytest.raises(NotADirectoryError):
+            fs.list_entries("/land/a")

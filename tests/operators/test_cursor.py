@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from typing import Any
 
 import pytest
@@ -35,8 +36,9 @@ def listing(directory: dict[str, int]) -> list[ListingEntry]:
 class Run:
     """A cursor driven like an engine: listings, emissions, cuts and crashes (state round trip)."""
 
-    def __init__(self, window_s: float) -> None:
+    def __init__(self, window_s: float, shuffle: random.Random | None = None) -> None:
         self.window_ns = round(window_s * S)
+        self.shuffle = shuffle  # listings in no order (as a scan lists), else sorted
         self.cursor = ScanCursor(window_ns=self.window_ns)
         self.directory: dict[str, int] = {}
         self.committed: list[str] = []  # emitted and covered by a cut
@@ -44,7 +46,11 @@ class Run:
         self.state: dict[str, Any] | None = None
 
     def scan(self, take: int | None = None) -> list[str]:
-        new = self.cursor.new_files(listing(self.directory))
+        listed = listing(self.directory)
+        if self.shuffle is not None:
+            self.shuffle.shuffle(listed)
+        new = self.cursor.new_files(listed)
+        assert new == sorted(new), "new files out of (mtime_ns, name) order"
         emitted = new if take is None else new[:take]
         for entry in emitted:
             self.cursor.emit(entry)
@@ -75,52 +81,80 @@ _ops = st.lists(
 )
 
 
+def play(runs: list[Run], ops: list[tuple[str, int, int]]) -> int:
+    """Apply ``ops`` to every run in step (each its own directory); the files landed."""
+    names = 0
+    newest = T0
+    for op, amount, pick in ops:
+        steps: list[list[str]] = []
+        for run in runs:
+            if op in ("newer", "tie", "late", "ancient"):
+                mtime = {
+                    "newer": newest + amount * S,
+                    "tie": newest,
+                    "late": newest - amount * S // 10,
+                    "ancient": newest - (1000 + amount) * S,
+                }[op]
+                run.directory[f"f{names:03d}-{pick}"] = mtime
+            elif op == "delete" and run.committed:
+                # Housekeeping removes files already read (never one not read yet).
+                run.directory.pop(run.committed[pick % len(run.committed)], None)
+            elif op == "grow" and run.committed:
+                # A file read before grows (or is touched): a new mtime, the same name.
+                name = run.committed[pick % len(run.committed)]
+                if name in run.directory:
+                    run.directory[name] = newest + amount * S
+            elif op == "scan":
+                steps.append(run.scan())
+            elif op == "part":
+                steps.append(run.scan(take=amount % 3))
+            elif op == "cut":
+                run.cut()
+            elif op == "crash":
+                run.crash()
+        assert all(step == steps[0] for step in steps), f"runs differ at {op}: {steps}"
+        if op in ("newer", "tie", "late", "ancient"):
+            names += 1
+            newest = max(newest, runs[0].directory[f"f{names - 1:03d}-{pick}"])
+        elif op == "grow" and runs[0].committed:
+            name = runs[0].committed[pick % len(runs[0].committed)]
+            if name in runs[0].directory:
+                newest += amount * S
+    for run in runs:
+        run.scan()
+        run.cut()
+    return names
+
+
 @settings(max_examples=1500, deadline=None)
 @given(ops=_ops, window_s=st.sampled_from([0.0, 5.0, 600.0]))
 def test_every_file_that_lands_is_emitted_once_or_reported(
     ops: list[tuple[str, int, int]], window_s: float
 ) -> None:
     run = Run(window_s)
-    names = 0
-    newest = T0
-    for op, amount, pick in ops:
-        if op in ("newer", "tie", "late", "ancient"):
-            mtime = {
-                "newer": newest + amount * S,
-                "tie": newest,
-                "late": newest - amount * S // 10,
-                "ancient": newest - (1000 + amount) * S,
-            }[op]
-            run.directory[f"f{names:03d}-{pick}"] = mtime
-            names += 1
-            newest = max(newest, mtime)
-        elif op == "delete" and run.committed:
-            # Housekeeping removes files already read (never one not read yet).
-            run.directory.pop(run.committed[pick % len(run.committed)], None)
-        elif op == "grow" and run.committed:
-            # A file read before grows (or is touched): a new mtime, the same name.
-            name = run.committed[pick % len(run.committed)]
-            if name in run.directory:
-                newest += amount * S
-                run.directory[name] = newest
-        elif op == "scan":
-            run.scan()
-        elif op == "part":
-            run.scan(take=amount % 3)
-        elif op == "cut":
-            run.cut()
-        elif op == "crash":
-            run.crash()
-    run.scan()
-    run.cut()
+    landed = play([run], ops)
     emitted = run.committed
     assert len(emitted) == len(set(emitted)), "a file was emitted twice"
-    landed = names
     if window_s:
         assert sorted(emitted) == sorted(set(emitted)) and len(emitted) == landed
         assert run.cursor.passed_over == 0
     else:
         assert len(emitted) + run.cursor.passed_over == landed
+
+
+@settings(max_examples=500, deadline=None)
+@given(ops=_ops, window_s=st.sampled_from([0.0, 5.0, 600.0]), seed=st.integers(0, 2**32))
+def test_the_order_of_a_listing_changes_nothing(
+    ops: list[tuple[str, int, int]], window_s: float, seed: int
+) -> None:
+    """A scan hands the cursor its listing unsorted (sorting every file of a huge directory
+    each scan cost more than the rest of the scan): the same files are new, in the same order,
+    with the same state, as from a sorted listing."""
+    ordered, unordered = Run(window_s), Run(window_s, shuffle=random.Random(seed))
+    play([ordered, unordered], ops)
+    assert ordered.committed == unordered.committed
+    assert ordered.cursor.state() == unordered.cursor.state()
+    assert ordered.cursor.passed_over == unordered.cursor.passed_over
 
 
 def test_a_restart_finds_files_that_landed_late_while_stopped() -> None:
