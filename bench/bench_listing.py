@@ -12,8 +12,9 @@ A landing directory only grows, and every scan lists all of it. Timed, for N fil
 
 against the plain listing of the same directory through the same client, measured in the same
 run, alternating with ours: ``os.scandir`` + ``stat`` of each entry (local), hdfs-native's
-``list_status`` (``hdfs://``; also with each child's path, mtime, length and kind read), the ``hdfs`` package's ``list(status=True)``, one LISTSTATUS
-response (``webhdfs://``), and LISTSTATUS_BATCH pages through the same client session.
+``list_status`` (``hdfs://``; also with each child's path, mtime, length and kind read), the
+``hdfs`` package's ``list(status=True)``, one LISTSTATUS response (``webhdfs://``), and
+LISTSTATUS_BATCH pages through the same client session.
 
 Peak memory is Python's heap as ``tracemalloc`` counts it (peak during the call, minus what was
 allocated before it), in separate runs (tracing slows the code down): the figure that blows up
