@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy as _copy
 import logging
 import re
 import threading
@@ -85,9 +86,42 @@ class SecretScrubFilter(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = scrub_secrets(record.exc_text)
+        if record.exc_info and record.exc_info[1] is not None:
+            # Formatters that render the exception themselves (pyspark's JSON formatter reads
+            # exc_info, not exc_text) get a copy whose messages are masked too.
+            etype, value, tb = record.exc_info
+            record.exc_info = (etype, _scrubbed_exception(value), tb)
         if record.stack_info:
             record.stack_info = scrub_secrets(record.stack_info)
         return True
+
+
+def _scrubbed_exception(exc: BaseException, depth: int = 0) -> BaseException:
+    """``exc`` (or a copy of it, and of its cause and context) with masked messages; the
+    exception the program holds is never changed."""
+    cause, context = exc.__cause__, exc.__context__
+    clean_cause = (
+        _scrubbed_exception(cause, depth + 1) if cause is not None and depth < 8 else cause
+    )
+    clean_context = (
+        _scrubbed_exception(context, depth + 1) if context is not None and depth < 8 else context
+    )
+    text = str(exc)
+    clean = scrub_secrets(text)
+    if clean == text and clean_cause is cause and clean_context is context:
+        return exc
+    try:
+        copy = _copy.copy(exc)
+        if clean != text:
+            copy.args = (clean,)
+        copy.__cause__, copy.__context__ = clean_cause, clean_context
+        copy.__suppress_context__ = exc.__suppress_context__
+        if scrub_secrets(str(copy)) != str(copy):  # its message is not its args (OSError)
+            raise ValueError("still shows a secret")
+    except Exception:  # not copied clean: a plain exception saying the same, masked
+        copy = Exception(f"{type(exc).__name__}: {clean}")
+        copy.__cause__, copy.__context__ = clean_cause, clean_context
+    return copy
 
 
 _FILTER = SecretScrubFilter()

@@ -228,6 +228,44 @@ def test_the_filter_scrubs_exception_text_and_registered_values(
     assert_clean(record.exc_text or "", "exception text")
 
 
+def test_a_formatter_that_renders_the_exception_itself_sees_it_masked() -> None:
+    """pyspark's JSON formatter (on the handlers once a SparkSession ran in the process) reads
+    the exception from ``exc_info``, not the scrubbed ``exc_text``."""
+    from pyspark.logger.logger import JSONFormatter
+
+    child = logging.getLogger("urllib3.util.retry")
+    install_log_scrubbing()
+    assert any(isinstance(f, SecretScrubFilter) for f in child.filters)
+    seen: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(self.format(record))
+
+    handler = Capture()
+    handler.setFormatter(JSONFormatter())
+    child.addHandler(handler)
+    child.setLevel(logging.DEBUG)
+    original: BaseException | None = None
+    try:
+        try:
+            raise OSError(f"connect to http://nn/x?delegation={TOKEN} failed")
+        except OSError as inner:
+            try:
+                raise ConnectionError(f"GET http://u:{PASSWORD}@nn/x?op=OPEN") from inner
+            except ConnectionError as outer:
+                original = outer
+                child.debug("Retry", exc_info=True)
+    finally:
+        child.removeHandler(handler)
+        child.setLevel(logging.NOTSET)
+    (text,) = seen
+    assert_clean(text, "JSON-formatted record")
+    assert "GET http://nn/x?op=OPEN" in text  # the rest of the message stays readable
+    # The program's own exception is untouched.
+    assert original is not None and TOKEN in str(original.__cause__)
+
+
 def test_spark_options_carry_references_never_the_secrets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
