@@ -76,10 +76,12 @@ class Cluster:
     conf_dir: str | None
     user: str
     sandbox: dict[str, Any] | None  # the sandbox's ready line; None for a cluster named by flags
+    #: Timeout of one request (listing a directory of a million files takes minutes).
+    timeout: float = 60.0
 
     def settings(self, backend: str) -> FileSystemSettings:
         uri = self.hdfs if backend == "hdfs" else self.webhdfs
-        values: dict[str, Any] = {"uri": uri, "user": self.user, "timeout": 60.0}
+        values: dict[str, Any] = {"uri": uri, "user": self.user, "timeout": self.timeout}
         if backend == "hdfs" and self.conf_dir:
             values["config_dir"] = self.conf_dir
         return FileSystemSettings.model_validate(values)
@@ -91,18 +93,18 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(args: argparse.Namespace, work: Path) -> Iterator[Cluster]:
+def cluster(args: argparse.Namespace, work: Path, *, timeout: float = 60.0) -> Iterator[Cluster]:
     """The cluster named by the flags, else a sandbox started for this run."""
     if args.hdfs:
-        yield Cluster(args.hdfs, args.webhdfs, args.conf_dir, args.user, None)
+        yield Cluster(args.hdfs, args.webhdfs, args.conf_dir, args.user, None, timeout)
         return
     started = time.perf_counter()
-    sandbox = Sandbox.start(work / "sandbox", datanodes=args.datanodes)
+    sandbox = Sandbox.start(work / "sandbox", datanodes=getattr(args, "datanodes", 1))
     try:
         info = dict(sandbox.info.raw)
         info["python_start_seconds"] = round(time.perf_counter() - started, 2)
         yield Cluster(
-            sandbox.info.hdfs, sandbox.info.webhdfs, sandbox.info.conf_dir, args.user, info
+            sandbox.info.hdfs, sandbox.info.webhdfs, sandbox.info.conf_dir, args.user, info, timeout
         )
     finally:
         sandbox.stop()

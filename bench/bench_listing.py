@@ -45,56 +45,25 @@ import shutil
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bench_hdfs import cluster
 from bench.common import add_common_args, machine, median, print_table, scratch, write_json
-from operators.fs import FileSystemSettings, LocalFileSystem, open_path
+from operators.fs import LocalFileSystem
 from operators.fs.webhdfs import _list_batch_request
-from operators.sandbox import Sandbox, SandboxSetupError
+from operators.sandbox import SandboxSetupError
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from region.fs import FileSystem
 
 TARGET_RATIO = 1.2
 _STEP_NS = 10_000_000  # local files land 100 per second
 _MB = 1 << 20
-
-
-@dataclass(frozen=True)
-class Cluster:
-    hdfs: str
-    webhdfs: str
-    conf_dir: str | None
-    user: str
-    started: dict[str, Any] | None  # the sandbox's ready line; None for one named by flags
-
-    def fs(self, backend: str) -> FileSystem:
-        uri = self.hdfs if backend == "hdfs" else self.webhdfs
-        values: dict[str, Any] = {"uri": uri, "user": self.user, "timeout": 300.0}
-        if backend == "hdfs" and self.conf_dir:
-            values["config_dir"] = self.conf_dir
-        fs, _ = open_path(uri + "/", FileSystemSettings.model_validate(values))
-        return fs
-
-
-@contextlib.contextmanager
-def cluster(args: argparse.Namespace, work: Path) -> Iterator[Cluster]:
-    """The cluster named by the flags, else a sandbox started for this run."""
-    if args.hdfs:
-        yield Cluster(args.hdfs, args.webhdfs, args.conf_dir, args.user, None)
-        return
-    sandbox = Sandbox.start(work / "sandbox")
-    try:
-        info = sandbox.info
-        yield Cluster(info.hdfs, info.webhdfs, info.conf_dir, args.user, dict(info.raw))
-    finally:
-        sandbox.stop()
 
 
 # -- directories of N files -------------------------------------------------------------------
@@ -451,10 +420,10 @@ def run_local(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def run_hdfs(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with cluster(args, work) as c:
-        out["cluster"] = {"hdfs": c.hdfs, "webhdfs": c.webhdfs, "sandbox": c.started}
+    with cluster(args, work, timeout=300.0) as c:
+        out["cluster"] = {"hdfs": c.hdfs, "webhdfs": c.webhdfs, "sandbox": c.sandbox}
         root = f"/bench-listing-{os.getpid()}-{time.time_ns()}"
-        fs = c.fs("hdfs")
+        fs = c.open("hdfs", "/")
         try:
             for backend in ("hdfs", "webhdfs"):
                 out[backend] = {"sizes": []}
@@ -465,7 +434,9 @@ def run_hdfs(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 landing = HdfsLanding(fs, directory, creator, args.create_concurrency)
                 row = measure(landing, files, args, work, spark=not args.no_spark)
                 out["hdfs"]["sizes"].append(row)
-                web = WebHdfsLanding(c.fs("webhdfs"), directory, creator, args.create_concurrency)
+                web = WebHdfsLanding(
+                    c.open("webhdfs", "/"), directory, creator, args.create_concurrency
+                )
                 web.created = landing.created  # the same directory: nothing to land
                 row = measure(web, landing.created, args, work, spark=False)
                 row["files"] = files

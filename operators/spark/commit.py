@@ -215,8 +215,9 @@ class SinkLog:
     def _path(self, batch_id: int, suffix: str) -> str:
         return posixpath.join(self.log_dir, _entry_name(batch_id, suffix))
 
-    def _listing(self) -> tuple[dict[int, str], set[int]]:
-        """Entries (batch id -> path) and done markers; leftovers of torn writes are removed."""
+    def _listing(self, *, clean: bool = True) -> tuple[dict[int, str], set[int]]:
+        """Entries (batch id -> path) and done markers; leftovers of torn writes are removed
+        (``clean``; a task only reads)."""
         entries: dict[int, str] = {}
         done: set[int] = set()
         try:
@@ -228,7 +229,8 @@ class SinkLog:
             stem, dot, suffix = name.partition(".")
             if name.startswith(".") and name.endswith(".tmp"):
                 # A crash before an entry's rename: the entry never existed.
-                self._fs.delete(status.path)
+                if clean:
+                    self._fs.delete(status.path)
                 continue
             if not stem.isdigit() or not dot:
                 continue
@@ -363,18 +365,10 @@ class SinkLog:
         of the entry are the batch's output. Otherwise the open files of the newest entry,
         which the task of each slot continues.
         """
-        try:
-            listing = self._fs.list_dir(self.log_dir)
-        except FileNotFoundError:
+        entries, _ = self._listing(clean=False)
+        if not entries:
             return False, {}
-        ids = [
-            int(stem)
-            for stem, suffix in (st.name.split(".", 1) for st in listing if "." in st.name)
-            if stem.isdigit() and "." + suffix == _ENTRY_SUFFIX
-        ]
-        if not ids:
-            return False, {}
-        newest = max(ids)
+        newest = max(entries)
         if self._exactly_once and newest >= batch_id:
             return True, {}
         entry = self._read_entry(self._path(newest, _ENTRY_SUFFIX))

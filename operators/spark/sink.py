@@ -360,6 +360,8 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                     raise ValueError(f"{_SINK}: encoded lines given to a sink naming its files")
                 names = batch.column(attribute).to_pylist()
                 values = batch.column(self.column)
+                # The records of each name, in order: one encode and write per name and batch.
+                rows_of: dict[str, list[int]] = {}
                 for index, name in enumerate(names):
                     problem = name_problem(name)
                     if problem is not None:
@@ -369,17 +371,19 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                             f"{self.fs.display(sink.output_dir)}"
                         )
                         raise ValueError(msg)
+                    rows_of.setdefault(name, []).append(index)
+                for name, picked in rows_of.items():
                     entry = writers.get(name)
                     if entry is None:
                         path = posixpath.join(sink.output_dir, in_progress_name(task, len(writers)))
                         entry = (self.fs.create(path, permission=sink.permission), [0, 0])
                         writers[name] = entry
                     data = encode_records(
-                        values.slice(index, 1), binary=sink.binary, encoding=sink.encoding
+                        values.take(picked), binary=sink.binary, encoding=sink.encoding
                     )
                     for buf in data:
                         entry[0].write(buf)
-                    entry[1][0] += 1
+                    entry[1][0] += len(picked)
                     entry[1][1] += sum(len(b) for b in data)
             files: list[WrittenFile] = []
             for i, (name, (writer, (rows, size))) in enumerate(writers.items()):
