@@ -61,7 +61,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:
         error(f"{type(exc).__name__}: {exc}")
         return EXIT_FAILURE
-    except ImportError as exc:  # a backend's optional client (requests-kerberos, libhdfs)
+    except ImportError as exc:  # a backend's optional client (requests-gssapi, libhdfs)
         error(str(exc))
         return EXIT_FAILURE
     print(summary_line(final), flush=True)
@@ -148,7 +148,13 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     temporary = args.dir is None
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hdfs-sandbox-"))
     try:
-        cmd = launcher_command(base, datanodes=args.datanodes, ha=args.ha)
+        cmd = launcher_command(
+            base,
+            datanodes=args.datanodes,
+            ha=args.ha,
+            secure=args.secure,
+            token_lifetime=args.token_lifetime,
+        )
     except SandboxSetupError as exc:
         error(str(exc))
         return EXIT_CONFIG
@@ -306,6 +312,19 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--datanodes", type=int, default=1, help="DataNodes (default 1)")
     sandbox.add_argument(
         "--ha", action="store_true", help="two NameNodes behind the name service hdfs://sandbox"
+    )
+    sandbox.add_argument(
+        "--secure",
+        action="store_true",
+        help="with a Kerberos KDC: Kerberos RPC, SASL data transfer and HTTPS-only WebHDFS "
+        "(the JSON line adds realm, krb5_conf, principal, keytab and ca_file)",
+    )
+    sandbox.add_argument(
+        "--token-lifetime",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --secure: the longest life of a delegation token (default: Hadoop's 7 days)",
     )
     sandbox.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
     sandbox.set_defaults(func=cmd_sandbox)

@@ -126,7 +126,14 @@ def _scrubbed_exception(exc: BaseException, depth: int = 0) -> BaseException:
 
 _FILTER = SecretScrubFilter()
 #: Loggers of the HTTP and HDFS client libraries (and every child logger that exists).
-_CLIENT_LOGGERS = ("urllib3", "requests", "hdfs", "requests_kerberos", "krbcontext")
+_CLIENT_LOGGERS = (
+    "urllib3",
+    "requests",
+    "hdfs",
+    "requests_gssapi",
+    "requests_kerberos",
+    "krbcontext",
+)
 
 
 def install_log_scrubbing() -> None:

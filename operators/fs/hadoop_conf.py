@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 
-__all__ = ["conf_dir", "default_fs", "hadoop_http_addresses", "hadoop_properties"]
+__all__ = ["conf_dir", "default_fs", "hadoop_http_addresses", "hadoop_properties", "https_only"]
 
 _FILES = ("core-site.xml", "hdfs-site.xml")
 #: ``(path, mtime_ns, size)`` -> properties: settings are validated often, the files change rarely.
@@ -64,16 +64,23 @@ def default_fs(directory: str) -> tuple[str, str] | None:
     return (value, path) if value else None
 
 
+def https_only(directory: str | None) -> bool:
+    """Whether the cluster serves WebHDFS over HTTPS only (``dfs.http.policy``)."""
+    return hadoop_properties(directory).get("dfs.http.policy", "").upper() == "HTTPS_ONLY"
+
+
 def hadoop_http_addresses(authority: str, directory: str | None) -> list[str]:
     """The NameNodes' HTTP ``host:port`` for an ``hdfs://`` authority, from the Hadoop
-    configuration: ``dfs.namenode.http-address[.<nameservice>.<id>]``."""
+    configuration: ``dfs.namenode.http-address[.<nameservice>.<id>]`` (``https-address`` when
+    ``dfs.http.policy`` is ``HTTPS_ONLY``)."""
     props = hadoop_properties(directory)
+    key = "dfs.namenode.https-address" if https_only(directory) else "dfs.namenode.http-address"
     ids = props.get(f"dfs.ha.namenodes.{authority}")
     if ids:
-        keys = [f"dfs.namenode.http-address.{authority}.{i.strip()}" for i in ids.split(",")]
+        keys = [f"{key}.{authority}.{i.strip()}" for i in ids.split(",")]
         return [props[k] for k in keys if k in props]
     rpc = props.get("dfs.namenode.rpc-address")
-    http = props.get("dfs.namenode.http-address")
+    http = props.get(key)
     if http and (rpc is None or rpc == authority or ":" not in authority):
         return [http]
     return []

@@ -39,8 +39,9 @@ from region.fs import FileStatus, ListingEntry
 
 from .claims import WriterClaim, claim_path
 from .errors import scrub
-from .hadoop_conf import conf_dir, hadoop_http_addresses, hadoop_properties
+from .hadoop_conf import conf_dir, hadoop_http_addresses, hadoop_properties, https_only
 from .hadoop_errors import INVALID_ARGUMENT, LEASE_HELD, NOT_READY, builtin_error
+from .kerberos import check_keytab, explain, is_kerberos_failure
 from .settings import MAX_RETRY_DELAY, FileSystemSettings, split_uri
 from .waits import Patience, reconnect_pause, retry_delay
 
@@ -147,6 +148,7 @@ class NativeHdfsFileSystem:
             "dfs.client.socket-timeout": str(int(s.timeout * 1000)),
         }
         _use_process_user(s)
+        check_keytab(s)
         client = self._call(
             "CONNECT",
             "/",
@@ -174,7 +176,8 @@ class NativeHdfsFileSystem:
                     self.display("/"),
                 )
                 return None
-            uri = "webhdfs://" + ",".join(addresses)
+            scheme = "swebhdfs" if https_only(_conf_dir(self.settings)) else "webhdfs"
+            uri = f"{scheme}://" + ",".join(addresses)
         # The same cluster, user and credentials, over HTTP.
         validated = FileSystemSettings(uri=uri)  # a bad webhdfs_uri fails here, named
         update = {"uri": validated.uri, "webhdfs_uri": None, "config_dir": None}
@@ -432,6 +435,8 @@ class NativeHdfsFileSystem:
                 raise  # already names the file (a writer's bounded call)
             except (OSError, RuntimeError) as err:
                 text = scrub(str(err))
+                if is_kerberos_failure(err):  # no retry logs anyone in
+                    raise explain(self.settings, text, op, self.display(path)) from None
                 if isinstance(err, ConnectionError) or any(m in text for m in _CONNECT_MARKERS):
                     first = text.splitlines()[0] if text else type(err).__name__
                     if self.settings.max_retries is None:

@@ -14,7 +14,6 @@ import errno
 import functools
 import getpass
 import logging
-import os
 import posixpath
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from region.fs import FileStatus, ListingEntry
 from .claims import WriterClaim, claim_path
 from .errors import install_log_scrubbing, register_secret, scrub
 from .hadoop_errors import INVALID_ARGUMENT, NOT_READY, builtin_error
+from .kerberos import explain, is_kerberos_failure
 from .settings import WEBHDFS_PREFIX, FileSystemSettings
 from .waits import Patience, reconnect_pause, retry_delay
 
@@ -107,25 +107,10 @@ def _make_client(settings: FileSystemSettings) -> Client:
         bundle = verify_path(settings.ca_bundle, password.get_secret_value() if password else None)
         session.mount("https://", _TrustAdapter(bundle))
     if settings.kerberos_principal is not None:
-        try:
-            from hdfs.ext.kerberos import KerberosClient
-        except ImportError:
-            msg = (
-                f"{settings.display()}: kerberos_principal is set but requests-kerberos is not "
-                "installed (pip install 'hdfs-region[kerberos]')"
-            )
-            raise ImportError(msg) from None
-        if settings.keytab is not None:
-            # GSSAPI acquires the principal's credentials from this keytab when it needs them.
-            os.environ.setdefault("KRB5_CLIENT_KTNAME", settings.keytab.get_secret_value())
-        client: Client = KerberosClient(
-            url,
-            principal=settings.kerberos_principal,
-            proxy=settings.user,
-            timeout=settings.timeout,
-            session=session,
-        )
-        return client
+        from .kerberos import spnego_auth
+
+        session.auth = spnego_auth(settings)
+        return Client(url, proxy=settings.user, timeout=settings.timeout, session=session)
     if settings.password is not None:
         if settings.user is None:
             raise ValueError(f"{settings.display()}: a password is set but no user")
@@ -427,6 +412,20 @@ class WebHdfsFileSystem:
             # Hadoop refuses a path through a file so (CREATE and MKDIRS: ParentNotDirectory).
             return NotADirectoryError(errno.ENOTDIR, text, where)
         if "Authentication failure" in remote:
+            if self.settings.kerberos_principal is None and self.settings.token is None:
+                # HTTP 401 without credentials of ours: the cluster wants Kerberos.
+                msg = (
+                    f"{op}: the cluster refuses a caller without Kerberos (HTTP 401): set "
+                    "kerberos_principal and keytab (or run kinit), or a delegation token"
+                )
+                return PermissionError(errno.EACCES, msg, where)
+            if self.settings.kerberos_principal is not None:
+                principal = self.settings.kerberos_principal
+                msg = (
+                    f"{op}: the cluster refused the Kerberos login of {principal} (HTTP 401; "
+                    "its ticket expired?): run kinit again, or set keytab"
+                )
+                return PermissionError(errno.EACCES, msg, where)
             return PermissionError(errno.EACCES, text, where)
         if exc in INVALID_ARGUMENT:
             return ValueError(f"{where}: {text}")
@@ -506,6 +505,8 @@ class WebHdfsFileSystem:
             except rq.exceptions.RequestException as err:
                 # Too many redirects, a bad URL, ...: the text may quote a URL with the token.
                 reason = scrub(f"{type(err).__name__}: {err}")
+                if is_kerberos_failure(err):  # SPNEGO: GSSAPI could not make a token
+                    raise explain(self.settings, reason, op, self.display(path)) from None
                 raise OSError(errno.EIO, f"{op}: {reason}", self.display(path)) from None
 
     def _lease_wait(self, op: str, path: str, fn: Callable[[], T]) -> T:

@@ -143,12 +143,25 @@ def _prepare() -> tuple[Path, str]:
 
 
 def launcher_command(
-    base_dir: str | os.PathLike[str], *, datanodes: int = 1, ha: bool = False, heap: str = "768m"
+    base_dir: str | os.PathLike[str],
+    *,
+    datanodes: int = 1,
+    ha: bool = False,
+    secure: bool = False,
+    token_lifetime: float | None = None,
+    heap: str = "768m",
 ) -> list[str]:
-    """The ``java`` command line that runs a sandbox in ``base_dir`` (resolving it if needed)."""
+    """The ``java`` command line that runs a sandbox in ``base_dir`` (resolving it if needed).
+
+    ``secure``: a Kerberos KDC and a Kerberized cluster with HTTPS WebHDFS (its ready line adds
+    the realm, ``krb5_conf``, ``principal``, ``keytab`` and ``ca_file``); ``token_lifetime``:
+    the longest life of its delegation tokens, in seconds."""
     classes, classpath = _prepare()
     base = Path(base_dir).resolve()
     base.mkdir(parents=True, exist_ok=True)
+    # Hadoop finds ssl-server.xml / ssl-client.xml on the classpath: the launcher writes them here.
+    ssl_conf = base / "sslconf"
+    ssl_conf.mkdir(exist_ok=True)
     log4j = base / "log4j.properties"
     log4j.write_text(_LOG4J.format(log=base / "sandbox.log"))
     cmd = [
@@ -160,7 +173,7 @@ def launcher_command(
         # Hadoop 3.4's WebHDFS (Jersey, JAXB) reflects into the JDK: Java 17 must allow it.
         *(f"--add-opens=java.base/{pkg}=ALL-UNNAMED" for pkg in _OPENS),
         "-cp",
-        f"{classes}{os.pathsep}{classpath}",
+        os.pathsep.join([str(ssl_conf), str(classes), classpath]),
         _MAIN,
         str(base),
         "--datanodes",
@@ -168,6 +181,10 @@ def launcher_command(
     ]
     if ha:
         cmd.append("--ha")
+    if secure:
+        cmd.append("--secure")
+    if token_lifetime is not None:
+        cmd += ["--token-lifetime", str(token_lifetime)]
     return cmd
 
 
@@ -184,6 +201,17 @@ class SandboxInfo:
     pid: int
     start_seconds: float
     raw: dict[str, Any]
+    #: ``--secure`` only: the Kerberos realm, the client krb5.conf, the user's principal and
+    #: keytab, and the PEM file of the CA that signed the HTTPS certificates.
+    realm: str | None = None
+    krb5_conf: str | None = None
+    principal: str | None = None
+    keytab: str | None = None
+    ca_file: str | None = None
+
+    @property
+    def secure(self) -> bool:
+        return self.realm is not None
 
     @classmethod
     def from_line(cls, line: str) -> SandboxInfo:
@@ -198,6 +226,11 @@ class SandboxInfo:
             pid=int(data["pid"]),
             start_seconds=float(data["start_seconds"]),
             raw=data,
+            realm=data.get("realm"),
+            krb5_conf=data.get("krb5_conf"),
+            principal=data.get("principal"),
+            keytab=data.get("keytab"),
+            ca_file=data.get("ca_file"),
         )
 
 
@@ -217,10 +250,14 @@ class Sandbox:
         *,
         datanodes: int = 1,
         ha: bool = False,
+        secure: bool = False,
+        token_lifetime: float | None = None,
         timeout: float = 180.0,
     ) -> Sandbox:
         """Start a sandbox and wait for its ready line (``SandboxError`` with the log's tail)."""
-        cmd = launcher_command(base_dir, datanodes=datanodes, ha=ha)
+        cmd = launcher_command(
+            base_dir, datanodes=datanodes, ha=ha, secure=secure, token_lifetime=token_lifetime
+        )
         base = Path(base_dir).resolve()
         log = base / "sandbox.log"
         stderr = (base / "sandbox.stderr").open("ab")

@@ -130,14 +130,14 @@ def test_hdfs_with_no_namenode_listening_names_the_uri() -> None:
     assert "hdfs://127.0.0.1:1" in str(info.value)
 
 
-def test_kerberos_without_requests_kerberos_says_what_to_install() -> None:
+def test_kerberos_without_requests_gssapi_says_what_to_install() -> None:
     try:
-        import requests_kerberos  # noqa: F401
+        import requests_gssapi  # noqa: F401
     except ImportError:
         pass
     else:
-        pytest.skip("requests-kerberos is installed here")
+        pytest.skip("requests-gssapi is installed here")
     with pytest.raises(ImportError) as info:
         open_filesystem(FileSystemSettings(uri="webhdfs://nn:9870", kerberos_principal="etl@R"))
-    assert "requests-kerberos" in str(info.value)
+    assert "requests-gssapi" in str(info.value)
     assert "webhdfs://nn:9870" in str(info.value)

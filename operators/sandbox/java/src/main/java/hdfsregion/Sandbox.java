@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 
 import org.apache.hadoop.conf.Configuration;
@@ -23,13 +24,18 @@ import org.apache.hadoop.hdfs.HdfsConfiguration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.MiniDFSNNTopology;
 import org.apache.hadoop.hdfs.server.namenode.NameNode;
+import org.apache.hadoop.minikdc.MiniKdc;
+import org.apache.hadoop.security.UserGroupInformation;
 import sun.misc.Signal;
 
 /**
  * A real HDFS (Hadoop's MiniDFSCluster: NameNode and DataNodes in this JVM) for trying, testing
  * and benchmarking hdfs-region.
  *
- * <p>Arguments: {@code BASE_DIR [--datanodes N] [--ha]}. Ports are ephemeral. When the cluster is
+ * <p>Arguments: {@code BASE_DIR [--datanodes N] [--ha] [--secure]}. {@code --secure} starts a
+ * Kerberos KDC (Hadoop's MiniKdc) first and a Kerberized cluster: RPC authenticated by Kerberos,
+ * SASL on the data transfer protocol (block access tokens), WebHDFS over HTTPS only with a
+ * certificate signed by a CA generated here (see {@link Secure}). Ports are ephemeral. When the cluster is
  * up, the first line on stdout is one JSON object with its URIs and the client configuration
  * directory it wrote; each later line answers one command read from stdin:
  *
@@ -46,11 +52,13 @@ public final class Sandbox {
   private final MiniDFSCluster cluster;
   private final boolean ha;
   private final PrintStream out;
+  private final Secure secure;
   private final Map<Integer, MiniDFSCluster.DataNodeProperties> stopped = new HashMap<>();
 
-  private Sandbox(MiniDFSCluster cluster, boolean ha, PrintStream out) {
+  private Sandbox(MiniDFSCluster cluster, boolean ha, Secure secure, PrintStream out) {
     this.cluster = cluster;
     this.ha = ha;
+    this.secure = secure;
     this.out = out;
   }
 
@@ -65,19 +73,26 @@ public final class Sandbox {
     File base = new File(args[0]).getAbsoluteFile();
     int datanodes = 1;
     boolean ha = false;
+    boolean secured = false;
+    long tokenLifetimeMs = 0;
     for (int i = 1; i < args.length; i++) {
       if (args[i].equals("--datanodes") && i + 1 < args.length) {
         datanodes = Integer.parseInt(args[++i]);
       } else if (args[i].equals("--ha")) {
         ha = true;
+      } else if (args[i].equals("--secure")) {
+        secured = true;
+      } else if (args[i].equals("--token-lifetime") && i + 1 < args.length) {
+        tokenLifetimeMs = (long) (Double.parseDouble(args[++i]) * 1000);
       } else {
         System.err.println("unknown argument: " + args[i]);
         System.exit(2);
       }
     }
     long started = System.nanoTime();
-    MiniDFSCluster cluster = start(base, datanodes, ha);
-    Sandbox sandbox = new Sandbox(cluster, ha, out);
+    Secure secure = secured ? Secure.start(base, tokenLifetimeMs) : null;
+    MiniDFSCluster cluster = start(base, datanodes, ha, secure);
+    Sandbox sandbox = new Sandbox(cluster, ha, secure, out);
     // SIGINT / SIGTERM stop the cluster from this thread, not from a JVM shutdown hook: Hadoop's
     // own hooks refuse to be removed while the JVM shuts down, which breaks an orderly stop.
     CountDownLatch stop = new CountDownLatch(1);
@@ -95,11 +110,18 @@ public final class Sandbox {
     // End of stdin leaves the cluster running: only a signal stops it.
     stop.await();
     sandbox.shutdown();
+    if (secure != null) {
+      secure.stop();
+    }
     System.exit(0);
   }
 
-  private static MiniDFSCluster start(File base, int datanodes, boolean ha) throws IOException {
+  private static MiniDFSCluster start(File base, int datanodes, boolean ha, Secure secure)
+      throws IOException {
     Configuration conf = new HdfsConfiguration();
+    if (secure != null) {
+      secure.configure(conf);
+    }
     conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, new File(base, "data").getPath());
     conf.setInt("dfs.replication", Math.min(datanodes, 3));
     conf.setBoolean("dfs.permissions.enabled", true);
@@ -138,7 +160,9 @@ public final class Sandbox {
     List<String> out = new ArrayList<>();
     for (int i = 0; i < cluster.getNumNameNodes(); i++) {
       NameNode nn = cluster.getNameNode(i);
-      out.add("127.0.0.1:" + nn.getHttpAddress().getPort());
+      int port =
+          secure != null ? nn.getHttpsAddress().getPort() : nn.getHttpAddress().getPort();
+      out.add("127.0.0.1:" + port);
     }
     return out;
   }
@@ -149,6 +173,11 @@ public final class Sandbox {
       out.add("127.0.0.1:" + cluster.getNameNodePort(i));
     }
     return out;
+  }
+
+  /** The key of the NameNodes' WebHDFS addresses: the secure cluster serves HTTPS only. */
+  private String httpKey() {
+    return secure != null ? "dfs.namenode.https-address" : "dfs.namenode.http-address";
   }
 
   /** core-site.xml and hdfs-site.xml for clients (HADOOP_CONF_DIR). */
@@ -169,7 +198,7 @@ public final class Sandbox {
         String id = "nn" + i;
         ids.add(id);
         hdfs.set("dfs.namenode.rpc-address." + NAMESERVICE + "." + id, rpc.get(i));
-        hdfs.set("dfs.namenode.http-address." + NAMESERVICE + "." + id, http.get(i));
+        hdfs.set(httpKey() + "." + NAMESERVICE + "." + id, http.get(i));
       }
       hdfs.set("dfs.ha.namenodes." + NAMESERVICE, String.join(",", ids));
       hdfs.set(
@@ -177,7 +206,10 @@ public final class Sandbox {
           "org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider");
     } else {
       hdfs.set("dfs.namenode.rpc-address", rpc.get(0));
-      hdfs.set("dfs.namenode.http-address", http.get(0));
+      hdfs.set(httpKey(), http.get(0));
+    }
+    if (secure != null) {
+      secure.clientConf(core, hdfs);
     }
     writeXml(core, new File(dir, "core-site.xml"));
     writeXml(hdfs, new File(dir, "hdfs-site.xml"));
@@ -196,7 +228,7 @@ public final class Sandbox {
 
   private String readyLine(File base, File confDir, int datanodes, double seconds) {
     List<String> http = httpAddresses();
-    StringBuilder webhdfs = new StringBuilder("webhdfs://");
+    StringBuilder webhdfs = new StringBuilder(secure != null ? "swebhdfs://" : "webhdfs://");
     webhdfs.append(String.join(",", http));
     return "{\"hdfs\": " + quote(hdfsUri())
         + ", \"webhdfs\": " + quote(webhdfs.toString())
@@ -208,6 +240,7 @@ public final class Sandbox {
         + ", \"ha\": " + ha
         + ", \"pid\": " + ProcessHandle.current().pid()
         + ", \"start_seconds\": " + String.format(java.util.Locale.ROOT, "%.3f", seconds)
+        + (secure != null ? secure.json() : "")
         + "}";
   }
 
@@ -291,6 +324,207 @@ public final class Sandbox {
     }
     cluster.shutdown(false, false);
     System.err.println("sandbox: stopped");
+  }
+
+  /**
+   * The Kerberos side of {@code --secure}: a MiniKdc with the cluster's service principals and a
+   * user's, keytabs, a CA and the NameNode's / DataNodes' HTTPS keystore signed by it.
+   *
+   * <p>Principals: {@code hdfs/localhost} (NameNode and DataNodes, the cluster's superuser),
+   * {@code HTTP/localhost} and {@code HTTP/127.0.0.1} (SPNEGO, whichever name a client asks
+   * for), {@code tester} (the user, keytab {@code user.keytab}) and {@code intruder} (a keytab
+   * of another principal, {@code intruder.keytab}, for the refusals a user must see).
+   */
+  static final class Secure {
+    static final String USER = "tester";
+    static final String INTRUDER = "intruder";
+    private static final String STORE_PASSWORD = "sandbox-store";
+
+    private final MiniKdc kdc;
+    private final File dir;
+    private final File serviceKeytab;
+    private final File userKeytab;
+    private final File intruderKeytab;
+    private final File caPem;
+    private final long tokenLifetimeMs;
+
+    private Secure(MiniKdc kdc, File dir, long tokenLifetimeMs) {
+      this.kdc = kdc;
+      this.dir = dir;
+      this.serviceKeytab = new File(dir, "hdfs.keytab");
+      this.userKeytab = new File(dir, "user.keytab");
+      this.intruderKeytab = new File(dir, "intruder.keytab");
+      this.caPem = new File(dir, "ca.pem");
+      this.tokenLifetimeMs = tokenLifetimeMs;
+    }
+
+    static Secure start(File base, long tokenLifetimeMs) throws Exception {
+      File dir = new File(base, "secure");
+      File kdcDir = new File(dir, "kdc");
+      if (!kdcDir.isDirectory() && !kdcDir.mkdirs()) {
+        throw new IOException("cannot create " + kdcDir);
+      }
+      Properties kdcConf = MiniKdc.createConf();
+      kdcConf.setProperty(MiniKdc.KDC_BIND_ADDRESS, "localhost");
+      MiniKdc kdc = new MiniKdc(kdcConf, kdcDir);
+      // start() writes krb5.conf and points java.security.krb5.conf at it, before UGI reads it.
+      kdc.start();
+      Secure secure = new Secure(kdc, dir, tokenLifetimeMs);
+      kdc.createPrincipal(
+          secure.serviceKeytab, "hdfs/localhost", "HTTP/localhost", "HTTP/127.0.0.1");
+      kdc.createPrincipal(secure.userKeytab, USER);
+      kdc.createPrincipal(secure.intruderKeytab, INTRUDER);
+      secure.makeStores(new File(base, "sslconf"));
+      secure.writeClientKrb5Conf();
+      return secure;
+    }
+
+    /**
+     * The clients' krb5.conf: MiniKdc's, without DNS (loopback only here) and without turning
+     * 127.0.0.1 into a host name, so a client asks for the service principal of the name it was
+     * given (both exist).
+     */
+    private void writeClientKrb5Conf() throws IOException {
+      String text = "[libdefaults]\n"
+          + "    default_realm = " + kdc.getRealm() + "\n"
+          + "    udp_preference_limit = 1\n"
+          + "    dns_lookup_kdc = false\n"
+          + "    dns_lookup_realm = false\n"
+          + "    dns_canonicalize_hostname = false\n"
+          + "    rdns = false\n"
+          + "\n[realms]\n"
+          + "    " + kdc.getRealm() + " = {\n"
+          + "        kdc = localhost:" + kdc.getPort() + "\n"
+          + "    }\n";
+      java.nio.file.Files.write(clientKrb5Conf().toPath(), text.getBytes(StandardCharsets.UTF_8));
+    }
+
+    File clientKrb5Conf() {
+      return new File(dir, "krb5.conf");
+    }
+
+    String principal(String name) {
+      return name + "@" + kdc.getRealm();
+    }
+
+    void configure(Configuration conf) throws IOException {
+      String service = principal("hdfs/localhost");
+      conf.set("hadoop.security.authentication", "kerberos");
+      conf.set("dfs.namenode.kerberos.principal", service);
+      conf.set("dfs.namenode.keytab.file", serviceKeytab.getPath());
+      conf.set("dfs.datanode.kerberos.principal", service);
+      conf.set("dfs.datanode.keytab.file", serviceKeytab.getPath());
+      // "*": every HTTP/ principal of the keytab, so SPNEGO works for localhost and 127.0.0.1.
+      conf.set("dfs.web.authentication.kerberos.principal", "*");
+      conf.set("dfs.web.authentication.kerberos.keytab", serviceKeytab.getPath());
+      // WebHDFS's filter reads hadoop.http.authentication.*: without these it is "simple" and
+      // takes any user.name= as the caller.
+      conf.set("hadoop.http.authentication.type", "kerberos");
+      conf.set("hadoop.http.authentication.simple.anonymous.allowed", "false");
+      conf.set("hadoop.http.authentication.kerberos.principal", "*");
+      conf.set("hadoop.http.authentication.kerberos.keytab", serviceKeytab.getPath());
+      conf.setBoolean("dfs.block.access.token.enable", true);
+      // SASL on the DataNodes' port instead of privileged ports (which need root and jsvc).
+      conf.set("dfs.data.transfer.protection", "authentication");
+      conf.set("dfs.http.policy", "HTTPS_ONLY");
+      conf.set("dfs.namenode.https-address", "127.0.0.1:0");
+      conf.set("dfs.datanode.https.address", "127.0.0.1:0");
+      conf.setInt("ipc.client.connect.max.retries.on.sasl", 10);
+      if (tokenLifetimeMs > 0) {
+        conf.setLong("dfs.namenode.delegation.token.max-lifetime", tokenLifetimeMs);
+        conf.setLong("dfs.namenode.delegation.token.renew-interval", tokenLifetimeMs);
+      }
+      UserGroupInformation.setConfiguration(conf);
+      UserGroupInformation.loginUserFromKeytab(service, serviceKeytab.getPath());
+    }
+
+    /** What clients need beside the addresses: Kerberos, SASL data transfer, HTTPS. */
+    void clientConf(Configuration core, Configuration hdfs) {
+      core.set("hadoop.security.authentication", "kerberos");
+      hdfs.set("dfs.namenode.kerberos.principal", principal("hdfs/localhost"));
+      hdfs.set("dfs.datanode.kerberos.principal", principal("hdfs/localhost"));
+      hdfs.set("dfs.data.transfer.protection", "authentication");
+      hdfs.set("dfs.http.policy", "HTTPS_ONLY");
+      hdfs.setBoolean("dfs.block.access.token.enable", true);
+    }
+
+    /** A CA, the servers' keystore signed by it (localhost and 127.0.0.1), a truststore. */
+    private void makeStores(File sslConf) throws Exception {
+      File ca = new File(dir, "ca.p12");
+      File server = new File(dir, "server.p12");
+      File trust = new File(dir, "truststore.p12");
+      File csr = new File(dir, "server.csr");
+      File cert = new File(dir, "server.pem");
+      for (File f : new File[] {ca, server, trust, csr, cert, caPem}) {
+        f.delete();
+      }
+      keytool("-genkeypair", "-alias", "ca", "-keyalg", "RSA", "-keysize", "2048",
+          "-dname", "CN=hdfs-region sandbox CA", "-ext", "bc:c", "-validity", "365",
+          "-keystore", ca.getPath());
+      keytool("-exportcert", "-rfc", "-alias", "ca", "-keystore", ca.getPath(),
+          "-file", caPem.getPath());
+      keytool("-genkeypair", "-alias", "server", "-keyalg", "RSA", "-keysize", "2048",
+          "-dname", "CN=localhost", "-validity", "365", "-keystore", server.getPath());
+      keytool("-certreq", "-alias", "server", "-keystore", server.getPath(),
+          "-file", csr.getPath());
+      keytool("-gencert", "-rfc", "-alias", "ca", "-keystore", ca.getPath(),
+          "-infile", csr.getPath(), "-outfile", cert.getPath(), "-validity", "365",
+          "-ext", "SAN=dns:localhost,ip:127.0.0.1", "-ext", "EKU=serverAuth");
+      keytool("-importcert", "-noprompt", "-alias", "ca", "-file", caPem.getPath(),
+          "-keystore", server.getPath());
+      keytool("-importcert", "-noprompt", "-alias", "server", "-file", cert.getPath(),
+          "-keystore", server.getPath());
+      keytool("-importcert", "-noprompt", "-alias", "ca", "-file", caPem.getPath(),
+          "-keystore", trust.getPath());
+      // Hadoop reads ssl-server.xml / ssl-client.xml from the classpath: the launcher puts
+      // this directory on it.
+      if (!sslConf.isDirectory() && !sslConf.mkdirs()) {
+        throw new IOException("cannot create " + sslConf);
+      }
+      Configuration sslServer = new Configuration(false);
+      sslServer.set("ssl.server.keystore.location", server.getPath());
+      sslServer.set("ssl.server.keystore.type", "pkcs12");
+      sslServer.set("ssl.server.keystore.password", STORE_PASSWORD);
+      sslServer.set("ssl.server.keystore.keypassword", STORE_PASSWORD);
+      sslServer.set("ssl.server.truststore.location", trust.getPath());
+      sslServer.set("ssl.server.truststore.type", "pkcs12");
+      sslServer.set("ssl.server.truststore.password", STORE_PASSWORD);
+      writeXml(sslServer, new File(sslConf, "ssl-server.xml"));
+      Configuration sslClient = new Configuration(false);
+      sslClient.set("ssl.client.truststore.location", trust.getPath());
+      sslClient.set("ssl.client.truststore.type", "pkcs12");
+      sslClient.set("ssl.client.truststore.password", STORE_PASSWORD);
+      writeXml(sslClient, new File(sslConf, "ssl-client.xml"));
+    }
+
+    private static void keytool(String... args) throws IOException, InterruptedException {
+      List<String> cmd = new ArrayList<>();
+      cmd.add(new File(System.getProperty("java.home"), "bin/keytool").getPath());
+      cmd.addAll(List.of(args));
+      cmd.addAll(List.of("-storetype", "pkcs12", "-storepass", STORE_PASSWORD));
+      Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+      String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      if (p.waitFor() != 0) {
+        throw new IOException("keytool " + args[0] + " failed: " + output.trim());
+      }
+    }
+
+    String json() {
+      return ", \"secure\": true"
+          + ", \"realm\": " + quote(kdc.getRealm())
+          + ", \"krb5_conf\": " + quote(clientKrb5Conf().getAbsolutePath())
+          + ", \"kdc_port\": " + kdc.getPort()
+          + ", \"principal\": " + quote(principal(USER))
+          + ", \"keytab\": " + quote(userKeytab.getAbsolutePath())
+          + ", \"intruder_principal\": " + quote(principal(INTRUDER))
+          + ", \"intruder_keytab\": " + quote(intruderKeytab.getAbsolutePath())
+          + ", \"service_principal\": " + quote(principal("hdfs/localhost"))
+          + ", \"ca_file\": " + quote(caPem.getAbsolutePath());
+    }
+
+    void stop() {
+      kdc.stop();
+    }
   }
 
   private static String quoteList(List<String> values) {

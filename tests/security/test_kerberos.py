@@ -1,0 +1,249 @@
+"""A secured cluster (``sandbox --secure``: Kerberos RPC, SASL data transfer, HTTPS-only
+WebHDFS with its own CA): a job with the right keytab gets in through ``hdfs://`` and
+``swebhdfs://`` and is exactly-once across a SIGKILL; a job without the right credentials is
+kept out with one line naming what is wrong and what to do, and writes nothing."""
+
+from __future__ import annotations
+
+import posixpath
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from operators.fs import FileSystemSettings, open_path
+from operators.sandbox import Sandbox
+from region.fs import FileSystem
+from tests.cli.conftest import cli, cli_env, wait_for
+from tests.cli.test_real_hdfs import ClusterPipeline
+from tests.security.test_secrets import assert_clean
+
+pytestmark = pytest.mark.slow
+
+BACKENDS = ["hdfs", "swebhdfs"]
+
+CONFIG = """\
+engine = "local"
+[filesystem]
+uri = "{uri}"
+{auth}
+timeout = "20s"
+retries = 2
+retry_backoff = "200ms"
+lease_recovery_timeout = "60s"
+[region]
+trigger = "periodic"
+period = "100ms"
+checkpoint_dir = "{root}/checkpoints"
+max_consecutive_reset_attempts = 20
+[scan]
+directory = "{root}/landing"
+[transform]
+function = "pace:shout"
+[sink]
+file = "{root}/out/part-%FILENUM.txt"
+tuples_per_file = 40
+"""
+
+PACE = (
+    "import os, time\n"
+    "PACE = float(os.environ.get('PACE', '0'))\n"
+    "def shout(record):\n"
+    "    if PACE:\n"
+    "        time.sleep(PACE)\n"
+    "    return record.upper()\n"
+)
+
+
+def _uri(sandbox: Sandbox, backend: str) -> str:
+    return sandbox.info.hdfs if backend == "hdfs" else sandbox.info.webhdfs
+
+
+def _auth(sandbox: Sandbox, backend: str, **fields: str | None) -> dict[str, str]:
+    """The [filesystem] settings of a job: the sandbox's user and keytab unless overridden
+    (``None`` leaves a setting out); the cluster's configuration or CA."""
+    info = sandbox.info
+    values: dict[str, str | None] = {
+        "kerberos_principal": info.principal,
+        "keytab": info.keytab,
+        "ca_bundle": info.ca_file,
+    }
+    if backend == "hdfs":
+        values["config_dir"] = info.conf_dir
+    values.update(fields)
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def admin_fs(sandbox: Sandbox, backend: str) -> tuple[FileSystem, str]:
+    """The tests' own view of the cluster: the user's keytab."""
+    uri = _uri(sandbox, backend)
+    settings = FileSystemSettings.model_validate(
+        {"uri": uri, "timeout": 20.0, "retry_backoff": 0.2, **_auth(sandbox, backend)}
+    )
+    return open_path(uri + "/tests", settings)
+
+
+def _job(
+    sandbox: Sandbox, backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> tuple[ClusterPipeline, Callable[..., Path]]:
+    fs, base = admin_fs(sandbox, backend)
+    name = request.node.name.replace("[", "-").replace("]", "")
+    root = posixpath.join(base, f"{name}-{time.monotonic_ns()}")
+    fs.mkdirs(posixpath.join(root, "landing"))
+    (tmp_path / "pace.py").write_text(PACE)
+    config = tmp_path / "pipeline.toml"
+
+    def write_config(**fields: str | None) -> Path:
+        auth = "\n".join(f'{k} = "{v}"' for k, v in _auth(sandbox, backend, **fields).items())
+        config.write_text(CONFIG.format(uri=_uri(sandbox, backend), auth=auth, root=root))
+        return config
+
+    return ClusterPipeline(fs, root, config), write_config
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_client_without_kerberos_is_refused(secure_sandbox: Sandbox, backend: str) -> None:
+    """No ticket, no keytab: the cluster lets nothing through, and the error says so."""
+    uri = _uri(secure_sandbox, backend)
+    settings = FileSystemSettings.model_validate(
+        {
+            "uri": uri,
+            "retries": 0,
+            **_auth(secure_sandbox, backend, kerberos_principal=None, keytab=None),
+        }
+    )
+    with pytest.raises(PermissionError) as caught:
+        fs, _ = open_path(uri + "/tests", settings)
+        fs.list_dir("/")
+    message = str(caught.value)
+    assert "Kerberos" in message and "kinit" in message, message
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_right_keytab_runs_exactly_once_across_sigkill(
+    secure_sandbox: Sandbox, backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    pipe, write_config = _job(secure_sandbox, backend, tmp_path, request)
+    for _ in range(4):
+        pipe.add_file(50)
+    config = write_config()
+    command = ("run", str(config), "--available-now", "--no-progress", "--log-level", "DEBUG")
+    # A log at DEBUG fills a pipe: it goes to a file.
+    log_file = tmp_path / "killed.log"
+    with log_file.open("w") as log_out:
+        running = subprocess.Popen(
+            [sys.executable, "-m", "operators.app", *command],
+            cwd=tmp_path,
+            env=cli_env(PACE="0.004"),
+            stdout=subprocess.DEVNULL,
+            stderr=log_out,
+            text=True,
+        )
+    try:
+        wait_for(
+            lambda: len(pipe.published()) >= 40,
+            timeout=120,
+            what="40 published records",
+            alive=running,
+        )
+        time.sleep(0.15)  # in the middle of the next file
+        running.send_signal(signal.SIGKILL)
+        running.wait(timeout=30)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    assert pipe.published() == pipe.expected()[: len(pipe.published())]
+    pipe.add_file(30)  # a file lands while the job is down
+    done = cli(*command, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert pipe.published() == pipe.expected()  # every record once, in the scan's order
+    assert pipe.hidden_outputs() == []
+    # The keytab's path is a secret: neither log at DEBUG shows it.
+    keytab = secure_sandbox.info.keytab
+    assert keytab is not None
+    for log in (log_file.read_text(), done.stderr):
+        assert keytab not in log
+
+
+def _expired_ticket(sandbox: Sandbox, cache: Path) -> None:
+    """A ticket cache whose ticket has run out: a 5-second ticket, waited out."""
+    env = {"KRB5CCNAME": f"FILE:{cache}"}
+    info = sandbox.info
+    assert info.keytab is not None and info.principal is not None
+    subprocess.run(
+        ["kinit", "-l", "5s", "-kt", info.keytab, info.principal],
+        env={**_krb_env(sandbox), **env},
+        check=True,
+        capture_output=True,
+    )
+    wait_for(
+        lambda: subprocess.run(["klist", "-s"], env={**_krb_env(sandbox), **env}).returncode != 0,
+        timeout=60,
+        what="the ticket to expire",
+    )
+
+
+def _krb_env(sandbox: Sandbox) -> dict[str, str]:
+    import os
+
+    assert sandbox.info.krb5_conf is not None
+    return {**os.environ, "KRB5_CONFIG": sandbox.info.krb5_conf}
+
+
+# (case, settings changed, what the one line must say)
+REFUSALS = {
+    "no-ticket": ({"keytab": None}, "no Kerberos ticket"),
+    "wrong-principal": ({"kerberos_principal": "nobody@EXAMPLE.COM"}, "no key for nobody@"),
+    "wrong-keytab": ({"keytab": "intruder"}, "no key for tester@"),
+    "expired-ticket": ({"keytab": None}, "has expired"),
+    "untrusted-ca": ({"ca_bundle": None}, "not trusted"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_job_without_the_right_credentials_is_kept_out(
+    secure_sandbox: Sandbox,
+    backend: str,
+    case: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Exit 1, one line naming what is wrong and what to do, nothing written."""
+    if case == "untrusted-ca" and backend == "hdfs":
+        pytest.skip("hdfs:// RPC has no TLS: the CA matters to swebhdfs:// only")
+    changes, expected = REFUSALS[case]
+    fields = dict(changes)
+    if fields.get("keytab") == "intruder":
+        fields["keytab"] = secure_sandbox.info.raw["intruder_keytab"]
+    pipe, write_config = _job(secure_sandbox, backend, tmp_path, request)
+    pipe.add_file(10)
+    config = write_config(**fields)
+    cache = tmp_path / "ccache"
+    if case == "expired-ticket":
+        _expired_ticket(secure_sandbox, cache)
+    done = cli(
+        "run",
+        str(config),
+        "--available-now",
+        "--no-progress",
+        cwd=tmp_path,
+        KRB5CCNAME=f"FILE:{cache}",
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    # One line says what is wrong (the run's start may be logged at INFO before it).
+    lines = [ln for ln in done.stderr.strip().splitlines() if " INFO " not in ln]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("hdfs-region: error: PermissionError"), lines[0]
+    assert expected in lines[0], lines[0]
+    assert_clean(done.stderr, "the error")
+    keytab = secure_sandbox.info.keytab
+    assert keytab is not None and keytab not in done.stderr
+    # Nothing written: no output, no checkpoint.
+    names = [s.name for s in pipe.fs.list_dir(pipe.root)]
+    assert names == ["landing"], names
