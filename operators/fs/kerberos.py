@@ -126,16 +126,29 @@ def spnego_auth(settings: FileSystemSettings) -> Any:
             "client_keytab": settings.keytab.get_secret_value(),
             "ccache": f"MEMORY:hdfs-region-{os.getpid()}-{next(_caches)}",
         }
-    try:
-        creds = gssapi.Credentials(name=name, usage="initiate", store=store)
-        # A cached ticket that has expired is still "acquired": ask for its time left (a keytab
-        # gets a fresh one here).
-        left = creds.lifetime
-    except GSSError as err:
-        raise explain(settings, str(err), "LOGIN", settings.display("/")) from None
-    if left == 0:
-        raise explain(settings, "ticket expired", "LOGIN", settings.display("/"))
+
+    def acquire() -> Any:
+        try:
+            creds = gssapi.Credentials(name=name, usage="initiate", store=store)
+            # A cached ticket that has expired is still "acquired": ask for its time left (from
+            # a keytab, acquiring gets a fresh one when it is due).
+            left = creds.lifetime
+        except GSSError as err:
+            raise explain(settings, str(err), "LOGIN", settings.display("/")) from None
+        if left == 0:
+            raise explain(settings, "ticket expired", "LOGIN", settings.display("/"))
+        return creds
+
+    class _FreshSPNEGOAuth(HTTPSPNEGOAuth):  # type: ignore[misc]
+        """Acquires the credentials again before each SPNEGO exchange: a held credential
+        keeps its first ticket past its end ("Ticket expired"); acquiring again from the
+        keytab renews it (MIT's client keytab), from a ticket cache it sees a kinit's."""
+
+        def generate_request_header(self, *args: Any, **kwargs: Any) -> Any:
+            self.creds = acquire()
+            return super().generate_request_header(*args, **kwargs)
+
     # No mutual authentication: Hadoop answers an error (404, 403) without a SPNEGO token, and
     # requests-gssapi would then log an ERROR for every missing file. On swebhdfs:// TLS
     # proves the server; on webhdfs:// nothing does (as with Hadoop's own client over HTTP).
-    return HTTPSPNEGOAuth(creds=creds, mutual_authentication=DISABLED)
+    return _FreshSPNEGOAuth(creds=acquire(), mutual_authentication=DISABLED)

@@ -247,3 +247,40 @@ def test_a_job_without_the_right_credentials_is_kept_out(
     # Nothing written: no output, no checkpoint.
     names = [s.name for s in pipe.fs.list_dir(pipe.root)]
     assert names == ["landing"], names
+
+
+def test_a_long_run_logs_in_again_from_the_keytab_when_its_ticket_runs_out(
+    secure_sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tickets of 10 seconds (the client's krb5.conf asks for no more): the same filesystem
+    goes on working after its ticket expired, because GSSAPI gets a new one from the keytab.
+    WebHDFS's session cookie would hide the ticket; it is dropped, as when it expires."""
+    info = secure_sandbox.info
+    assert info.krb5_conf is not None and info.keytab is not None and info.principal
+    short = tmp_path / "krb5-short.conf"
+    short.write_text(
+        Path(info.krb5_conf)
+        .read_text()
+        .replace("[libdefaults]\n", "[libdefaults]\n    ticket_lifetime = 10s\n", 1)
+    )
+    monkeypatch.setenv("KRB5_CONFIG", str(short))
+    webhdfs, base = admin_fs(secure_sandbox, "swebhdfs")
+    native, _ = admin_fs(secure_sandbox, "hdfs")
+    webhdfs.mkdirs(base)
+    # A ticket got at the same time, from the same keytab: when it has run out, so has theirs.
+    witness = tmp_path / "witness"
+    env = {**_krb_env(secure_sandbox), "KRB5_CONFIG": str(short), "KRB5CCNAME": f"FILE:{witness}"}
+    subprocess.run(["kinit", "-kt", info.keytab, info.principal], env=env, check=True)
+    native.status(base)
+    webhdfs.status(base)
+    wait_for(
+        lambda: subprocess.run(["klist", "-s"], env=env).returncode != 0,
+        timeout=60,
+        what="the 10-second ticket to expire",
+    )
+    webhdfs.client._session.cookies.clear()  # type: ignore[attr-defined]
+    path = posixpath.join(base, f"after-expiry-{time.monotonic_ns()}")
+    writer = webhdfs.create(path)
+    writer.write(b"still in")
+    writer.close()
+    assert native.read(path) == b"still in"
