@@ -45,6 +45,9 @@ _truncate_request = _Request("POST").to_method("TRUNCATE")
 #: A directory's listing in pages (Hadoop >= 2.8): each answer holds ``dfs.ls.limit`` children
 #: (1000 by default) and how many remain, the next page starts after the last name.
 _list_batch_request = _Request("GET").to_method("LISTSTATUS_BATCH")
+_get_token_request = _Request("GET").to_method("GETDELEGATIONTOKEN")
+_renew_token_request = _Request("PUT").to_method("RENEWDELEGATIONTOKEN")
+_cancel_token_request = _Request("PUT").to_method("CANCELDELEGATIONTOKEN")
 
 _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     rq.exceptions.ConnectionError,
@@ -298,6 +301,40 @@ class WebHdfsFileSystem:
             raise
         return WebHdfsWriter(self, path, claim, st.size)
 
+    # -- delegation tokens (a Kerberos login hands them to processes without a keytab) ------
+
+    def get_delegation_token(self, renewer: str | None = None) -> str:
+        """A new HDFS delegation token of the logged-in user (``token`` / ``token_env`` of
+        another process's settings); registered as a secret at once."""
+        params = {} if renewer is None else {"renewer": renewer}
+        data = self._call(
+            "GETDELEGATIONTOKEN", "/", lambda: _get_token_request(self.client, "/", **params).json()
+        )
+        token = (data.get("Token") or {}).get("urlString")
+        if not token:
+            raise OSError(
+                errno.EIO, "GETDELEGATIONTOKEN: no token in the answer", self.display("/")
+            )
+        register_secret(token)
+        return str(token)
+
+    def renew_delegation_token(self, token: str) -> float:
+        """Renew ``token`` (this user must be its renewer); its new expiry, epoch seconds."""
+        data = self._call(
+            "RENEWDELEGATIONTOKEN",
+            "/",
+            lambda: _renew_token_request(self.client, "/", token=token).json(),
+        )
+        return int(data["long"]) / 1000.0
+
+    def cancel_delegation_token(self, token: str) -> None:
+        """End ``token`` now: the NameNode refuses it from then on."""
+        self._call(
+            "CANCELDELEGATIONTOKEN",
+            "/",
+            lambda: _cancel_token_request(self.client, "/", token=token),
+        )
+
     def truncate(self, path: str, length: int) -> None:
         where = self.display(path)
         if length < 0:
@@ -411,6 +448,13 @@ class WebHdfsFileSystem:
         if exc == "AccessControlException" and "(is not a directory)" in remote.split("\n")[0]:
             # Hadoop refuses a path through a file so (CREATE and MKDIRS: ParentNotDirectory).
             return NotADirectoryError(errno.ENOTDIR, text, where)
+        if "InvalidToken" in remote and self.settings.token is not None:
+            msg = (
+                f"{op}: the cluster refused the delegation token (expired, cancelled, or of "
+                "another cluster): give a new one (token / token_env), or log in with "
+                "kerberos_principal and keytab"
+            )
+            return PermissionError(errno.EACCES, msg, where)
         if "Authentication failure" in remote:
             if self.settings.kerberos_principal is None and self.settings.token is None:
                 # HTTP 401 without credentials of ours: the cluster wants Kerberos.

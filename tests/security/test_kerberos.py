@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.fs import FileSystemSettings, open_path
+from operators.app.engine_spark import SECRET_ENV
+from operators.fs import FileSystemSettings, WebHdfsFileSystem, open_path
 from operators.sandbox import Sandbox
 from region.fs import FileSystem
 from tests.cli.conftest import cli, cli_env, wait_for
@@ -284,3 +285,43 @@ def test_a_long_run_logs_in_again_from_the_keytab_when_its_ticket_runs_out(
     writer.write(b"still in")
     writer.close()
     assert native.read(path) == b"still in"
+
+
+def test_a_delegation_token_lets_a_job_without_a_keytab_in_until_it_is_cancelled(
+    secure_sandbox: Sandbox, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """What a Spark task gets: no keytab, a delegation token by the secret environment variable
+    (``token_env``, as the spark engine passes secrets). It runs; once the token is refused
+    (cancelled: the NameNode's answer for an expired one too), the run ends with one line and
+    writes nothing more."""
+    pipe, write_config = _job(secure_sandbox, "swebhdfs", tmp_path, request)
+    admin = pipe.fs
+    assert isinstance(admin, WebHdfsFileSystem)
+    token = admin.get_delegation_token(renewer="tester")
+    assert admin.renew_delegation_token(token) > time.time()
+    for _ in range(2):
+        pipe.add_file(30)
+    variable = SECRET_ENV["token"]
+    config = write_config(kerberos_principal=None, keytab=None, token_env=variable)
+    command = ("run", str(config), "--available-now", "--no-progress", "--log-level", "DEBUG")
+    done = cli(*command, cwd=tmp_path, **{variable: token})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert pipe.published() == pipe.expected()
+    assert token not in done.stderr and token not in done.stdout
+    cuts = [s.name for s in admin.list_dir(posixpath.join(pipe.root, "checkpoints"))]
+    for name in cuts:
+        text = admin.read(posixpath.join(pipe.root, "checkpoints", name)) if "." in name else b""
+        assert token.encode() not in text
+
+    admin.cancel_delegation_token(token)
+    pipe.add_file(30)
+    before = pipe.published()
+    refused = cli(
+        "run", str(config), "--available-now", "--no-progress", cwd=tmp_path, **{variable: token}
+    )
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    lines = [ln for ln in refused.stderr.strip().splitlines() if " INFO " not in ln]
+    assert len(lines) == 1 and "refused the delegation token" in lines[0], refused.stderr
+    assert token not in refused.stderr
+    assert pipe.published() == before
+    assert [s.name for s in admin.list_dir(posixpath.join(pipe.root, "checkpoints"))] == cuts
