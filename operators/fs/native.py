@@ -114,6 +114,12 @@ class NativeHdfsFileSystem:
             settings = FileSystemSettings(uri=settings)
         if settings.kind != "hdfs":
             raise ValueError(f"uri: {settings.display()!r} is not an hdfs:// URI")
+        if settings.token is not None:
+            # Silently ignored, it would leave a job without the credentials it was given.
+            raise ValueError(
+                f"token: {settings.display()!r} (hdfs-native) takes no delegation token: use "
+                "swebhdfs:// (or webhdfs://) with it, or kerberos_principal and keytab"
+            )
         self.settings = settings
         self._authority = split_uri(settings.uri)[0].split("://", 1)[1]
         #: The ``hdfs_native.Client``.
