@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+    from operators.fs.tokens import DelegationToken
     from operators.spark.fused import FusedRunner
     from operators.spark.supervisor import BatchProgress, SparkSupervisor
     from region.fs import FileSystem
@@ -91,12 +92,22 @@ class SparkPlan:
         if config.sink.on_published is not None:
             load_callable(config.sink.on_published, "[sink] on_published", config.folder)
 
+    @property
+    def delegates(self) -> bool:
+        """Whether the tasks get a delegation token instead of the Kerberos login: a keytab
+        stays on the driver (WebHDFS; hdfs-native takes no token)."""
+        fs = self.config.filesystem
+        return fs.kind == "webhdfs" and fs.kerberos_principal is not None and fs.token is None
+
     def _fs_options(self) -> dict[str, str]:
         fs = self.config.filesystem
         out: dict[str, str] = {}
+        login = {"kerberos_principal", "keytab", "keytab_env"}
+        if self.delegates:
+            out["token_env"] = SECRET_ENV["token"]  # set by run_spark before the JVM starts
         for field in fs.model_fields_set:
             value = getattr(fs, field)
-            if value is None:
+            if value is None or (self.delegates and field in login):
                 continue
             if field in SECRET_ENV:
                 if getattr(fs, f"{field}_env") is None:  # else that reference is passed on
@@ -482,6 +493,7 @@ def run_spark(
         on_lost=lambda reason: stopper.request(),
     )
     lock.acquire()
+    tokens: DelegationToken | None = None
     try:
         job_id = claim_checkpoint_dir(
             cp_fs,
@@ -507,6 +519,11 @@ def run_spark(
             region.trigger.value,
         )
         totals = _Totals(config.transform is not None)
+        if plan.delegates:
+            from operators.fs.tokens import DelegationToken
+
+            tokens = DelegationToken(config.filesystem)
+            plan.secret_env[SECRET_ENV["token"]] = tokens.token
         if plan.secret_env:
             # Inherited by the JVM and its Python workers (local mode); see SECRET_ENV.
             os.environ.update(plan.secret_env)
@@ -554,6 +571,8 @@ def run_spark(
             raise LockLostError(lock.lost)
         return final
     finally:
+        if tokens is not None:
+            tokens.close()
         lock.release()
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.app.engine_spark import SECRET_ENV
+from operators.app.config import load_pipeline
+from operators.app.engine_spark import SECRET_ENV, plan_spark
 from operators.fs import FileSystemSettings, WebHdfsFileSystem, open_path
 from operators.sandbox import Sandbox
 from region.fs import FileSystem
@@ -325,3 +326,71 @@ def test_a_delegation_token_lets_a_job_without_a_keytab_in_until_it_is_cancelled
     assert token not in refused.stderr
     assert pipe.published() == before
     assert [s.name for s in admin.list_dir(posixpath.join(pipe.root, "checkpoints"))] == cuts
+
+
+SPARK = """\
+engine = "spark"
+[filesystem]
+uri = "{uri}"
+{auth}
+timeout = "20s"
+retries = 2
+retry_backoff = "200ms"
+[region]
+period = "200ms"
+# Local: Spark keeps its own checkpoint through its JVM's Hadoop client (hdfs://), which this
+# project does not log in to Kerberos.
+checkpoint_dir = "file://{checkpoints}"
+[scan]
+directory = "{uri}{root}/landing"
+[transform]
+sql = "SELECT upper(value) AS value FROM input"
+[sink]
+file = "{uri}{root}/out/part-%FILENUM.txt"
+tuples_per_file = 40
+[spark]
+max_files_per_trigger = 2
+"""
+
+
+@pytest.mark.spark
+def test_spark_tasks_get_a_delegation_token_and_no_keytab(
+    secure_sandbox: Sandbox, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The driver logs in with the keytab, gets a token and hands it to the tasks by the secret
+    variable; the tasks' options carry neither the keytab nor the principal. The run is
+    exactly-once and neither secret shows in its DEBUG log."""
+    pipe, _ = _job(secure_sandbox, "swebhdfs", tmp_path, request)
+    for _ in range(3):
+        pipe.add_file(30)
+    auth = _auth(secure_sandbox, "swebhdfs")
+    config = tmp_path / "spark.toml"
+    config.write_text(
+        SPARK.format(
+            uri=_uri(secure_sandbox, "swebhdfs"),
+            auth="\n".join(f'{k} = "{v}"' for k, v in auth.items()),
+            root=pipe.root,
+            checkpoints=tmp_path / "checkpoints",
+        )
+    )
+    plan = plan_spark(load_pipeline(config))
+    for options in (plan.source_options, plan.sink_options):
+        assert options["token_env"] == SECRET_ENV["token"]
+        assert not {"keytab", "keytab_env", "kerberos_principal"} & set(options)
+    done = cli(
+        "run",
+        str(config),
+        "--available-now",
+        "--no-progress",
+        "--log-level",
+        "DEBUG",
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(pipe.published()) == sorted(pipe.expected())
+    assert len(pipe.published()) == 90
+    assert "delegation token for the tasks" in done.stderr
+    keytab = secure_sandbox.info.keytab
+    assert keytab is not None and keytab not in done.stderr
+    assert "delegation=" not in done.stderr.replace("delegation=***", "")
