@@ -456,7 +456,8 @@ class WebHdfsFileSystem:
             )
             return PermissionError(errno.EACCES, msg, where)
         if "Authentication failure" in remote:
-            if self.settings.kerberos_principal is None and self.settings.token is None:
+            s = self.settings
+            if s.kerberos_principal is None and s.token is None and s.password is None:
                 # HTTP 401 without credentials of ours: the cluster wants Kerberos.
                 msg = (
                     f"{op}: the cluster refuses a caller without Kerberos (HTTP 401): set "
