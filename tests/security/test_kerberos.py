@@ -165,11 +165,19 @@ def test_the_right_keytab_runs_exactly_once_across_sigkill(
     assert done.returncode == 0, done.stderr[-3000:]
     assert pipe.published() == pipe.expected()  # every record once, in the scan's order
     assert pipe.hidden_outputs() == []
-    # The keytab's path is a secret: neither log at DEBUG shows it.
+    # The keytab's path is a secret: no log at DEBUG, inspect or checkpoint file shows it.
+    shown = cli("inspect", str(config), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "cut" in shown.stdout
+    checkpoints = posixpath.join(pipe.root, "checkpoints")
+    files = [s.path for s in pipe.fs.list_dir(checkpoints) if not s.is_dir]
+    assert files
     keytab = secure_sandbox.info.keytab
     assert keytab is not None
-    for log in (log_file.read_text(), done.stderr):
-        assert keytab not in log
+    texts = [log_file.read_text(), done.stderr, shown.stdout + shown.stderr]
+    texts += [pipe.fs.read(path).decode(errors="replace") for path in files]
+    for text in texts:
+        assert keytab not in text
 
 
 def _expired_ticket(sandbox: Sandbox, cache: Path) -> None:
@@ -313,6 +321,9 @@ def test_a_delegation_token_lets_a_job_without_a_keytab_in_until_it_is_cancelled
     for name in cuts:
         text = admin.read(posixpath.join(pipe.root, "checkpoints", name)) if "." in name else b""
         assert token.encode() not in text
+    shown = cli("inspect", str(config), cwd=tmp_path, **{variable: token})
+    assert shown.returncode == 0, shown.stderr
+    assert token not in shown.stdout + shown.stderr
 
     admin.cancel_delegation_token(token)
     pipe.add_file(30)
