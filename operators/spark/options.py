@@ -137,7 +137,8 @@ def resolve(
     fs_uri, path = split_uri(path_or_uri)
     values = dict(fs_values)
     explicit = values.get("uri")
-    if fs_uri != "file:///":
+    # An explicit file:// is the local disk, not fs.defaultFS of a Hadoop configuration.
+    if fs_uri != "file:///" or path_or_uri.startswith("file:"):
         if explicit is not None and split_uri(explicit)[0] != fs_uri:
             msg = f"{source}: {path_or_uri!r} names another filesystem than uri={explicit!r}"
             raise ConfigError(msg)

@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 _MASTER = "org.apache.spark.deploy.master.Master"
 _WORKER = "org.apache.spark.deploy.worker.Worker"
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://[\w.-]+:\d+)")
+_NOT_INHERITED = ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "HADOOP_USER_NAME")
 _EXECUTOR = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 
@@ -128,7 +129,9 @@ class StandaloneCluster:
         env = {
             k: v
             for k, v in os.environ.items()
-            if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+            # A cluster's hosts do not share this process's Python path or HDFS user.
+            if k
+            not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "HADOOP_USER_NAME")
             and not k.startswith("SPARK_")
         }
         python = bare_python(root)

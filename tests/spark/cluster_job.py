@@ -77,9 +77,9 @@ def refusals(args: dict[str, Any]) -> None:
         try:
             register(spark)
             if step == "local":
-                spark.readStream.format("hdfs_scan").option("directory", "/tmp/landing").option(
-                    "plan_dir", args["hdfs"] + "/plans"
-                ).load()
+                spark.readStream.format("hdfs_scan").option(
+                    "directory", "file:///tmp/landing"
+                ).option("plan_dir", args["hdfs"] + "/plans").load()
             print(f"{step}: accepted", flush=True)
         except Exception as exc:
             print(f"{step}: {' '.join(str(exc).split())}", flush=True)

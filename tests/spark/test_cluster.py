@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,13 +25,12 @@ from operators.app.config import PipelineConfig
 from operators.app.engine_spark import plan_spark
 from operators.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.spark.commit import IN_PROGRESS_PREFIX
-from operators.spark.executors import MASTER_ENV
+from operators.spark.executors import MASTER_ENV, versions
 from operators.spark.options import scan_config
 from operators.spark.standalone import children
 from region.errors import ConfigError
 from region.fs import FileSystem
-from tests.conftest import CLUSTER_USER, real_fs
-from tests.spark.conftest import ROOT, build_zip
+from tests.conftest import CLUSTER_USER, ROOT, real_fs
 
 PASSWORD = "cluster-pw-5f2e0c9d"
 MASTER = "spark://127.0.0.1:7077"
@@ -67,10 +66,16 @@ def test_run_on_a_cluster_refuses_a_driver_local_path(tmp_path: Path, local: str
 
 @pytest.mark.parametrize("option", ["directory", "plan_dir"])
 def test_the_scan_format_on_a_cluster_refuses_a_driver_local_path(
-    monkeypatch: pytest.MonkeyPatch, option: str
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, option: str
 ) -> None:
     # In a job's Python workers the registration's environment names the master.
     monkeypatch.setenv(MASTER_ENV, MASTER)
+    # A Hadoop configuration whose default filesystem is HDFS: file:// stays the local disk.
+    (tmp_path / "core-site.xml").write_text(
+        "<configuration><property><name>fs.defaultFS</name>"
+        "<value>hdfs://127.0.0.1:8020</value></property></configuration>"
+    )
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
     options = {"directory": "hdfs://127.0.0.1:8020/landing", "plan_dir": "hdfs://127.0.0.1:8020/p"}
     options[option] = "file:///tmp/driver-only"
     with pytest.raises(ConfigError, match=r"file:///tmp/driver-only.*local disk.*spark://"):
@@ -131,6 +136,20 @@ def orphans(fs: FileSystem, out: str) -> list[str]:
     return [s.name for s in fs.list_dir(out) if s.name.startswith(IN_PROGRESS_PREFIX)]
 
 
+def other_release(release: Path, out: Path, version: str) -> Path:
+    """``release`` (a wheel) relabelled as another version of the project."""
+    mine = versions()[0]
+    target = out / release.name.replace(mine, version)
+    with zipfile.ZipFile(release) as src, zipfile.ZipFile(target, "w") as dst:
+        for item in src.infolist():
+            name = item.filename.replace(f"hdfs_region-{mine}.", f"hdfs_region-{version}.")
+            data = src.read(item)
+            if name.endswith(".dist-info/METADATA"):
+                data = data.replace(f"Version: {mine}\n".encode(), f"Version: {version}\n".encode())
+            dst.writestr(name, data)
+    return target
+
+
 def no_secret_in(cluster: Any, *secrets: str) -> None:
     for path in cluster.log_files():
         data = path.read_bytes()
@@ -144,12 +163,7 @@ def test_executors_without_the_project_another_release_or_a_local_path_are_refus
     spark_cluster: Any, project_zip: Path, hdfs: tuple[FileSystem, str, Any], tmp_path: Path
 ) -> None:
     _, _, sandbox = hdfs
-    # Another release: this tree with another version number.
-    other = tmp_path / "other"
-    shutil.copytree(ROOT, other, ignore=shutil.ignore_patterns(".venv", ".git", "*cache*"))
-    project = other / "pyproject.toml"
-    project.write_text(project.read_text().replace('version = "0.1.0"', 'version = "0.0.9"'))
-    other_zip = build_zip(other, tmp_path / "other-wheel")
+    other_zip = other_release(project_zip, tmp_path, "0.0.9")
     args = {
         "mode": "refusals",
         "master": spark_cluster.master_url,
@@ -170,11 +184,11 @@ def test_executors_without_the_project_another_release_or_a_local_path_are_refus
     assert run.returncode == 0, run.stderr[-3000:]
     said = dict(line.split(": ", 1) for line in run.stdout.splitlines() if ": " in line)
     assert "hdfs-region missing (No module named 'operators')" in said["unshipped"], said
-    assert "driver hdfs-region 0.1.0" in said["unshipped"]
-    assert "'/tmp/landing' is on the local disk" in said["local"], said
+    assert f"driver hdfs-region {versions()[0]}" in said["unshipped"]
+    assert "'file:///tmp/landing' is on the local disk" in said["local"], said
     assert spark_cluster.master_url in said["local"]
     assert "run hdfs-region 0.0.9 with pyspark" in said["mismatch"], said
-    assert "driver hdfs-region 0.1.0" in said["mismatch"]
+    assert f"driver hdfs-region {versions()[0]}" in said["mismatch"]
 
 
 ENGINE_CONFIG = """\
