@@ -28,14 +28,18 @@ import os
 import posixpath
 import re
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from operators.fs import FileSystemSettings, LocalFileSystem, open_path
 from operators.sandbox import Sandbox, missing_tools
+from operators.spark.standalone import StandaloneCluster
 from operators.testing.webhdfs_server import WebHdfsServer
 from region.fs import FileSystem
 
@@ -52,6 +56,7 @@ BACKENDS = ["local", "webhdfs", *REAL_BACKENDS]
 #: The user the tests act as on a real cluster: not its superuser, so permissions apply.
 CLUSTER_USER = "tester"
 _counter = itertools.count()
+ROOT = Path(__file__).resolve().parent.parent
 
 _FS_IOC_GETFLAGS = 0x80086601
 _FS_IOC_SETFLAGS = 0x40086602
@@ -283,3 +288,31 @@ def any_fs(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> Iterat
     finally:
         with contextlib.suppress(OSError):
             handle.fs.delete(handle.root, recursive=True)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A Spark standalone cluster for the session: a master and 2 workers of 1 core, whose
+    executors lack this project unless a job ships it (operators.spark.standalone). Drivers of
+    it run in their own processes (a process has one SparkContext, the local ``spark``)."""
+    require_java_and_maven()
+    cluster = StandaloneCluster.start(tmp_path_factory.mktemp("spark-cluster"), workers=2)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def project_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This project's wheel (``pip wheel --no-deps .``) under a ``.zip`` name, which is how
+    ``spark.submit.pyFiles`` puts a package on the executors' path (it ignores ``.whl``)."""
+    return build_zip(ROOT, tmp_path_factory.mktemp("wheel"))
+
+
+def build_zip(source: Path, out: Path) -> Path:
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)]
+    run = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (wheel,) = out.glob("*.whl")
+    return wheel.rename(wheel.with_suffix(".zip"))

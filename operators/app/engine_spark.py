@@ -28,6 +28,7 @@ from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
 from operators.owner import SINK_DIR
 from operators.plugins import load_callable
+from operators.spark.executors import check_shared_path
 from region.errors import ConfigError, LockLostError
 from region.lock import CheckpointLock
 from region.signals import StopSignals
@@ -87,6 +88,7 @@ class SparkPlan:
         else:
             self.output_dir = posixpath.dirname(template) or "."
         self.sink_log = config.display(_join(self.output_dir, SINK_DIR))
+        self._check_shared_paths()
         if config.transform is not None and config.transform.function is not None:
             load_function(config.transform.function, config.folder)  # fails here, not in Spark
         if config.sink.on_published is not None:
@@ -98,6 +100,18 @@ class SparkPlan:
         stays on the driver (WebHDFS; hdfs-native takes no token)."""
         fs = self.config.filesystem
         return fs.kind == "webhdfs" and fs.kerberos_principal is not None and fs.token is None
+
+    def _check_shared_paths(self) -> None:
+        """On a cluster, refuse a landing, output or checkpoint directory on the local disk
+        (executors on other hosts would each use their own disk)."""
+        config = self.config
+        for key, path in (
+            ("[scan] directory", config.scan_directory),
+            ("[sink] file", self.output_dir),
+            ("[region] checkpoint_dir", config.region.checkpoint_dir),
+        ):
+            if config.locate(path)[0].kind == "local":
+                check_shared_path(key, config.display(path), config.spark.master)
 
     def _fs_options(self) -> dict[str, str]:
         fs = self.config.filesystem
@@ -374,7 +388,11 @@ def _transformed(spark: SparkSession, frame: DataFrame, config: PipelineConfig) 
     return frame.select(apply(col("value")).alias("value")).where(col("value").isNotNull())
 
 
-def _session(config: PipelineConfig) -> SparkSession:
+def _session(config: PipelineConfig, secrets: dict[str, str]) -> SparkSession:
+    """The session; on a cluster the secrets' values reach the executors' Python workers
+    through its environment, which travels inside each task's Python function: never a Spark
+    setting (the UI, event logs and the JVM's command line show those) nor an option."""
+    from operators.spark.executors import is_local_master
     from operators.spark.session import build_session
 
     # Spark's Python workers import user transforms from the settings file's folder.
@@ -387,6 +405,7 @@ def _session(config: PipelineConfig) -> SparkSession:
         master=config.spark.master,
         conf=config.spark.conf,
         data_sources=not fused(config),
+        environment=None if is_local_master(config.spark.master) else secrets,
     )
 
 
@@ -525,18 +544,14 @@ def run_spark(
             tokens = DelegationToken(config.filesystem)
             plan.secret_env[SECRET_ENV["token"]] = tokens.token
         if plan.secret_env:
-            # Inherited by the JVM and its Python workers (local mode); see SECRET_ENV.
+            # Inherited by the JVM and its Python workers (local mode); executors of a cluster
+            # get them through the session's environment (see _session and SECRET_ENV).
             os.environ.update(plan.secret_env)
-            if not config.spark.master.startswith("local"):
-                logger.warning(
-                    "Executors need the environment variables %s (e.g. spark.executorEnv.*)",
-                    ", ".join(sorted(plan.secret_env)),
-                )
         # Before the JVM starts: it inherits them (see _jvm_environment).
         os.environ.update(plan.jvm_env)
         signals = StopSignals(stopper.request, lambda: stopper.request(immediate=True))
         with signals.installed():
-            spark = _session(config)
+            spark = _session(config, plan.secret_env)
             _check_jvm_user(spark, plan.jvm_env.get("HADOOP_USER_NAME"))
             if spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
                 # Files span batches: two attempts of one task would append to one file.

@@ -26,6 +26,7 @@ from operators.scan import ScanSettings
 from operators.sink import SinkSettings
 from operators.source import SourceSettings
 from operators.spark.config import ScanConfig, SinkConfig
+from operators.spark.executors import check_shared_path
 from region.errors import ConfigError
 from region.fs import FileSystem
 
@@ -136,12 +137,16 @@ def resolve(
     fs_uri, path = split_uri(path_or_uri)
     values = dict(fs_values)
     explicit = values.get("uri")
-    if fs_uri != "file:///":
+    # An explicit file:// is the local disk, not fs.defaultFS of a Hadoop configuration.
+    if fs_uri != "file:///" or path_or_uri.startswith("file:"):
         if explicit is not None and split_uri(explicit)[0] != fs_uri:
             msg = f"{source}: {path_or_uri!r} names another filesystem than uri={explicit!r}"
             raise ConfigError(msg)
         values["uri"] = fs_uri
-    return build(FileSystemSettings, values, source=source), path
+    settings = build(FileSystemSettings, values, source=source)
+    if settings.kind == "local":
+        check_shared_path(source, path_or_uri)
+    return settings, path
 
 
 def open_fs(settings: FileSystemSettings) -> FileSystem:
@@ -265,6 +270,7 @@ def _plan_location(
         )
         raise ConfigError(msg)
     if option.startswith("file:"):  # the local disk, whatever filesystem the scan is on
+        check_shared_path(f"{_SOURCE}: plan_dir", option)
         plan_fs, plan_dir = FileSystemSettings(uri="file:///"), split_uri(option)[1]
     else:
         plan_fs, plan_dir = resolve(option, fs_values, source=_SOURCE)

@@ -105,18 +105,34 @@ def build_session(
     conf: Mapping[str, str] | None = None,
     log_level: str = "WARN",
     data_sources: bool = True,
+    environment: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """Start (or get) a SparkSession with ``hdfs_scan`` / ``hdfs_sink`` registered (unless
     ``data_sources`` is false: registering costs about 2 s, as Spark starts a Python process for
     it, and fused execution does not use them).
 
-    Spark's Python workers run this interpreter (``PYSPARK_PYTHON``) with this project on their
-    ``PYTHONPATH``, so they import the same code as the driver.
+    In local mode Spark's Python workers run this interpreter (``PYSPARK_PYTHON``) with this
+    project on their ``PYTHONPATH``, so they import the same code as the driver. On a cluster
+    the executors have the workers' environment: the job ships the project to them (README,
+    "Running on a Spark cluster"), and one tiny job checks at start that they run the driver's
+    releases of hdfs-region and pyspark (ConfigError otherwise). ``environment``: variables for
+    every Python worker of the session, executors included (the secrets' references resolve
+    there).
     """
+    from operators.spark.executors import check_executor_versions, is_local_master
+
     find_java()
-    if master.startswith("local"):
+    settings = {**DEFAULT_CONF, **(conf or {})}
+    local = is_local_master(master)
+    if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = worker_python() if master.startswith("local") else sys.executable
+        os.environ["PYSPARK_PYTHON"] = worker_python()
+    else:
+        # The executors' Python is a path on the workers: spark.pyspark.python, else
+        # PYSPARK_PYTHON, else this interpreter's path (the same layout on every host). A
+        # driver started by Python (not spark-submit) reads only PYSPARK_PYTHON.
+        python = settings.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+        os.environ["PYSPARK_PYTHON"] = python or sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     root = str(Path(__file__).resolve().parents[2])
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -128,11 +144,17 @@ def build_session(
     from operators.spark import register
 
     builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    if environment:
+        # Travels with each Python function of the session to its workers (executors too),
+        # never as a Spark setting (those show in the UI, event logs and the JVM's command line).
+        spark.sparkContext.environment.update(environment)
     if data_sources:
-        register(spark)
+        register(spark)  # checks the executors too
+    elif not local:
+        check_executor_versions(spark)
     logger.info("SparkSession %s started (%s)", app_name, master)
     return spark

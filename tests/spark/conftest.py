@@ -1,4 +1,6 @@
-"""One SparkSession (local[2]) for the whole test run: starting one costs seconds."""
+"""One SparkSession (local[2]) for the whole test run: starting one costs seconds. (The Spark
+standalone cluster, ``spark_cluster``, is in tests/conftest.py: the benchmarks' tests use it
+too.)"""
 
 from __future__ import annotations
 

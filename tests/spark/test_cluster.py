@@ -1,0 +1,379 @@
+"""On a Spark standalone cluster (a master and 2 workers of 1 core, ``spark_cluster``) with
+landing, output and checkpoints on the session's real HDFS: ``hdfs-region run`` and a user's own
+job with the formats, each driver in its own process. The workers' Python lacks this project:
+every job ships it as a wheel through ``spark.submit.pyFiles``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operators.app.config import PipelineConfig
+from operators.app.engine_spark import plan_spark
+from operators.faults import FAULT_DIR_ENV, FAULT_ENV
+from operators.spark.commit import IN_PROGRESS_PREFIX
+from operators.spark.executors import MASTER_ENV, versions
+from operators.spark.options import scan_config
+from operators.spark.standalone import children
+from region.errors import ConfigError
+from region.fs import FileSystem
+from tests.conftest import CLUSTER_USER, ROOT, real_fs
+
+PASSWORD = "cluster-pw-5f2e0c9d"
+MASTER = "spark://127.0.0.1:7077"
+
+
+# -- refused at start, without a JVM ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("local", ["scan", "sink", "checkpoint"])
+def test_run_on_a_cluster_refuses_a_driver_local_path(tmp_path: Path, local: str) -> None:
+    hdfs = "hdfs://127.0.0.1:8020"
+    paths = {"scan": f"{hdfs}/landing", "sink": f"{hdfs}/out", "checkpoint": f"{hdfs}/ck"}
+    paths[local] = str(tmp_path / local)
+    config = PipelineConfig.model_validate(
+        {
+            "region": {"checkpoint_dir": paths["checkpoint"]},
+            "scan": {"directory": paths["scan"]},
+            "sink": {"file": paths["sink"] + "/part-%FILENUM.txt"},
+            "spark": {"master": MASTER},
+        }
+    )
+    with pytest.raises(ConfigError) as err:
+        plan_spark(config)
+    message = str(err.value)
+    assert "\n" not in message
+    assert str(tmp_path / local) in message and MASTER in message
+    assert "hdfs://" in message  # the way forward
+    # The same settings in local mode are fine.
+    plan_spark(
+        config.model_copy(update={"spark": config.spark.model_copy(update={"master": "local[2]"})})
+    )
+
+
+@pytest.mark.parametrize("option", ["directory", "plan_dir"])
+def test_the_scan_format_on_a_cluster_refuses_a_driver_local_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, option: str
+) -> None:
+    # In a job's Python workers the registration's environment names the master.
+    monkeypatch.setenv(MASTER_ENV, MASTER)
+    # A Hadoop configuration whose default filesystem is HDFS: file:// stays the local disk.
+    (tmp_path / "core-site.xml").write_text(
+        "<configuration><property><name>fs.defaultFS</name>"
+        "<value>hdfs://127.0.0.1:8020</value></property></configuration>"
+    )
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    options = {"directory": "hdfs://127.0.0.1:8020/landing", "plan_dir": "hdfs://127.0.0.1:8020/p"}
+    options[option] = "file:///tmp/driver-only"
+    with pytest.raises(ConfigError, match=r"file:///tmp/driver-only.*local disk.*spark://"):
+        scan_config(options)
+    monkeypatch.setenv(MASTER_ENV, "local[2]")
+    scan_config(options)
+
+
+# -- on the cluster --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hdfs(request: pytest.FixtureRequest) -> tuple[FileSystem, str, Any]:
+    fs, base, sandbox = real_fs(request, "hdfs")
+    if sandbox is None:
+        pytest.skip("needs the sandbox (HDFS_URI is set)")
+    root = posixpath.join(base, f"cluster-{time.monotonic_ns()}")
+    fs.mkdirs(root)
+    return fs, root, sandbox
+
+
+def driver_env(cluster: Any, sandbox: Any, **extra: str) -> dict[str, str]:
+    """A driver's environment: the project from this tree (the driver has it), the workers'
+    Python for the executors, the cluster's Hadoop user and configuration."""
+    env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, "PYSPARK_PYTHON")}
+    env.update(
+        PYTHONPATH=str(ROOT),
+        PYSPARK_PYTHON=cluster.python,
+        HADOOP_USER_NAME=CLUSTER_USER,
+        HADOOP_CONF_DIR=sandbox.info.conf_dir,
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
+    env.update(extra)
+    return env
+
+
+def land(fs: FileSystem, landing: str, name: str, lines: list[str]) -> None:
+    """One file written under a hidden name, then renamed (as uploads do)."""
+    fs.mkdirs(landing)
+    tmp = posixpath.join(landing, f".{name}.tmp")
+    writer = fs.create(tmp)
+    writer.write("".join(f"{line}\n" for line in lines).encode())
+    writer.close()
+    fs.rename(tmp, posixpath.join(landing, name))
+    time.sleep(0.005)  # HDFS keeps milliseconds: distinct mtimes
+
+
+def published(fs: FileSystem, out: str) -> list[str]:
+    """What a plain directory reader sees (``_``-names are the sink's own)."""
+    names = sorted(
+        (s.name for s in fs.list_dir(out) if not s.name.startswith(("_", "."))),
+        key=lambda n: int(n.split("-")[1].split(".")[0]),
+    )
+    return [line for n in names for line in fs.read(posixpath.join(out, n)).decode().splitlines()]
+
+
+def orphans(fs: FileSystem, out: str) -> list[str]:
+    return [s.name for s in fs.list_dir(out) if s.name.startswith(IN_PROGRESS_PREFIX)]
+
+
+def other_release(release: Path, out: Path, version: str) -> Path:
+    """``release`` (a wheel) relabelled as another version of the project."""
+    mine = versions()[0]
+    target = out / release.name.replace(mine, version)
+    with zipfile.ZipFile(release) as src, zipfile.ZipFile(target, "w") as dst:
+        for item in src.infolist():
+            name = item.filename.replace(f"hdfs_region-{mine}.", f"hdfs_region-{version}.")
+            data = src.read(item)
+            if name.endswith(".dist-info/METADATA"):
+                data = data.replace(f"Version: {mine}\n".encode(), f"Version: {version}\n".encode())
+            dst.writestr(name, data)
+    return target
+
+
+def no_secret_in(cluster: Any, *secrets: str) -> None:
+    for path in cluster.log_files():
+        data = path.read_bytes()
+        for secret in secrets:
+            assert secret.encode() not in data, f"{secret!r} in {path}"
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_executors_without_the_project_another_release_or_a_local_path_are_refused(
+    spark_cluster: Any, project_zip: Path, hdfs: tuple[FileSystem, str, Any], tmp_path: Path
+) -> None:
+    _, _, sandbox = hdfs
+    other_zip = other_release(project_zip, tmp_path, "0.0.9")
+    args = {
+        "mode": "refusals",
+        "master": spark_cluster.master_url,
+        "conf": spark_cluster.session_conf(),
+        "hdfs": sandbox.info.hdfs,
+        "release": str(project_zip),
+        "other": str(other_zip),
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.spark.cluster_job", json.dumps(args)],
+        cwd=tmp_path,
+        env=driver_env(spark_cluster, sandbox),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = dict(line.split(": ", 1) for line in run.stdout.splitlines() if ": " in line)
+    assert "hdfs-region missing (No module named 'operators')" in said["unshipped"], said
+    assert f"driver hdfs-region {versions()[0]}" in said["unshipped"]
+    assert "'file:///tmp/landing' is on the local disk" in said["local"], said
+    assert spark_cluster.master_url in said["local"]
+    assert "run hdfs-region 0.0.9 with pyspark" in said["mismatch"], said
+    assert f"driver hdfs-region {versions()[0]}" in said["mismatch"]
+
+
+ENGINE_CONFIG = """\
+engine = "spark"
+[filesystem]
+uri = "{webhdfs}"
+user = "{user}"
+config_dir = "{conf_dir}"
+password = "{password}"
+timeout = "20s"
+[region]
+checkpoint_dir = "{webhdfs}{root}/ck"
+[scan]
+directory = "{root}/landing"
+[transform]
+function = "cluster_transform:upper"
+[sink]
+file = "{root}/out/part-%FILENUM.txt"
+tuples_per_file = 25
+[spark]
+master = "{master}"
+max_files_per_trigger = 1
+[spark.conf]
+{conf}
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_on_the_cluster_survives_kill_9_of_the_driver_while_files_arrive(
+    spark_cluster: Any, project_zip: Path, hdfs: tuple[FileSystem, str, Any], tmp_path: Path
+) -> None:
+    """``hdfs-region run`` (fused execution: tasks import the shipped project) over webhdfs://
+    with a password: killed after a batch's write-ahead entry, before its renames, while files
+    keep landing; restarted, every record is published once, and the password reached the
+    executors only through the session's environment (no cluster file holds it)."""
+    fs, root, sandbox = hdfs
+    landing = posixpath.join(root, "landing")
+    (tmp_path / "cluster_transform.py").write_text("def upper(value):\n    return value.upper()\n")
+    conf = {
+        **spark_cluster.session_conf(),
+        "spark.submit.pyFiles": f"{project_zip},{tmp_path / 'cluster_transform.py'}",
+    }
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        ENGINE_CONFIG.format(
+            webhdfs=sandbox.info.webhdfs,
+            user=CLUSTER_USER,
+            conf_dir=sandbox.info.conf_dir,
+            password=PASSWORD,
+            root=root,
+            master=spark_cluster.master_url,
+            conf="\n".join(f'"{k}" = "{v}"' for k, v in conf.items()),
+        )
+    )
+    files = {f"f{i:02d}.txt": [f"file {i} line {j}" for j in range(40)] for i in range(6)}
+    names = iter(files)
+    for name in [next(names), next(names)]:
+        land(fs, landing, name, files[name])
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    command = [sys.executable, "-m", "operators.app", "run", str(config), "--no-progress"]
+    log = tmp_path / "driver.log"
+    env = driver_env(spark_cluster, sandbox, **{FAULT_ENV: "after_wal:1"})
+    env[FAULT_DIR_ENV] = str(faults)
+    with log.open("ab") as out:
+        driver = subprocess.Popen(
+            command,
+            env=env,
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    stop_landing = threading.Event()
+
+    def keep_landing() -> None:
+        for name in names:
+            if stop_landing.wait(3.0):
+                return
+            land(fs, landing, name, files[name])
+
+    lander = threading.Thread(target=keep_landing)
+    lander.start()
+    try:
+        deadline = time.monotonic() + 400
+        while not (faults / "after_wal").exists():
+            assert driver.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+        stop_landing.set()
+        lander.join()
+    for name in names:  # what did not land before the kill lands now
+        land(fs, landing, name, files[name])
+    env.pop(FAULT_ENV)
+    rerun = subprocess.run(
+        [*command, "--available-now"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    out = posixpath.join(root, "out")
+    expected = [line.upper() for lines in files.values() for line in lines]
+    assert sorted(published(fs, out)) == sorted(expected)
+    assert len(published(fs, out)) == len(expected)
+    assert orphans(fs, out) == []
+    no_secret_in(spark_cluster, PASSWORD)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_own_job_survives_a_worker_killed_mid_batch(
+    spark_cluster: Any, project_zip: Path, hdfs: tuple[FileSystem, str, Any], tmp_path: Path
+) -> None:
+    """A user's own job (hdfs_scan -> Python UDF -> hdfs_sink): while both tasks of the first
+    batch run, one worker and its executor are SIGKILLed; the task is retried on the other
+    worker, each record is published once and no in-progress file is left."""
+    fs, root, sandbox = hdfs
+    landing = posixpath.join(root, "landing")
+    files = {f"g{i}.txt": [f"g {i} line {j}" for j in range(300)] for i in range(4)}
+    for name, lines in files.items():
+        land(fs, landing, name, lines)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    args = {
+        "mode": "pipeline",
+        "master": spark_cluster.master_url,
+        "conf": {
+            **spark_cluster.session_conf(),
+            "spark.submit.pyFiles": str(project_zip),
+            "spark.default.parallelism": "2",
+        },
+        "hdfs": sandbox.info.hdfs,
+        "root": root,
+        "fs": {"user": CLUSTER_USER, "config_dir": sandbox.info.conf_dir},
+        "gate": str(gate),
+    }
+    log = tmp_path / "driver.log"
+    with log.open("ab") as out:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "tests.spark.cluster_job", json.dumps(args)],
+            env=driver_env(spark_cluster, sandbox),
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 400
+        victim = None
+        while victim is None:
+            assert driver.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            started = {int(p.name.split("-")[1]) for p in gate.glob("started-*")}
+            for index in range(2):
+                if started & set(_descendants(spark_cluster.worker_pids(index))):
+                    victim = index
+            time.sleep(0.1)
+        spark_cluster.kill_worker(victim)
+        (gate / "go").touch()
+        assert driver.wait(timeout=600) == 0, log.read_text()[-3000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+        spark_cluster.restart_worker(victim if victim is not None else 0)
+    out = posixpath.join(root, "out")
+    expected = [line.upper() for lines in files.values() for line in lines]
+    got = published(fs, out)
+    assert sorted(got) == sorted(expected)
+    assert len(got) == len(expected)
+    assert orphans(fs, out) == []
+
+
+def _descendants(pids: list[int]) -> Iterator[int]:
+    """The processes below ``pids`` (an executor's Python workers), and ``pids``."""
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        yield pid
+        todo.extend(children(pid))
