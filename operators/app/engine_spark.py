@@ -656,14 +656,18 @@ def _runner(
     transform = config.transform
     sql = transform.sql if transform is not None else None
     if fused(config) and sql is not None:
+        from operators.spark.connect import is_connect
         from operators.spark.fused import stateful_part
 
-        node = stateful_part(spark, sql, binary=config.source.format == "binary")
-        if node is not None:
-            logger.info(
-                "[transform] sql keeps state across batches (%s): it runs as a streaming query",
-                node,
+        if is_connect(spark):
+            reason: str | None = (
+                "over Spark Connect the input count of a fused batch is not observable"
             )
+        else:
+            node = stateful_part(spark, sql, binary=config.source.format == "binary")
+            reason = None if node is None else f"it keeps state across batches ({node})"
+        if reason is not None:
+            logger.info("[transform] sql: %s: it runs as a streaming query", reason)
             from operators.spark import register
 
             register(spark)

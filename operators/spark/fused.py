@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from operators.spark.batchlog import SPARK_CONFS, BatchLog
 from operators.spark.commit import WrittenFile
@@ -290,23 +290,16 @@ def stateful_part(spark: SparkSession, sql: str, *, binary: bool) -> str | None:
 
     value = "value binary" if binary else "value string"
     frame = sql_frame(spark, spark.range(0).mapInArrow(nothing, value), sql)
-    for line in _optimized_plan(frame).splitlines():
+    plan = str(frame._jdf.queryExecution().optimizedPlan().toString())
+    for line in plan.splitlines():
         match = _NODE.match(line)
         if match is not None and match.group(1) not in _STATELESS_NODES:
             return match.group(1)
     return None
 
 
-def _optimized_plan(frame: DataFrame) -> str:
-    """The optimized logical plan of ``frame``, one node a line (a Spark Connect frame has no
-    JVM object here: the server explains it)."""
-    from operators.spark.connect import is_connect
-
-    if not is_connect(frame):
-        return str(frame._jdf.queryExecution().optimizedPlan().toString())
-    text: str = cast(Any, frame)._explain_string(mode="extended")
-    section = text.split("== Optimized Logical Plan ==", 1)[-1]
-    return section.split("== Physical Plan ==", 1)[0].strip()
+#: The observation that counts a SQL transform's input records.
+_OBSERVED = "hdfs-region-read"
 
 
 class FusedRunner:
@@ -332,8 +325,18 @@ class FusedRunner:
     ) -> None:
         from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+        from operators.spark.connect import is_connect
         from operators.spark.options import scan_config, sink_config
 
+        if sql is not None and is_connect(spark):
+            # The SQL reads the observed frame through the view ``input``, and a Spark Connect
+            # server reports an observation only of a frame in the plan the client sent.
+            msg = (
+                "fused execution of a SQL transform needs a classic SparkSession (over Spark "
+                "Connect the batch's input count cannot be observed): run it as a streaming "
+                "query"
+            )
+            raise ValueError(msg)
         self.spark = spark
         self.settings = settings
         scan = scan_config({**scan_options, **source_options(settings)})
@@ -500,7 +503,7 @@ class FusedRunner:
             from pyspark.sql.functions import count, lit
 
             # One stage: read (Python), the SQL (Spark), write (Python), task by task.
-            observed = Observation(f"hdfs-region-read-{batch_id}")
+            observed = Observation(_OBSERVED)
             source = ids.mapInArrow(
                 functools.partial(_read_tasks, task), self.reader.config.schema()
             ).observe(observed, count(lit(1)).alias("records"))
