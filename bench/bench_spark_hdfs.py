@@ -9,6 +9,11 @@ table and writes ``bench/results/spark_hdfs.json``::
 
     python bench/bench_spark_hdfs.py                    # 50 MB on a sandbox started here
     python bench/bench_spark_hdfs.py --hdfs hdfs://nn:8020/tmp/bench --conf-dir /etc/hadoop/conf
+    python bench/bench_spark_hdfs.py --connect          # the same queries through Spark Connect
+
+With ``--connect`` the queries run on a Spark Connect server (``local[2]``, started here with
+pyspark's ``start-connect-server.sh``, see ``operators.spark.connect``) from an ``sc://`` client,
+and the JSON goes to ``bench/results/spark_hdfs_connect.json``.
 """
 
 from __future__ import annotations
@@ -27,9 +32,18 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_spark import run_builtin, run_ours
-from bench.common import add_common_args, make_text_files, median, print_table, scratch, write_json
+from bench.common import (
+    RESULTS_DIR,
+    add_common_args,
+    make_text_files,
+    median,
+    print_table,
+    scratch,
+    write_json,
+)
 from operators.fs import FileSystemSettings, open_path
 from operators.sandbox import Sandbox
+from operators.spark.connect import ConnectServer, connect_session
 from operators.spark.session import build_session
 from region.fs import FileSystem
 
@@ -100,8 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hdfs", default=None, help="hdfs://nn:port/base (default: a sandbox)")
     parser.add_argument("--conf-dir", default=None, help="Hadoop client configuration directory")
     parser.add_argument("--datanodes", type=int, default=1, help="sandbox DataNodes (default 1)")
+    parser.add_argument(
+        "--connect", action="store_true", help="run through a Spark Connect server started here"
+    )
     add_common_args(parser, "spark_hdfs")
     args = parser.parse_args(argv)
+    if args.connect and args.json == RESULTS_DIR / "spark_hdfs.json":
+        args.json = RESULTS_DIR / "spark_hdfs_connect.json"
 
     load_before = [round(x, 2) for x in os.getloadavg()]
     with scratch(args.work, "bench-spark-hdfs-") as work, cluster(args, work) as (base, conf):
@@ -119,7 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         upload(work / "warm", fs, posixpath.join(root, "warm"))
         # Passed where bench_spark's query functions take a Path: it joins the same way.
         remote: Any = Uri(fs.display(root))
-        spark = build_session("bench-spark-hdfs")
+        server = None
+        if args.connect:
+            env = {"HADOOP_CONF_DIR": conf} if conf is not None else {}
+            server = ConnectServer.start(work / "connect", env=env)
+            spark = connect_session(server.url)
+        else:
+            spark = build_session("bench-spark-hdfs")
         try:
             run_ours(spark, remote / "warm", remote, "warm")
             run_builtin(spark, remote / "warm", remote, "warm")
@@ -135,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                         raise RuntimeError(msg)
         finally:
             spark.stop()
+            if server is not None:
+                server.stop()
             with contextlib.suppress(OSError):
                 fs.delete(root, recursive=True)
     load_after = [round(x, 2) for x in os.getloadavg()]
@@ -143,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ours_s, builtin_s = median(ours), median(builtin)
     result = {
         "cluster": "sandbox" if not args.hdfs else "given",
+        "session": "spark connect (local[2] server)" if args.connect else "local[2]",
         "datanodes": args.datanodes if not args.hdfs else None,
         "input_mb": round(mb, 1),
         "input_lines": total_lines,
@@ -155,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_after": load_after,
     }
     print_table(
-        f"Spark on hdfs:// ({mb:.0f} MB in {args.files} files, median of {args.repeat})",
+        f"Spark{' through Connect' if args.connect else ''} on hdfs:// ({mb:.0f} MB in "
+        f"{args.files} files, median of {args.repeat})",
         ["pipeline", "MB/s", "seconds (median)", "runs"],
         [
             ["hdfs_scan -> hdfs_sink", mb / ours_s, ours_s, " ".join(f"{s:.2f}" for s in ours)],

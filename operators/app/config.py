@@ -145,6 +145,10 @@ class SparkSettings(BaseModel):
 
     #: Spark master URL: ``local[2]`` runs in this process's JVM; a cluster URL works too.
     master: str = "local[2]"
+    #: A Spark Connect server (``sc://host:port``) to run on instead of a session of this
+    #: process: no JVM here; the server's Python workers must import this project, and its
+    #: environment holds the secrets (README, "Through Spark Connect").
+    remote: str | None = None
     #: At most this many input files per micro-batch.
     max_files_per_trigger: int | None = Field(
         None, ge=1, validation_alias=AliasChoices("max_files_per_trigger", "maxFilesPerTrigger")
@@ -161,6 +165,23 @@ class SparkSettings(BaseModel):
     #: Streaming query of ``hdfs_scan`` -> ``hdfs_sink``. Both keep the same checkpoint, so a
     #: pipeline may switch between them.
     execution: Literal["auto", "streaming"] = "auto"
+
+    @field_validator("remote")
+    @classmethod
+    def _remote_is_connect_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("sc://"):
+            raise ValueError(f"{value!r} is not a Spark Connect URL (sc://host:port)")
+        return value
+
+    @model_validator(mode="after")
+    def _master_or_remote(self) -> SparkSettings:
+        if self.remote is not None and "master" in self.model_fields_set:
+            msg = (
+                "master and remote are both given: a Spark Connect server has its own master "
+                "(its --master); give one of them"
+            )
+            raise ValueError(msg)
+        return self
 
 
 class PipelineConfig(BaseModel):

@@ -388,12 +388,38 @@ def _transformed(spark: SparkSession, frame: DataFrame, config: PipelineConfig) 
     return frame.select(apply(col("value")).alias("value")).where(col("value").isNotNull())
 
 
+def _check_remote(plan: SparkPlan, remote: str) -> None:
+    """What a Spark Connect run cannot pass to the server, refused before anything is written:
+    the data sources and the sink's commit run in the server's Python processes, which read
+    secrets from the server's own environment (set when the server started)."""
+    if plan.secret_env:
+        names = ", ".join(sorted(plan.secret_env))
+        given = sorted(f for f, env in SECRET_ENV.items() if env in plan.secret_env)
+        msg = (
+            f"[filesystem] {', '.join(given)}: with [spark] remote = {remote!r} a secret cannot "
+            "reach the server's tasks from here (only as an option value, which Spark Connect "
+            f"sends in the query plan): start the server with {names} in its environment and "
+            f"give {' / '.join(f + '_env' for f in given)} = '<that name>' instead"
+        )
+        raise ConfigError(msg)
+    if plan.jvm_env:
+        logger.info(
+            "Spark Connect: the server's own environment (%s) decides how Spark's checkpoint "
+            "reaches the cluster",
+            ", ".join(sorted(plan.jvm_env)),
+        )
+
+
 def _session(config: PipelineConfig, secrets: dict[str, str]) -> SparkSession:
     """The session; on a cluster the secrets' values reach the executors' Python workers
     through its environment, which travels inside each task's Python function: never a Spark
     setting (the UI, event logs and the JVM's command line show those) nor an option."""
     from operators.spark.executors import is_local_master
     from operators.spark.session import build_session
+
+    remote = config.spark.remote
+    if remote is not None:
+        return _connect_session(config, remote)
 
     # Spark's Python workers import user transforms from the settings file's folder.
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -407,6 +433,29 @@ def _session(config: PipelineConfig, secrets: dict[str, str]) -> SparkSession:
         data_sources=not fused(config),
         environment=None if is_local_master(config.spark.master) else secrets,
     )
+
+
+def _connect_session(config: PipelineConfig, remote: str) -> SparkSession:
+    """A Spark Connect session to ``remote`` with ``[spark] conf`` set in it (runtime keys
+    only: the server's static settings are its own)."""
+    from operators.spark.connect import connect_session
+
+    user_code = config.transform is not None and config.transform.function
+    if user_code or config.sink.on_published:
+        logger.info(
+            "Spark Connect: the server's Python workers import user code from their "
+            "PYTHONPATH, which must hold %s",
+            config.folder,
+        )
+    spark = connect_session(remote, data_sources=not fused(config))
+    for key, value in config.spark.conf.items():
+        try:
+            spark.conf.set(key, value)
+        except Exception as exc:  # the server refuses it (static, or not a Spark key)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            msg = f"[spark] conf: {key} = {value!r} cannot be set over Spark Connect: {first}"
+            raise ConfigError(msg) from None
+    return spark
 
 
 class _Stop:
@@ -496,11 +545,15 @@ def run_spark(
 
     check_pyspark()  # ImportError naming the version, before anything is written
 
-    try:
-        find_java()
-    except ConfigError as exc:
-        raise ConfigError(f"{exc}; or run without Spark: --engine local") from None
-    _check_jvm_environment(plan.jvm_env)
+    remote = config.spark.remote
+    if remote is None:
+        try:
+            find_java()
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}; or run without Spark: --engine local") from None
+        _check_jvm_environment(plan.jvm_env)
+    else:
+        _check_remote(plan, remote)
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
     region = config.region
     stopper = _Stop()
@@ -547,13 +600,15 @@ def run_spark(
             # Inherited by the JVM and its Python workers (local mode); executors of a cluster
             # get them through the session's environment (see _session and SECRET_ENV).
             os.environ.update(plan.secret_env)
-        # Before the JVM starts: it inherits them (see _jvm_environment).
-        os.environ.update(plan.jvm_env)
+        if remote is None:
+            # Before the JVM starts: it inherits them (see _jvm_environment).
+            os.environ.update(plan.jvm_env)
         signals = StopSignals(stopper.request, lambda: stopper.request(immediate=True))
         with signals.installed():
             spark = _session(config, plan.secret_env)
             _check_jvm_user(spark, plan.jvm_env.get("HADOOP_USER_NAME"))
-            if spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
+            # The session's conf holds the SparkConf too (classic and Spark Connect alike).
+            if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
                 # Files span batches: two attempts of one task would append to one file.
                 msg = (
                     "[spark] conf: spark.speculation = true is not supported: the sink's files "
@@ -596,6 +651,16 @@ def _check_jvm_user(spark: SparkSession, user: str | None) -> None:
     was already running when this pipeline started keeps its user)."""
     if user is None:
         return
+    from operators.spark.connect import is_connect
+
+    if is_connect(spark):
+        # A Connect client cannot ask the server's JVM for its user (no sparkContext).
+        logger.info(
+            "Spark Connect: Spark's checkpoint files belong to the user the server acts as "
+            "(its HADOOP_USER_NAME or login), which should be the [filesystem] user %r",
+            user,
+        )
+        return
     actual = spark.sparkContext.sparkUser()
     if actual != user:
         logger.warning(
@@ -625,14 +690,18 @@ def _runner(
     transform = config.transform
     sql = transform.sql if transform is not None else None
     if fused(config) and sql is not None:
+        from operators.spark.connect import is_connect
         from operators.spark.fused import stateful_part
 
-        node = stateful_part(spark, sql, binary=config.source.format == "binary")
-        if node is not None:
-            logger.info(
-                "[transform] sql keeps state across batches (%s): it runs as a streaming query",
-                node,
+        if is_connect(spark):
+            reason: str | None = (
+                "over Spark Connect the input count of a fused batch is not observable"
             )
+        else:
+            node = stateful_part(spark, sql, binary=config.source.format == "binary")
+            reason = None if node is None else f"it keeps state across batches ({node})"
+        if reason is not None:
+            logger.info("[transform] sql: %s: it runs as a streaming query", reason)
             from operators.spark import register
 
             register(spark)

@@ -31,6 +31,7 @@ streaming query (:class:`operators.spark.supervisor.SparkSupervisor`).
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import functools
 import logging
 import re
@@ -44,12 +45,12 @@ from typing import TYPE_CHECKING, Any
 from operators.spark.batchlog import SPARK_CONFS, BatchLog
 from operators.spark.commit import WrittenFile
 from operators.spark.sink import (
-    BATCH_ID_PROPERTY,
     PUNCTUATION,
     EncodedLines,
     HdfsSinkStreamWriter,
     Punctuation,
     SinkTaskMessage,
+    TaskIds,
 )
 from operators.spark.source import HdfsScanStreamReader, ScanPartition
 from operators.spark.supervisor import BatchProgress, RestartPolicy, source_options
@@ -86,6 +87,9 @@ class _Task:
     transform: Transform | None
     binary: bool
     plan: tuple[tuple[tuple[str, int, int, int], ...], ...]
+    #: The batch the tasks write for (files spanning batches), carried here rather than as a
+    #: local property, which a Spark Connect client cannot set.
+    batch_id: int
 
 
 def _transformed(
@@ -196,23 +200,23 @@ def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(rows, schema=_manifest_schema())
 
 
-def _read_tasks(
-    task: _Task, counter: Any, ids: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """The source half of a task whose transform is SQL: the partition's records (counted in
-    the accumulator ``counter``: the write half sees only the SQL's output)."""
+def _read_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The source half of a task whose transform is SQL: the partition's records (counted by
+    an observation of the frame: the write half sees only the SQL's output)."""
     for id_batch in ids:
         for partition in id_batch.column(0).to_pylist():
-            for batch in task.reader.read(ScanPartition(list(task.plan[partition]))):
-                counter.add(batch.num_rows)
-                yield batch
+            yield from task.reader.read(ScanPartition(list(task.plan[partition])))
+
+
+def _task_ids(batch_id: int) -> TaskIds:
+    return dataclasses.replace(TaskIds.current(), batch_id=batch_id)
 
 
 def _write_tasks(
-    writer: HdfsSinkStreamWriter, batches: Iterator[pa.RecordBatch]
+    writer: HdfsSinkStreamWriter, batch_id: int, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """The sink half of a task whose transform is SQL: the SQL's output to in-progress files."""
-    yield _manifest(writer.write(batches), 0)
+    yield _manifest(writer.write_task(batches, _task_ids(batch_id)), 0)
 
 
 def _run_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -223,7 +227,7 @@ def _run_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
         for partition in id_batch.column(0).to_pylist():
             counted = [0]
             records = _records(task, list(task.plan[partition]), counted)
-            message = task.writer.write(records)
+            message = task.writer.write_task(records, _task_ids(task.batch_id))
             yield _manifest(message, counted[0])
 
 
@@ -294,6 +298,10 @@ def stateful_part(spark: SparkSession, sql: str, *, binary: bool) -> str | None:
     return None
 
 
+#: The observation that counts a SQL transform's input records.
+_OBSERVED = "hdfs-region-read"
+
+
 class FusedRunner:
     """Runs the pipeline batch after batch until stopped (or, ``available_now``, until what was
     present at start is done). The same surface as :class:`SparkSupervisor`: :meth:`run`,
@@ -317,8 +325,18 @@ class FusedRunner:
     ) -> None:
         from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+        from operators.spark.connect import is_connect
         from operators.spark.options import scan_config, sink_config
 
+        if sql is not None and is_connect(spark):
+            # The SQL reads the observed frame through the view ``input``, and a Spark Connect
+            # server reports an observation only of a frame in the plan the client sent.
+            msg = (
+                "fused execution of a SQL transform needs a classic SparkSession (over Spark "
+                "Connect the batch's input count cannot be observed): run it as a streaming "
+                "query"
+            )
+            raise ValueError(msg)
         self.spark = spark
         self.settings = settings
         scan = scan_config({**scan_options, **source_options(settings)})
@@ -475,21 +493,24 @@ class FusedRunner:
             for p in parts
             if isinstance(p, ScanPartition)
         )
-        task = _Task(self.reader, self.writer, self.transform, self.binary, plan)
+        task = _Task(self.reader, self.writer, self.transform, self.binary, plan, batch_id)
         ids = self.spark.range(0, len(plan), 1, len(plan))
-        counter = None
+        observed = None
         if self.sql is None:
             frame = ids.mapInArrow(functools.partial(_run_tasks, task), _MANIFEST)
         else:
+            from pyspark.sql import Observation
+            from pyspark.sql.functions import count, lit
+
             # One stage: read (Python), the SQL (Spark), write (Python), task by task.
-            counter = self.spark.sparkContext.accumulator(0)
+            observed = Observation(_OBSERVED)
             source = ids.mapInArrow(
-                functools.partial(_read_tasks, task, counter), self.reader.config.schema()
-            )
+                functools.partial(_read_tasks, task), self.reader.config.schema()
+            ).observe(observed, count(lit(1)).alias("records"))
             out = sql_frame(self.spark, source, self.sql)
             writer = HdfsSinkStreamWriter(self.writer.config, out.schema)
-            frame = out.mapInArrow(functools.partial(_write_tasks, writer), _MANIFEST)
-        rows = self._collect(frame, f"hdfs-region batch {batch_id}", batch_id)
+            frame = out.mapInArrow(functools.partial(_write_tasks, writer, batch_id), _MANIFEST)
+        rows = self._collect(frame)
         written = sorted(
             (r for r in rows if r.path is not None), key=lambda r: (r.partition, r.idx)
         )
@@ -501,21 +522,20 @@ class FusedRunner:
             ]
             for still_open in (False, True)
         )
-        if counter is not None:
-            return files, open_files, int(counter.value)
+        if observed is not None:
+            return files, open_files, int(observed.get["records"])
         return files, open_files, sum(r.records_in for r in rows)
 
-    def _collect(self, frame: Any, description: str, batch_id: int) -> list[Any]:
-        """``frame.collect()`` in a thread of its own, so an immediate stop can cancel it. The
-        tasks see the batch id as a streaming query's tasks do (files spanning batches)."""
-        sc = self.spark.sparkContext
+    def _collect(self, frame: Any) -> list[Any]:
+        """``frame.collect()`` in a thread of its own, so an immediate stop can cancel it: by
+        an operation tag, which a classic session and a Spark Connect one both have (job
+        groups and accumulators need ``sparkContext``, which Connect lacks)."""
         result: list[Any] = []
         failure: list[BaseException] = []
 
         def run() -> None:
             try:
-                sc.setJobGroup(self._group, description, interruptOnCancel=True)
-                sc.setLocalProperty(BATCH_ID_PROPERTY, str(batch_id))
+                self.spark.addTag(self._group)  # this thread's operations only
                 result.extend(frame.collect())
             except BaseException as exc:
                 failure.append(exc)
@@ -525,7 +545,7 @@ class FusedRunner:
         while thread.is_alive():
             thread.join(0.1)
             if self._now:
-                sc.cancelJobGroup(self._group)
+                self.spark.interruptTag(self._group)
                 thread.join()
                 raise _Cancelled
         if failure:

@@ -123,6 +123,16 @@ CASES = [
         "checkpoint files",
         id="checkpoints-in-the-output-directory",
     ),
+    pytest.param(
+        {"spark": 'remote = "http://spark:15002"'},
+        "[spark] remote: 'http://spark:15002' is not a Spark Connect URL (sc://host:port)",
+        id="remote-not-sc",
+    ),
+    pytest.param(
+        {"spark": 'remote = "sc://spark:15002"\nmaster = "local[2]"'},
+        "master and remote are both given: a Spark Connect server has its own master",
+        id="remote-and-master",
+    ),
 ]
 
 
