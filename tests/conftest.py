@@ -192,7 +192,8 @@ def secure_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox
     require_java_and_maven()
     require_kerberos_client()
     base = tmp_path_factory.mktemp("hdfs-secure")
-    sandbox = Sandbox.start(base, datanodes=1, secure=True)
+    # A KDC, keystores made by keytool, then the cluster: on a loaded machine well over a minute.
+    sandbox = Sandbox.start(base, datanodes=1, secure=True, timeout=400)
     saved = {k: os.environ.get(k) for k in ("KRB5_CONFIG", "KRB5CCNAME")}
     assert sandbox.info.krb5_conf is not None
     os.environ["KRB5_CONFIG"] = sandbox.info.krb5_conf
