@@ -10,11 +10,13 @@ file boundaries; ``--available-now`` -> ``Trigger.AvailableNow``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
 import posixpath
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from operators.app.config import PipelineConfig
@@ -392,6 +394,15 @@ def _check_remote(plan: SparkPlan, remote: str) -> None:
     """What a Spark Connect run cannot pass to the server, refused before anything is written:
     the data sources and the sink's commit run in the server's Python processes, which read
     secrets from the server's own environment (set when the server started)."""
+    if plan.delegates:
+        principal = plan.config.filesystem.kerberos_principal
+        msg = (
+            f"[filesystem] kerberos_principal = {principal!r}: with [spark] remote = {remote!r} "
+            "a delegation token of this login cannot reach the server's tasks: start the server "
+            f"with a token in {SECRET_ENV['token']} and give token_env = "
+            f"'{SECRET_ENV['token']}' (or the server its own Kerberos login)"
+        )
+        raise ConfigError(msg)
     if plan.secret_env:
         names = ", ".join(sorted(plan.secret_env))
         given = sorted(f for f, env in SECRET_ENV.items() if env in plan.secret_env)
@@ -596,6 +607,8 @@ def run_spark(
 
             tokens = DelegationToken(config.filesystem)
             plan.secret_env[SECRET_ENV["token"]] = tokens.token
+            # A replaced token reaches this process's tasks (by reference) before they run.
+            tokens.on_new = lambda token: os.environ.__setitem__(SECRET_ENV["token"], token)
         if plan.secret_env:
             # Inherited by the JVM and its Python workers (local mode); executors of a cluster
             # get them through the session's environment (see _session and SECRET_ENV).
@@ -606,6 +619,8 @@ def run_spark(
         signals = StopSignals(stopper.request, lambda: stopper.request(immediate=True))
         with signals.installed():
             spark = _session(config, plan.secret_env)
+            if tokens is not None:
+                tokens.on_new = functools.partial(_hand_token, spark)
             _check_jvm_user(spark, plan.jvm_env.get("HADOOP_USER_NAME"))
             # The session's conf holds the SparkConf too (classic and Spark Connect alike).
             if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
@@ -616,7 +631,8 @@ def run_spark(
                     "its twin is writing"
                 )
                 raise ConfigError(msg)
-            supervisor = _runner(spark, plan, available_now, totals, (cp_fs, cp_dir))
+            restarting = functools.partial(_restarting, totals, tokens)
+            supervisor = _runner(spark, plan, available_now, totals, (cp_fs, cp_dir), restarting)
             stopper.attach(supervisor)
             if display is not None:
                 display.start(totals.progress)
@@ -644,6 +660,28 @@ def run_spark(
         if tokens is not None:
             tokens.close()
         lock.release()
+
+
+def _hand_token(spark: SparkSession, token: str) -> None:
+    """Where the tasks read a new delegation token (:data:`SECRET_ENV`): this process's
+    environment (the driver's commit, local Python workers) and the session's, which travels
+    with each job's Python function to the workers (a new job, or a retried batch, reads it)."""
+    os.environ[SECRET_ENV["token"]] = token
+    spark.sparkContext.environment[SECRET_ENV["token"]] = token
+
+
+def _restarting(
+    totals: _Totals, tokens: DelegationToken | None, attempt: int, error: BaseException
+) -> None:
+    """Before a failed batch or query runs again: count it, and give the tasks a new
+    delegation token (the failure may be the token's: expired or cancelled)."""
+    totals.on_restart(attempt, error)
+    if tokens is None:
+        return
+    try:
+        tokens.refresh()
+    except OSError as err:  # the retry fails the same way and says so
+        logger.error("no new delegation token before the restart: %s", err)
 
 
 def _check_jvm_user(spark: SparkSession, user: str | None) -> None:
@@ -685,6 +723,7 @@ def _runner(
     available_now: bool,
     totals: _Totals,
     checkpoint: tuple[FileSystem, str],
+    on_restart: Callable[[int, BaseException], None],
 ) -> SparkSupervisor | FusedRunner:
     config = plan.config
     transform = config.transform
@@ -705,9 +744,9 @@ def _runner(
             from operators.spark import register
 
             register(spark)
-            return _supervisor(spark, plan, available_now, totals)
+            return _supervisor(spark, plan, available_now, totals, on_restart)
     if not fused(config):
-        return _supervisor(spark, plan, available_now, totals)
+        return _supervisor(spark, plan, available_now, totals, on_restart)
     from operators.spark.fused import FusedRunner
 
     function = None
@@ -725,13 +764,17 @@ def _runner(
         sql=sql,
         available_now=available_now,
         on_progress=totals.on_batch,
-        on_restart=totals.on_restart,
+        on_restart=on_restart,
         permission=config.region.checkpoint_permission,
     )
 
 
 def _supervisor(
-    spark: SparkSession, plan: SparkPlan, available_now: bool, totals: _Totals
+    spark: SparkSession,
+    plan: SparkPlan,
+    available_now: bool,
+    totals: _Totals,
+    on_restart: Callable[[int, BaseException], None],
 ) -> SparkSupervisor:
     from operators.spark.supervisor import SparkSupervisor
 
@@ -754,5 +797,5 @@ def _supervisor(
         config.region,
         available_now=available_now,
         on_progress=totals.on_batch,
-        on_restart=totals.on_restart,
+        on_restart=on_restart,
     )

@@ -9,12 +9,24 @@ import threading
 
 __all__ = [
     "SecretScrubFilter",
+    "TokenRefusedError",
     "UnsupportedOperationError",
     "install_log_scrubbing",
     "register_secret",
     "scrub",
     "scrub_secrets",
 ]
+
+
+class TokenRefusedError(PermissionError):
+    """The cluster refused a delegation token (expired, cancelled, or of another cluster).
+
+    A ``PermissionError``: a process that was given the token cannot repair it, so the local
+    engine stops at once. A Spark task's error reaches the driver by its name only, which is
+    neither a built-in nor a region error, so the driver's restart rule runs the batch again;
+    a driver holding the Kerberos login gets a new token before it does
+    (:meth:`operators.fs.tokens.DelegationToken.refresh`).
+    """
 
 
 class UnsupportedOperationError(OSError, NotImplementedError):

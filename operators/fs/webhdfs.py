@@ -14,6 +14,7 @@ import errno
 import functools
 import getpass
 import logging
+import os
 import posixpath
 import time
 from collections.abc import Callable
@@ -23,11 +24,12 @@ import requests as rq
 import urllib3
 from hdfs.client import Client, InsecureClient, TokenClient, _Request
 from hdfs.util import HdfsError
+from pydantic import SecretStr
 
 from region.fs import FileStatus, ListingEntry
 
 from .claims import WriterClaim, claim_path
-from .errors import install_log_scrubbing, register_secret, scrub
+from .errors import TokenRefusedError, install_log_scrubbing, register_secret, scrub
 from .hadoop_errors import INVALID_ARGUMENT, NOT_READY, builtin_error
 from .kerberos import explain, is_kerberos_failure
 from .settings import WEBHDFS_PREFIX, FileSystemSettings
@@ -454,7 +456,7 @@ class WebHdfsFileSystem:
                 "another cluster): give a new one (token / token_env), or log in with "
                 "kerberos_principal and keytab"
             )
-            return PermissionError(errno.EACCES, msg, where)
+            return TokenRefusedError(errno.EACCES, msg, where)
         if "Authentication failure" in remote:
             s = self.settings
             if s.kerberos_principal is None and s.token is None and s.password is None:
@@ -531,7 +533,10 @@ class WebHdfsFileSystem:
                     self._backoff(attempt, op, path, err)
                     continue
                 if getattr(err, "exception", None) not in NOT_READY:
-                    raise self._error(err, op, path) from None
+                    mapped = self._error(err, op, path)
+                    if isinstance(mapped, TokenRefusedError) and self._take_new_token():
+                        continue
+                    raise mapped from None
                 # A NameNode that just started refuses changes until its blocks are reported.
                 if patience is None:
                     patience = Patience(self.settings.safe_mode_timeout, first=0.1)
@@ -553,6 +558,20 @@ class WebHdfsFileSystem:
                 if is_kerberos_failure(err):  # SPNEGO: GSSAPI could not make a token
                     raise explain(self.settings, reason, op, self.display(path)) from None
                 raise OSError(errno.EIO, f"{op}: {reason}", self.display(path)) from None
+
+    def _take_new_token(self) -> bool:
+        """After a refused token: whether ``token_env`` now holds another one (the process with
+        the Kerberos login replaced it, :mod:`operators.fs.tokens`); if so, the client uses it
+        from now on and the call is made again."""
+        name = self.settings.token_env
+        token = os.environ.get(name) if name else None
+        current = self.settings.token
+        if not token or (current is not None and token == current.get_secret_value()):
+            return False
+        self.settings = self.settings.model_copy(update={"token": SecretStr(token)})
+        self.client = _make_client(self.settings)
+        logger.info("%s: using the new delegation token in %s", self.display("/"), name)
+        return True
 
     def _lease_wait(self, op: str, path: str, fn: Callable[[], T]) -> T:
         """``_call`` that waits while another writer holds the lease or it is being recovered."""

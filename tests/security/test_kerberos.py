@@ -405,3 +405,77 @@ def test_spark_tasks_get_a_delegation_token_and_no_keytab(
     keytab = secure_sandbox.info.keytab
     assert keytab is not None and keytab not in done.stderr
     assert "delegation=" not in done.stderr.replace("delegation=***", "")
+
+
+REVOKE = """\
+import os
+from pathlib import Path
+
+from operators.fs import FileSystemSettings, WebHdfsFileSystem
+
+MARKER = Path(os.environ["REVOKE_MARKER"])
+
+
+def shout(record):
+    # Once, in the first task that runs: cancel the token this task was handed, as a token
+    # reaching its end would be; the task's next call to the cluster is refused.
+    if not MARKER.exists():
+        MARKER.write_text("revoked")
+        settings = FileSystemSettings.model_validate(
+            {
+                "uri": os.environ["REVOKE_URI"],
+                "kerberos_principal": os.environ["REVOKE_PRINCIPAL"],
+                "keytab": os.environ["REVOKE_KEYTAB"],
+                "ca_bundle": os.environ["REVOKE_CA"],
+            }
+        )
+        WebHdfsFileSystem(settings).cancel_delegation_token(os.environ["HDFS_REGION_SECRET_TOKEN"])
+    return record.upper()
+"""
+
+
+@pytest.mark.spark
+def test_a_token_refused_mid_batch_means_a_new_token_and_the_batch_again(
+    secure_sandbox: Sandbox, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The tasks' token stops working in the middle of a batch (cancelled here, as one past its
+    lifetime is refused): the batch fails with a line naming the refused token, the driver
+    gets a new token through its login before it runs the batch again, and the output is every
+    record exactly once."""
+    pipe, _ = _job(secure_sandbox, "swebhdfs", tmp_path, request)
+    for _ in range(3):
+        pipe.add_file(30)
+    (tmp_path / "revoke.py").write_text(REVOKE)
+    auth = _auth(secure_sandbox, "swebhdfs")
+    config = tmp_path / "spark.toml"
+    text = SPARK.format(
+        uri=_uri(secure_sandbox, "swebhdfs"),
+        auth="\n".join(f'{k} = "{v}"' for k, v in auth.items()),
+        root=pipe.root,
+        checkpoints=tmp_path / "checkpoints",
+    )
+    text = text.replace(
+        'sql = "SELECT upper(value) AS value FROM input"', 'function = "revoke:shout"'
+    )
+    config.write_text(text.replace("[region]\n", '[region]\nreset_backoff = "100ms"\n'))
+    info = secure_sandbox.info
+    assert info.principal and info.keytab and info.ca_file
+    done = cli(
+        "run",
+        str(config),
+        "--available-now",
+        "--no-progress",
+        cwd=tmp_path,
+        timeout=600,
+        REVOKE_MARKER=str(tmp_path / "revoked"),
+        REVOKE_URI=_uri(secure_sandbox, "swebhdfs"),
+        REVOKE_PRINCIPAL=info.principal,
+        REVOKE_KEYTAB=info.keytab,
+        REVOKE_CA=info.ca_file,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "revoked").exists()
+    assert "refused the delegation token" in done.stderr, done.stderr[-3000:]
+    assert "a new delegation token for the tasks" in done.stderr
+    assert sorted(pipe.published()) == sorted(pipe.expected())
+    assert len(pipe.published()) == 90
