@@ -271,8 +271,8 @@ def _jvm_environment(config: PipelineConfig) -> dict[str, str]:
     Spark's own Hadoop client (its checkpoint, and anything Spark itself reads or writes) acts
     as the login user of the JVM unless ``HADOOP_USER_NAME`` says otherwise, and reads the
     Hadoop configuration from ``HADOOP_CONF_DIR``. Our data sources act as ``user`` with the
-    configuration of ``config_dir``: the JVM is given the same (simple authentication only; with
-    Kerberos the JVM needs its own login, e.g. ``spark.kerberos.principal`` / ``keytab``).
+    configuration of ``config_dir``: the JVM is given the same (simple authentication; with
+    Kerberos the JVM logs in with the keytab, :func:`_jvm_login`).
     """
     fs = config.filesystem
     env: dict[str, str] = {}
@@ -281,6 +281,30 @@ def _jvm_environment(config: PipelineConfig) -> dict[str, str]:
     if fs.user is not None and fs.kerberos_principal is None:
         env["HADOOP_USER_NAME"] = fs.user
     return env
+
+
+def _jvm_login(config: PipelineConfig) -> dict[str, str]:
+    """Spark settings that log Spark's JVM in with ``[filesystem]``'s keytab, for its own Hadoop
+    client (its checkpoint on a Kerberized ``hdfs://``): spark-submit logs the JVM in when
+    ``spark.kerberos.principal`` and ``keytab`` are set. The keytab's path joins Spark's
+    redaction pattern (this project keeps it out of every log); ``KRB5_CONFIG`` of this process,
+    when set, becomes the JVM's ``java.security.krb5.conf`` (Java does not read the variable).
+    ``[spark] conf`` wins over each."""
+    from operators.spark.session import DEFAULT_CONF
+
+    fs = config.filesystem
+    if fs.kerberos_principal is None or fs.keytab is None:
+        return {}
+    conf = {
+        "spark.kerberos.principal": fs.kerberos_principal,
+        "spark.kerberos.keytab": fs.keytab.get_secret_value(),
+        "spark.redaction.regex": "(?i)secret|password|token|access[.]?key|keytab",
+    }
+    krb5 = os.environ.get("KRB5_CONFIG")
+    if krb5:
+        java = DEFAULT_CONF["spark.driver.extraJavaOptions"]
+        conf["spark.driver.extraJavaOptions"] = f"{java} -Djava.security.krb5.conf={krb5}"
+    return conf
 
 
 def _check_jvm_environment(env: dict[str, str]) -> None:
@@ -440,7 +464,7 @@ def _session(config: PipelineConfig, secrets: dict[str, str]) -> SparkSession:
     return build_session(
         f"hdfs-region {config.pipeline_id()}",
         master=config.spark.master,
-        conf=config.spark.conf,
+        conf={**_jvm_login(config), **config.spark.conf},
         data_sources=not fused(config),
         environment=None if is_local_master(config.spark.master) else secrets,
     )

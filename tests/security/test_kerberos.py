@@ -347,11 +347,12 @@ uri = "{uri}"
 timeout = "20s"
 retries = 2
 retry_backoff = "200ms"
+config_dir = "{conf_dir}"
 [region]
 period = "200ms"
-# Local: Spark keeps its own checkpoint through its JVM's Hadoop client (hdfs://), which this
-# project does not log in to Kerberos.
-checkpoint_dir = "file://{checkpoints}"
+# On the cluster: Spark keeps its part through its JVM's Hadoop client (hdfs://, found in
+# config_dir), logged in with the same keytab.
+checkpoint_dir = "{uri}{root}/checkpoints"
 [scan]
 directory = "{uri}{root}/landing"
 [transform]
@@ -381,7 +382,7 @@ def test_spark_tasks_get_a_delegation_token_and_no_keytab(
             uri=_uri(secure_sandbox, "swebhdfs"),
             auth="\n".join(f'{k} = "{v}"' for k, v in auth.items()),
             root=pipe.root,
-            checkpoints=tmp_path / "checkpoints",
+            conf_dir=secure_sandbox.info.conf_dir,
         )
     )
     plan = plan_spark(load_pipeline(config))
@@ -402,6 +403,9 @@ def test_spark_tasks_get_a_delegation_token_and_no_keytab(
     assert sorted(pipe.published()) == sorted(pipe.expected())
     assert len(pipe.published()) == 90
     assert "delegation token for the tasks" in done.stderr
+    # Spark's own checkpoint is on the cluster too: its JVM logged in with the keytab.
+    commits = posixpath.join(pipe.root, "checkpoints", "spark", "commits")
+    assert [s.name for s in pipe.fs.list_dir(commits) if not s.name.startswith(".")]
     keytab = secure_sandbox.info.keytab
     assert keytab is not None and keytab not in done.stderr
     assert "delegation=" not in done.stderr.replace("delegation=***", "")
@@ -452,7 +456,7 @@ def test_a_token_refused_mid_batch_means_a_new_token_and_the_batch_again(
         uri=_uri(secure_sandbox, "swebhdfs"),
         auth="\n".join(f'{k} = "{v}"' for k, v in auth.items()),
         root=pipe.root,
-        checkpoints=tmp_path / "checkpoints",
+        conf_dir=secure_sandbox.info.conf_dir,
     )
     text = text.replace(
         'sql = "SELECT upper(value) AS value FROM input"', 'function = "revoke:shout"'
