@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,20 @@ from tests.spark.test_spark_real_hdfs import restored_process  # noqa: F401  (a 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def classic_afterwards() -> Iterator[None]:
+    """pyspark marks a process that opened a Spark Connect session
+    (``SPARK_CONNECT_MODE_ENABLED``): from then on its DataFrame functions build Connect
+    objects, which the classic session of the other Spark tests refuses. Undo that."""
+    yield
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.getActiveSession()
+    if session is not None:
+        session.stop()
+    os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 
 def land(fs: FileSystem, landing: str, name: str, data: bytes) -> None:
