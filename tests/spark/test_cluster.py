@@ -377,3 +377,176 @@ def _descendants(pids: list[int]) -> Iterator[int]:
         pid = todo.pop()
         yield pid
         todo.extend(children(pid))
+
+
+GATED_TRANSFORM = """\
+import os
+import time
+
+GATE = {gate!r}
+
+
+def upper(value):
+    # The first batch's task holds here until the test has killed the worker running it.
+    marker = os.path.join(GATE, "started-%d" % os.getpid())
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+    while not os.path.exists(os.path.join(GATE, "go")):
+        time.sleep(0.05)
+    return value.upper()
+"""
+
+
+def _wait_for_a_started_task(
+    cluster: Any, gate: Path, driver: subprocess.Popen[bytes], log: Path
+) -> int:
+    """The index of the worker whose executor runs a task held at ``gate``."""
+    deadline = time.monotonic() + 400
+    while True:
+        assert driver.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        started = {int(p.name.split("-")[1]) for p in gate.glob("started-*")}
+        for index in range(2):
+            if started & set(_descendants(cluster.worker_pids(index))):
+                return index
+        time.sleep(0.1)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_on_the_cluster_survives_a_worker_killed_mid_batch(
+    spark_cluster: Any, project_zip: Path, hdfs: tuple[FileSystem, str, Any], tmp_path: Path
+) -> None:
+    """``hdfs-region run`` (fused execution): the worker running the first batch's task is
+    SIGKILLed with its executor; Spark runs the task again on the other worker, the driver's
+    commit publishes the batch once and removes the dead attempt's in-progress file."""
+    fs, root, sandbox = hdfs
+    landing = posixpath.join(root, "landing")
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    (tmp_path / "cluster_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
+    conf = {
+        **spark_cluster.session_conf(),
+        "spark.submit.pyFiles": f"{project_zip},{tmp_path / 'cluster_transform.py'}",
+    }
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        ENGINE_CONFIG.format(
+            webhdfs=sandbox.info.webhdfs,
+            user=CLUSTER_USER,
+            conf_dir=sandbox.info.conf_dir,
+            password=PASSWORD,
+            root=root,
+            master=spark_cluster.master_url,
+            conf="\n".join(f'"{k}" = "{v}"' for k, v in conf.items()),
+        )
+    )
+    files = {f"w{i}.txt": [f"w {i} line {j}" for j in range(40)] for i in range(3)}
+    for name, lines in files.items():
+        land(fs, landing, name, lines)
+    log = tmp_path / "driver.log"
+    command = [sys.executable, "-m", "operators.app", "run", str(config), "--no-progress"]
+    with log.open("ab") as out:
+        driver = subprocess.Popen(
+            [*command, "--available-now"],
+            env=driver_env(spark_cluster, sandbox),
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    victim = None
+    try:
+        victim = _wait_for_a_started_task(spark_cluster, gate, driver, log)
+        spark_cluster.kill_worker(victim)
+        (gate / "go").touch()
+        assert driver.wait(timeout=600) == 0, log.read_text()[-3000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+        spark_cluster.restart_worker(victim if victim is not None else 0)
+    out = posixpath.join(root, "out")
+    expected = [line.upper() for lines in files.values() for line in lines]
+    got = published(fs, out)
+    assert sorted(got) == sorted(expected)
+    assert len(got) == len(expected)
+    assert orphans(fs, out) == []
+    no_secret_in(spark_cluster, PASSWORD)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_own_job_survives_kill_9_of_the_driver_while_files_arrive(
+    spark_cluster: Any, project_zip: Path, hdfs: tuple[FileSystem, str, Any], tmp_path: Path
+) -> None:
+    """A user's own job (hdfs_scan -> Python UDF -> hdfs_sink): its driver is SIGKILLed after
+    a batch's write-ahead entry, before the renames, while files keep landing; the same job
+    started again publishes every record once and leaves no in-progress file."""
+    fs, root, sandbox = hdfs
+    landing = posixpath.join(root, "landing")
+    files = {f"d{i:02d}.txt": [f"d {i} line {j}" for j in range(50)] for i in range(6)}
+    names = iter(files)
+    for name in [next(names), next(names), next(names)]:
+        land(fs, landing, name, files[name])
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    (gate / "go").touch()  # no task waits
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    args = {
+        "mode": "pipeline",
+        "master": spark_cluster.master_url,
+        "conf": {**spark_cluster.session_conf(), "spark.submit.pyFiles": str(project_zip)},
+        "hdfs": sandbox.info.hdfs,
+        "root": root,
+        "fs": {"user": CLUSTER_USER, "config_dir": sandbox.info.conf_dir},
+        "gate": str(gate),
+    }
+    command = [sys.executable, "-m", "tests.spark.cluster_job", json.dumps(args)]
+    env = driver_env(spark_cluster, sandbox, **{FAULT_ENV: "after_wal:1"})
+    env[FAULT_DIR_ENV] = str(faults)
+    log = tmp_path / "driver.log"
+    with log.open("ab") as out:
+        driver = subprocess.Popen(
+            command,
+            env=env,
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    stop_landing = threading.Event()
+
+    def keep_landing() -> None:
+        for name in names:
+            if stop_landing.wait(2.0):
+                return
+            land(fs, landing, name, files[name])
+
+    lander = threading.Thread(target=keep_landing)
+    lander.start()
+    try:
+        deadline = time.monotonic() + 400
+        while not (faults / "after_wal").exists():
+            assert driver.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+        stop_landing.set()
+        lander.join()
+    for name in names:  # what did not land before the kill lands now
+        land(fs, landing, name, files[name])
+    env.pop(FAULT_ENV)
+    rerun = subprocess.run(
+        command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    out = posixpath.join(root, "out")
+    expected = [line.upper() for lines in files.values() for line in lines]
+    got = published(fs, out)
+    assert sorted(got) == sorted(expected)
+    assert len(got) == len(expected)
+    assert orphans(fs, out) == []
