@@ -39,15 +39,19 @@ def check_pyspark(version: str | None = None) -> None:
 def register(spark: SparkSession) -> None:
     """Register the ``hdfs_scan`` source and the ``hdfs_sink`` sink with ``spark``."""
     check_pyspark()
+    from operators.spark.connect import is_connect
     from operators.spark.executors import MASTER_ENV, check_executor_versions, is_local_master
     from operators.spark.sink import HdfsSinkDataSource
     from operators.spark.source import HdfsScanDataSource
 
     # The sources' Python workers learn the master from it (SparkContext.environment travels
-    # with each registered function): on a cluster they refuse paths on the local disk.
-    spark.sparkContext.environment[MASTER_ENV] = spark.sparkContext.master
-    if not is_local_master(spark.sparkContext.master):
-        check_executor_versions(spark)
+    # with each registered function): on a cluster they refuse paths on the local disk. A
+    # Spark Connect client has no SparkContext: the server's own start decides both (README,
+    # "Through Spark Connect").
+    if not is_connect(spark):
+        spark.sparkContext.environment[MASTER_ENV] = spark.sparkContext.master
+        if not is_local_master(spark.sparkContext.master):
+            check_executor_versions(spark)
 
     spark.dataSource.register(HdfsScanDataSource)
     spark.dataSource.register(HdfsSinkDataSource)
