@@ -150,6 +150,52 @@ def other_release(release: Path, out: Path, version: str) -> Path:
     return target
 
 
+def start_driver(command: list[str], env: dict[str, str], cwd: Path, log: Path) -> Any:
+    """A driver process in its own session (a kill takes its JVM too), output to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def kill_after_wal_while_landing(
+    driver: Any,
+    log: Path,
+    faults: Path,
+    fs: FileSystem,
+    landing: str,
+    files: dict[str, list[str]],
+    names: Iterator[str],
+    *,
+    every: float,
+) -> None:
+    """Land the files left in ``names`` one per ``every`` seconds while ``driver`` runs; SIGKILL
+    it once it stopped after a batch's write-ahead entry, then land what is left."""
+    stop_landing = threading.Event()
+
+    def keep_landing() -> None:
+        for name in names:
+            if stop_landing.wait(every):
+                return
+            land(fs, landing, name, files[name])
+
+    lander = threading.Thread(target=keep_landing)
+    lander.start()
+    try:
+        deadline = time.monotonic() + 400
+        while not (faults / "after_wal").exists():
+            assert driver.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+        stop_landing.set()
+        lander.join()
+    for name in names:  # what did not land before the kill lands now
+        land(fs, landing, name, files[name])
+
+
 def no_secret_in(cluster: Any, *secrets: str) -> None:
     for path in cluster.log_files():
         data = path.read_bytes()
@@ -254,38 +300,8 @@ def test_run_on_the_cluster_survives_kill_9_of_the_driver_while_files_arrive(
     log = tmp_path / "driver.log"
     env = driver_env(spark_cluster, sandbox, **{FAULT_ENV: "after_wal:1"})
     env[FAULT_DIR_ENV] = str(faults)
-    with log.open("ab") as out:
-        driver = subprocess.Popen(
-            command,
-            env=env,
-            cwd=tmp_path,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    stop_landing = threading.Event()
-
-    def keep_landing() -> None:
-        for name in names:
-            if stop_landing.wait(3.0):
-                return
-            land(fs, landing, name, files[name])
-
-    lander = threading.Thread(target=keep_landing)
-    lander.start()
-    try:
-        deadline = time.monotonic() + 400
-        while not (faults / "after_wal").exists():
-            assert driver.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait()
-        stop_landing.set()
-        lander.join()
-    for name in names:  # what did not land before the kill lands now
-        land(fs, landing, name, files[name])
+    driver = start_driver(command, env, tmp_path, log)
+    kill_after_wal_while_landing(driver, log, faults, fs, landing, files, names, every=3.0)
     env.pop(FAULT_ENV)
     rerun = subprocess.run(
         [*command, "--available-now"],
@@ -334,26 +350,11 @@ def test_own_job_survives_a_worker_killed_mid_batch(
         "gate": str(gate),
     }
     log = tmp_path / "driver.log"
-    with log.open("ab") as out:
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "tests.spark.cluster_job", json.dumps(args)],
-            env=driver_env(spark_cluster, sandbox),
-            cwd=tmp_path,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    command = [sys.executable, "-m", "tests.spark.cluster_job", json.dumps(args)]
+    driver = start_driver(command, driver_env(spark_cluster, sandbox), tmp_path, log)
+    victim = None
     try:
-        deadline = time.monotonic() + 400
-        victim = None
-        while victim is None:
-            assert driver.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            started = {int(p.name.split("-")[1]) for p in gate.glob("started-*")}
-            for index in range(2):
-                if started & set(_descendants(spark_cluster.worker_pids(index))):
-                    victim = index
-            time.sleep(0.1)
+        victim = _wait_for_a_started_task(spark_cluster, gate, driver, log)
         spark_cluster.kill_worker(victim)
         (gate / "go").touch()
         assert driver.wait(timeout=600) == 0, log.read_text()[-3000:]
@@ -446,15 +447,9 @@ def test_run_on_the_cluster_survives_a_worker_killed_mid_batch(
         land(fs, landing, name, lines)
     log = tmp_path / "driver.log"
     command = [sys.executable, "-m", "operators.app", "run", str(config), "--no-progress"]
-    with log.open("ab") as out:
-        driver = subprocess.Popen(
-            [*command, "--available-now"],
-            env=driver_env(spark_cluster, sandbox),
-            cwd=tmp_path,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    driver = start_driver(
+        [*command, "--available-now"], driver_env(spark_cluster, sandbox), tmp_path, log
+    )
     victim = None
     try:
         victim = _wait_for_a_started_task(spark_cluster, gate, driver, log)
@@ -507,38 +502,8 @@ def test_own_job_survives_kill_9_of_the_driver_while_files_arrive(
     env = driver_env(spark_cluster, sandbox, **{FAULT_ENV: "after_wal:1"})
     env[FAULT_DIR_ENV] = str(faults)
     log = tmp_path / "driver.log"
-    with log.open("ab") as out:
-        driver = subprocess.Popen(
-            command,
-            env=env,
-            cwd=tmp_path,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    stop_landing = threading.Event()
-
-    def keep_landing() -> None:
-        for name in names:
-            if stop_landing.wait(2.0):
-                return
-            land(fs, landing, name, files[name])
-
-    lander = threading.Thread(target=keep_landing)
-    lander.start()
-    try:
-        deadline = time.monotonic() + 400
-        while not (faults / "after_wal").exists():
-            assert driver.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait()
-        stop_landing.set()
-        lander.join()
-    for name in names:  # what did not land before the kill lands now
-        land(fs, landing, name, files[name])
+    driver = start_driver(command, env, tmp_path, log)
+    kill_after_wal_while_landing(driver, log, faults, fs, landing, files, names, every=2.0)
     env.pop(FAULT_ENV)
     rerun = subprocess.run(
         command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
