@@ -170,12 +170,18 @@ def require_kerberos_client() -> None:
 
     problem = None
     if shutil.which("kinit") is None:
-        problem = "the secured HDFS tests need kinit: apt-get install krb5-user libkrb5-dev gcc"
+        problem = (
+            "the secured HDFS tests need MIT Kerberos: apt-get install krb5-user libkrb5-dev gcc, "
+            "then pip install -e '.[test,kerberos]'"
+        )
     else:
         try:
             import requests_gssapi  # noqa: F401
         except ImportError:
-            problem = "the secured HDFS tests need requests-gssapi: pip install -e '.[test]'"
+            problem = (
+                "the secured HDFS tests need the kerberos extra: apt-get install libkrb5-dev gcc, "
+                "then pip install -e '.[test,kerberos]'"
+            )
     if problem is None:
         return
     if os.environ.get("CI", "").lower() == "true":
