@@ -43,6 +43,13 @@ class Mark:
     size: int
     mtime_ns: int
 
+    def matches(self, other: Mark) -> bool:
+        """Whether ``other`` may be this file as it is: size and mtime equal, and the keys
+        too where both handles have one (one handle may read no fileId where the other does)."""
+        if (self.size, self.mtime_ns) != (other.size, other.mtime_ns):
+            return False
+        return self.key is None or other.key is None or self.key == other.key
+
 
 def mark(fs: FileSystem, path: str) -> Mark:
     """The :class:`Mark` of ``path`` on ``fs`` (``FileNotFoundError`` when it is missing)."""

@@ -385,13 +385,14 @@ def copy_file(
 def _check_untouched(
     src_fs: FileSystem, src: str, before: Mark, written: Mark, shown_src: str, shown_dst: str
 ) -> None:
-    """Step 7a: the source as it was before the copy, and the destination just written not
-    that: then they are two files. One file under two names would show the rename's new
-    file under both."""
+    """Step 7a: the source as it was before the copy (through its own handle), and the
+    destination just written not that: then they are two files. One file under two names
+    would show the rename's new file under both. Marks read through two handles are compared
+    with :meth:`Mark.matches` (one may have no fileId)."""
     now = mark(src_fs, src)
-    if now == before and written != before:
+    if now == before and not written.matches(before):
         return
-    if now == written:
+    if now.matches(written):
         raise SameFileError(
             f"{shown_src} and {shown_dst} are the same file (its identity changed with the copy's "
             "rename): its content is unchanged, and it was not deleted"
