@@ -409,12 +409,19 @@ def _write_marker(fs: FileSystem, path: str, source: str, destination: str, at: 
         "size": at.size,
         "mtime_ns": at.mtime_ns,
     }
-    writer = fs.create(path, overwrite=True)
+    # One an earlier attempt left may still be held by its dead writer (an HDFS lease): a
+    # delete ignores leases, a create over it would wait for the lease to expire.
+    fs.delete(path)
+    writer = fs.create(path, overwrite=False)
     try:
-        writer.write(json.dumps(record, sort_keys=True).encode())
-        writer.sync()
-    finally:
-        writer.close()
+        try:
+            writer.write(json.dumps(record, sort_keys=True).encode())
+            writer.sync()
+        finally:
+            writer.close()
+    except BaseException:
+        _delete_quietly(fs, path)
+        raise
 
 
 def _marked(fs: FileSystem, path: str, source: str, at: Mark) -> bool:
