@@ -271,6 +271,53 @@ def test_an_unprovable_destination_is_written_and_the_source_kept_when_it_is_the
     assert src.read_bytes() == data
 
 
+@given(
+    alias=st.sampled_from(["linked directory", "linked file", "hard link", "copy", "other"]),
+    blind=st.booleans(),
+    overwrite=st.booleans(),
+)
+def test_delete_source_never_loses_the_only_copy(
+    tmp_path_factory: pytest.TempPathFactory, alias: str, blind: bool, overwrite: bool
+) -> None:
+    """Whatever name the destination has, comparable or not: after a copy with
+    ``delete_source`` the data is still somewhere, the source deleted only when the destination
+    is another file holding it."""
+    base = tmp_path_factory.mktemp("alias")
+    data = os.urandom(5_000)
+    src = _put(base / "real" / "b.txt", data)
+    if alias == "linked directory":
+        (base / "linkdir").symlink_to(base / "real")
+        dst = base / "linkdir" / "b.txt"
+    elif alias == "linked file":
+        dst = base / "link.txt"
+        dst.symlink_to(src)
+    elif alias == "hard link":
+        dst = base / "hard.txt"
+        os.link(src, dst)
+    else:
+        dst = _put(base / "out" / "b.txt", data if alias == "copy" else b"other")
+    one_file = alias not in ("copy", "other")
+    src_fs: FileSystem = cast(FileSystem, _Blind()) if blind else LOCAL
+    dst_fs: FileSystem = cast(FileSystem, _Blind()) if blind else LOCAL
+    try:
+        done = copy_file(
+            src_fs, str(src), dst_fs, str(dst), delete_source=True, overwrite=overwrite
+        )
+    except SameFileError:
+        event(f"same file, blind={blind}")
+        assert one_file and src.read_bytes() == data
+    except FileExistsError:
+        assert alias == "other" and not overwrite and src.read_bytes() == data
+    else:
+        event(f"copied, blind={blind}")
+        assert done.source_deleted and not src.exists()
+        assert dst.read_bytes() == data and not dst.is_symlink()
+        # Seen blind, a link or a hard link is a name of its own that the copy replaced with
+        # its own file: then two files. Through a linked directory it is the source's name.
+        assert alias != "linked directory" and (blind or not one_file)
+    assert [p.name for p in (base / "real").iterdir()] == (["b.txt"] if src.exists() else [])
+
+
 def test_deleted_source_with_a_destination_there_is_not_copied(tmp_path: Path) -> None:
     """A file already at the destination does not make a missing source a success."""
     dst = _put(tmp_path / "out" / "a", b"copied before")
