@@ -20,12 +20,13 @@ import os
 import posixpath
 import socket
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from operators.fs.local import LocalFileSystem
-from operators.fs.native import NativeHdfsFileSystem
-from operators.fs.settings import FileSystemSettings
-from operators.fs.webhdfs import WebHdfsFileSystem
 from region.fs import FileSystem
+
+if TYPE_CHECKING:
+    from operators.fs.settings import FileSystemSettings
 
 __all__ = ["Mark", "mark", "same_file", "same_namenode"]
 
@@ -56,6 +57,8 @@ def mark(fs: FileSystem, path: str) -> Mark:
     if isinstance(fs, LocalFileSystem):
         st = os.stat(path)
         return Mark(("inode", st.st_dev, st.st_ino), st.st_size, st.st_mtime_ns)
+    from operators.fs.native import NativeHdfsFileSystem  # not imported for local copies
+
     status = fs.status(path)
     file_id = status.file_id
     if file_id is None and isinstance(fs, NativeHdfsFileSystem) and fs.webhdfs is not None:
@@ -77,6 +80,9 @@ def _addresses(settings: FileSystemSettings) -> set[tuple[str, int]]:
 
 def _namenode(fs: FileSystem) -> set[tuple[str, int]]:
     """The resolved addresses (RPC and HTTP) known to reach the NameNode behind ``fs``."""
+    from operators.fs.native import NativeHdfsFileSystem
+    from operators.fs.webhdfs import WebHdfsFileSystem
+
     if isinstance(fs, WebHdfsFileSystem):
         return _addresses(fs.settings)
     if isinstance(fs, NativeHdfsFileSystem):
