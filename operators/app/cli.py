@@ -253,7 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
             "[filesystem] table of --config. DST ending in '/' or naming a directory receives "
             "SRC's name. The destination appears whole or not at all; running the command "
             "again after a crash finishes the copy. Prints '<size> bytes successfully copied "
-            "from SRC to DST .'"
+            "from SRC to DST .' Exit codes: 0 copied, 1 failure, 2 configuration error, 3 SRC "
+            "and DST are one file, 4 --delete-source without SRC and a DST this copy is not "
+            "shown to have written (not copied)."
         ),
     )
     copy.add_argument("src", metavar="SRC")

@@ -6,6 +6,11 @@ A plain path (or ``file://``) is on the local disk; a URI (``hdfs://nn:8020/x``,
 ``--config`` (user, Kerberos, ``config_dir``, timeouts; other tables are ignored, so a pipeline's
 settings file serves). The direction follows: local -> remote is IBM's ``copyFromLocalFile``,
 remote -> local ``copyToLocalFile``; local -> local and remote -> remote are copies too.
+
+Exit codes: 0 copied (or found already copied); 1 a failure (no source, I/O, a destination with
+other content); 2 a configuration error; 3 SRC and DST are one file under two names (nothing
+copied, nothing deleted); 4 ``--delete-source`` without SRC while a file is at DST that this
+copy is not proven to have written (nothing copied).
 """
 
 from __future__ import annotations
@@ -20,15 +25,21 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from operators.app.config import PipelineConfigError, format_validation_error
 from operators.app.console import EXIT_FAILURE, EXIT_OK, config_error, error
 from operators.copy import copy_file, result_message
+from operators.copy.transfer import SameFileError, SourceGoneError
 from operators.fs import open_path
 from operators.fs.settings import FileSystemSettings, split_uri
 from region.errors import ConfigError
 from region.fs import FileSystem
 from region.settings import load_toml
 
-__all__ = ["direction_of", "load_filesystem", "run_copy"]
+__all__ = ["EXIT_NOT_COPIED", "EXIT_SAME_FILE", "direction_of", "load_filesystem", "run_copy"]
 
 logger = logging.getLogger(__name__)
+
+#: SRC and DST are one file under two names: nothing copied, nothing deleted.
+EXIT_SAME_FILE = 3
+#: ``--delete-source``, no SRC, and a file at DST not proven to be this copy's: nothing copied.
+EXIT_NOT_COPIED = 4
 
 
 class _FilesystemTable(BaseModel):
@@ -109,7 +120,13 @@ def run_copy(
             delete_source=delete_source,
             **extra,
         )
-    except ValueError as exc:  # source and destination are one file
+    except SameFileError as exc:
+        error(f"{type(exc).__name__}: {exc}")
+        return EXIT_SAME_FILE
+    except SourceGoneError as exc:
+        error(f"not copied: {exc}")
+        return EXIT_NOT_COPIED
+    except ValueError as exc:  # a bad setting
         return config_error(ConfigError(str(exc)))
     except OSError as exc:
         error(f"{type(exc).__name__}: {exc}")

@@ -3,14 +3,15 @@ at all and safe to repeat after a crash.
 
 :mod:`.transfer` is the copy itself (a hidden temporary beside the destination, synced, renamed
 into place; leftovers of killed copies removed; a destination already holding the source's
-content counts as done), :mod:`.settings` the operator's parameters with IBM's names, and
-:mod:`.operator` the operator: per input record or for a fixed pair, IBM's result tuple
-``(result, elapsed_time)`` and the ``nCopiedFiles`` count.
+content counts as done), :mod:`.identity` whether two names reach one file, :mod:`.settings`
+the operator's parameters with IBM's names, and :mod:`.operator` the operator: per input record
+or for a fixed pair, IBM's result tuple ``(result, elapsed_time)`` and the ``nCopiedFiles``
+count.
 """
 
 from operators.copy.operator import CopyResult, HDFS2FileCopy, result_message
 from operators.copy.settings import CopyDirection, CopySettings
-from operators.copy.transfer import Copied, copy_file
+from operators.copy.transfer import Copied, SameFileError, SourceGoneError, copy_file
 
 __all__ = [
     "Copied",
@@ -18,6 +19,8 @@ __all__ = [
     "CopyResult",
     "CopySettings",
     "HDFS2FileCopy",
+    "SameFileError",
+    "SourceGoneError",
     "copy_file",
     "result_message",
 ]

@@ -33,7 +33,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from region.fs import FileStatus, ListingEntry
 
@@ -44,6 +44,9 @@ from .hadoop_errors import INVALID_ARGUMENT, LEASE_HELD, NOT_READY, builtin_erro
 from .kerberos import check_keytab, explain, is_kerberos_failure
 from .settings import MAX_RETRY_DELAY, FileSystemSettings, split_uri
 from .waits import Patience, reconnect_pause, retry_delay
+
+if TYPE_CHECKING:
+    from .webhdfs import WebHdfsFileSystem
 
 __all__ = [
     "NativeHdfsFileSystem",
@@ -191,6 +194,13 @@ class NativeHdfsFileSystem:
 
     def display(self, path: str) -> str:
         return self.settings.display(path)
+
+    @property
+    def webhdfs(self) -> WebHdfsFileSystem | None:
+        """The same cluster over WebHDFS when its address is known: what hdfs-native's
+        FileStatus leaves out (the fileId) is read through it."""
+        twin: WebHdfsFileSystem | None = self._truncator
+        return twin
 
     # -- the contract --------------------------------------------------------------------
 

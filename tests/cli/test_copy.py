@@ -49,7 +49,7 @@ def test_exit_codes(tmp_path: Path) -> None:
     scheme = cli("copy", str(src), "ftp://host/x")
     assert scheme.returncode == 2 and "unknown filesystem scheme 'ftp'" in scheme.stderr
     same = cli("copy", str(src), str(src))
-    assert same.returncode == 2 and "same file" in same.stderr
+    assert same.returncode == 3 and "same file" in same.stderr
     bad = tmp_path / "bad.toml"
     bad.write_text('[filesystem]\nuri = "webhdfs://nn:9870"\nretries = "many"\n[sink]\nx = 1\n')
     config = cli("copy", str(src), "webhdfs://nn:9870/x", "--config", str(bad))
@@ -57,6 +57,51 @@ def test_exit_codes(tmp_path: Path) -> None:
     assert "[filesystem] retries" in config.stderr and "many" not in config.stderr
     absent = cli("copy", str(src), "x", "--config", str(tmp_path / "absent.toml"))
     assert absent.returncode == 2 and "absent.toml" in absent.stderr
+
+
+@pytest.mark.parametrize("alias", ["linked directory", "linked file"])
+def test_the_source_under_another_name_exits_3_and_is_kept(tmp_path: Path, alias: str) -> None:
+    data = b"".join(b"line %d\n" % i for i in range(1000))
+    src = _put(tmp_path / "real" / "b.txt", data)
+    if alias == "linked directory":
+        (tmp_path / "linkdir").symlink_to(tmp_path / "real")
+        dst = str(tmp_path / "linkdir") + "/"
+    else:
+        (tmp_path / "link.txt").symlink_to(src)
+        dst = str(tmp_path / "link.txt")
+    done = cli("copy", str(src), dst, "--delete-source")
+    assert done.returncode == 3, done.stderr
+    assert "SameFileError" in done.stderr and "same file" in done.stderr and done.stdout == ""
+    assert src.read_bytes() == data
+
+
+def test_a_missing_source_with_a_file_at_the_destination_exits_4(tmp_path: Path) -> None:
+    _put(tmp_path / "out" / "a.txt", b"yesterday\n")
+    done = cli("copy", str(tmp_path / "a.txt"), str(tmp_path / "out") + "/", "--delete-source")
+    assert done.returncode == 4, done.stderr
+    assert "not copied" in done.stderr and f"file://{tmp_path}/a.txt" in done.stderr
+    assert done.stdout == "" and (tmp_path / "out" / "a.txt").read_bytes() == b"yesterday\n"
+    # Without a file there it is a missing source as before.
+    gone = cli("copy", str(tmp_path / "b.txt"), str(tmp_path / "out") + "/", "--delete-source")
+    assert gone.returncode == 1 and "FileNotFoundError" in gone.stderr
+
+
+def test_the_printed_uris_name_the_copied_files(tmp_path: Path) -> None:
+    """``a%20b.txt`` beside ``a b.txt``: each printed URI, given back, copies its own file."""
+    _put(tmp_path / "in" / "a%20b.txt", b"percent\n")
+    _put(tmp_path / "in" / "a b.txt", b"space\n")
+    for name, data in (("a%20b.txt", b"percent\n"), ("a b.txt", b"space\n")):
+        done = cli("copy", str(tmp_path / "in" / name), str(tmp_path / "out") + "/")
+        assert done.returncode == 0, done.stderr
+        printed_src, printed_dst = (
+            done.stdout.split(" from ", 1)[1].removesuffix(" .\n").split(" to ")
+        )
+        back = tmp_path / "back" / name
+        again = cli("copy", printed_dst, str(back))
+        assert again.returncode == 0, again.stderr
+        assert back.read_bytes() == data
+        assert again.stdout.split(" from ", 1)[1].startswith(printed_dst + " to ")
+        assert cli("copy", printed_src, str(back)).returncode == 0  # the same content: done
 
 
 def _visible(directory: Path) -> list[str]:
@@ -132,9 +177,27 @@ def test_sigkill_between_rename_and_source_deletion_then_again(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert "successfully copied" in done.stdout
     assert (out / "f.bin").read_bytes() == data and not src.exists()
-    # And once more: the source is gone, its destination there: a finished copy.
+    # And once more: the source is gone and the copy that deleted it has finished: a file at
+    # the destination does not make a missing source a success.
     repeat = cli("copy", str(src), str(out) + "/", "--delete-source")
-    assert repeat.returncode == 0, repeat.stderr
+    assert repeat.returncode == 4 and "not copied" in repeat.stderr
+    assert repeat.stdout == "" and (out / "f.bin").read_bytes() == data
+
+
+@pytest.mark.slow
+def test_sigkill_after_deleting_the_source_then_again(tmp_path: Path) -> None:
+    data = os.urandom(BIG // 4)
+    src = _put(tmp_path / "in" / "f.bin", data)
+    out = tmp_path / "out"
+    _kill_at("copy_after_source_deleted", tmp_path, str(src), str(out) + "/", "--delete-source")
+    assert not src.exists() and (out / "f.bin").read_bytes() == data
+    # The marker left beside the destination proves this copy wrote it: success, marker gone.
+    done = cli("copy", str(src), str(out) + "/", "--delete-source")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{len(data)} bytes successfully copied from file://{src} to " + (
+        f"file://{out}/f.bin .\n"
+    )
+    assert [p.name for p in out.iterdir()] == ["f.bin"]
 
 
 def test_help_lists_copy() -> None:

@@ -9,21 +9,28 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from operators.copy import CopyResult, CopySettings, HDFS2FileCopy, copy_file
+from operators.copy import (
+    CopyResult,
+    CopySettings,
+    HDFS2FileCopy,
+    SameFileError,
+    SourceGoneError,
+    copy_file,
+)
 from operators.copy.transfer import COPYING_SUFFIX, is_temporary_of, temporary_name
 from operators.errors import BadRecordError
 from operators.fs import LocalFileSystem, open_path
 from operators.testing.injection import Injector, InstrumentedFS, SimulatedCrash
 from operators.testing.schedule import Fault, FsPoint
 from operators.testing.webhdfs_server import WebHdfsServer
-from region.fs import FileSystem
+from region.fs import FileStatus, FileSystem
 from tests.conftest import webhdfs_settings
 
 LOCAL = LocalFileSystem()
@@ -196,9 +203,185 @@ def test_a_directory_source_is_refused(tmp_path: Path) -> None:
 
 def test_same_file_is_refused(tmp_path: Path) -> None:
     src = _put(tmp_path / "a", b"a")
-    with pytest.raises(ValueError, match="same file"):
+    with pytest.raises(SameFileError, match="same file"):
         copy_file(LOCAL, str(src), LOCAL, str(tmp_path) + "/")
     assert src.read_bytes() == b"a"
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("alias", ["linked directory", "linked file", "hard link"])
+def test_the_source_under_another_name_is_refused_and_kept(
+    tmp_path: Path, alias: str, overwrite: bool
+) -> None:
+    """A symlinked directory, a symlink to the file or a hard link: one file, never deleted."""
+    data = b"line\n" * 1000
+    src = _put(tmp_path / "real" / "b.txt", data)
+    if alias == "linked directory":
+        (tmp_path / "linkdir").symlink_to(tmp_path / "real")
+        dst = f"{tmp_path}/linkdir/"
+    elif alias == "linked file":
+        (tmp_path / "link.txt").symlink_to(src)
+        dst = str(tmp_path / "link.txt")
+    else:
+        os.link(src, tmp_path / "hard.txt")
+        dst = str(tmp_path / "hard.txt")
+    with pytest.raises(SameFileError, match="same file"):
+        copy_file(LOCAL, str(src), LOCAL, dst, delete_source=True, overwrite=overwrite)
+    assert src.read_bytes() == data
+    assert _hidden(tmp_path / "real") == []
+
+
+class _Blind:
+    """The local disk through a filesystem without file ids or NameNode addresses: two such
+    handles cannot be compared, so the copy's last guard has to prove the files apart."""
+
+    def __init__(self) -> None:
+        self._fs = LocalFileSystem()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+    def status(self, path: str) -> FileStatus:
+        return self._fs.status(path)._replace(file_id=None)
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_an_unprovable_destination_is_written_and_the_source_kept_when_it_is_the_source(
+    tmp_path: Path, overwrite: bool
+) -> None:
+    src_fs, dst_fs = cast(FileSystem, _Blind()), cast(FileSystem, _Blind())
+    data = os.urandom(30_000)
+    src = _put(tmp_path / "real" / "b.txt", data)
+    (tmp_path / "linkdir").symlink_to(tmp_path / "real")
+    with pytest.raises(SameFileError, match="same file"):
+        copy_file(
+            src_fs,
+            str(src),
+            dst_fs,
+            f"{tmp_path}/linkdir/",
+            delete_source=True,
+            overwrite=overwrite,
+        )
+    assert src.read_bytes() == data  # replaced by an identical copy, and kept
+    assert _hidden(tmp_path / "real") == []
+    # Two files indeed: proven by the copy's own write, and the source deleted.
+    other = _put(tmp_path / "other" / "b.txt", data)
+    done = copy_file(src_fs, str(other), dst_fs, str(src), delete_source=True)
+    assert done.written and done.source_deleted and not other.exists()
+    assert src.read_bytes() == data
+
+
+@given(
+    alias=st.sampled_from(["linked directory", "linked file", "hard link", "copy", "other"]),
+    blind=st.booleans(),
+    overwrite=st.booleans(),
+)
+def test_delete_source_never_loses_the_only_copy(
+    tmp_path_factory: pytest.TempPathFactory, alias: str, blind: bool, overwrite: bool
+) -> None:
+    """Whatever name the destination has, comparable or not: after a copy with
+    ``delete_source`` the data is still somewhere, the source deleted only when the destination
+    is another file holding it."""
+    base = tmp_path_factory.mktemp("alias")
+    data = os.urandom(5_000)
+    src = _put(base / "real" / "b.txt", data)
+    if alias == "linked directory":
+        (base / "linkdir").symlink_to(base / "real")
+        dst = base / "linkdir" / "b.txt"
+    elif alias == "linked file":
+        dst = base / "link.txt"
+        dst.symlink_to(src)
+    elif alias == "hard link":
+        dst = base / "hard.txt"
+        os.link(src, dst)
+    else:
+        dst = _put(base / "out" / "b.txt", data if alias == "copy" else b"other")
+    one_file = alias not in ("copy", "other")
+    src_fs: FileSystem = cast(FileSystem, _Blind()) if blind else LOCAL
+    dst_fs: FileSystem = cast(FileSystem, _Blind()) if blind else LOCAL
+    try:
+        done = copy_file(
+            src_fs, str(src), dst_fs, str(dst), delete_source=True, overwrite=overwrite
+        )
+    except SameFileError:
+        event(f"same file, blind={blind}")
+        assert one_file and src.read_bytes() == data
+    except FileExistsError:
+        assert alias == "other" and not overwrite and src.read_bytes() == data
+    else:
+        event(f"copied, blind={blind}")
+        assert done.source_deleted and not src.exists()
+        assert dst.read_bytes() == data and not dst.is_symlink()
+        # Seen blind, a link or a hard link is a name of its own that the copy replaced with
+        # its own file: then two files. Through a linked directory it is the source's name.
+        assert alias != "linked directory" and (blind or not one_file)
+    assert [p.name for p in (base / "real").iterdir()] == (["b.txt"] if src.exists() else [])
+
+
+def test_deleted_source_with_a_destination_there_is_not_copied(tmp_path: Path) -> None:
+    """A file already at the destination does not make a missing source a success."""
+    dst = _put(tmp_path / "out" / "a", b"copied before")
+    with pytest.raises(SourceGoneError, match="nothing copied") as info:
+        copy_file(LOCAL, str(tmp_path / "a"), LOCAL, f"{tmp_path}/out/", delete_source=True)
+    assert info.value.filename == f"file://{tmp_path}/a"
+    assert f"file://{dst}" in str(info.value)
+    assert dst.read_bytes() == b"copied before"
+
+
+def test_a_crash_after_deleting_the_source_is_finished_by_its_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from operators.copy import transfer
+
+    src = _put(tmp_path / "a", b"data\n")
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def crash(point: str) -> None:
+        if point == "copy_after_source_deleted":
+            raise SimulatedCrash(point)
+
+    monkeypatch.setattr(transfer, "_fault", crash)
+    with pytest.raises(SimulatedCrash):
+        copy_file(LOCAL, str(src), LOCAL, f"{out}/", delete_source=True)
+    assert not src.exists() and (out / "a").read_bytes() == b"data\n"
+    (marker,) = _hidden(out)
+    assert marker.endswith(transfer.MARKER_SUFFIX)
+    monkeypatch.undo()
+    done = copy_file(LOCAL, str(src), LOCAL, f"{out}/", delete_source=True)
+    assert not done.written and done.destination == f"file://{out}/a"
+    assert _hidden(out) == []
+    # Once finished and told, a repeat finds no marker: not copied.
+    with pytest.raises(SourceGoneError):
+        copy_file(LOCAL, str(src), LOCAL, f"{out}/", delete_source=True)
+    # A marker proves only the destination it recorded: replaced since, it proves nothing.
+    src.write_bytes(b"data\n")
+    monkeypatch.setattr(transfer, "_fault", crash)
+    with pytest.raises(SimulatedCrash):
+        copy_file(LOCAL, str(src), LOCAL, f"{out}/a", delete_source=True, overwrite=True)
+    monkeypatch.undo()
+    _put(out / "a", b"other\n")
+    with pytest.raises(SourceGoneError):
+        copy_file(LOCAL, str(src), LOCAL, f"{out}/", delete_source=True)
+
+
+@pytest.mark.parametrize("name", ["a%20b.txt", "a b.txt", "c%2Fd?#e.txt", "é:ü.txt"])
+def test_the_result_names_the_files_it_copied(tmp_path: Path, name: str) -> None:
+    """Given back, the URIs in the result name the same files, also beside a look-alike."""
+    (tmp_path / "in").mkdir()
+    _put(tmp_path / "in" / "a b.txt", b"the other file\n")
+    _put(tmp_path / "in" / "a%20b.txt", b"the other file, too\n")
+    src = _put(tmp_path / "in" / name, b"this one\n")
+    done = copy_file(LOCAL, str(src), LOCAL, f"{tmp_path}/out/")
+    assert (tmp_path / "out" / name).read_bytes() == b"this one\n"
+    for uri in (done.source, done.destination):
+        fs, path = open_path(uri)
+        assert fs.read(path) == b"this one\n", uri
+    # A copy given the printed URI copies that file.
+    fs, path = open_path(done.destination)
+    back = copy_file(fs, path, LOCAL, f"{tmp_path}/back/")
+    assert (tmp_path / "back" / name).read_bytes() == b"this one\n"
+    assert back.source == done.destination
 
 
 def test_existing_other_destination_is_never_overwritten(tmp_path: Path) -> None:
@@ -229,15 +412,6 @@ def test_existing_same_destination_is_success_without_writing(tmp_path: Path) ->
     done = copy_file(LOCAL, str(src), LOCAL, str(dst), delete_source=True, chunk=1000)
     assert not done.written and done.source_deleted and done.size == 50_000
     assert os.stat(dst).st_mtime_ns == mtime and not src.exists()
-
-
-def test_deleted_source_with_its_destination_is_a_finished_copy(tmp_path: Path) -> None:
-    dst = _put(tmp_path / "out" / "a", b"copied before")
-    done = copy_file(LOCAL, str(tmp_path / "a"), LOCAL, f"{tmp_path}/out/", delete_source=True)
-    assert not done.written and done.destination == f"file://{dst}"
-    # Without delete_source a missing source stays an error.
-    with pytest.raises(FileNotFoundError):
-        copy_file(LOCAL, str(tmp_path / "a"), LOCAL, str(dst))
 
 
 def test_leftover_temporaries_are_removed_only_ours(tmp_path: Path) -> None:
@@ -437,9 +611,15 @@ def test_a_crash_anywhere_then_a_repeat_gives_the_whole_file(
     else:
         assert delete_source and now == content  # deleted only once the destination is whole
     # Again, without the fault: the copy completes (or is refused as before).
+    # A first attempt that deleted the source and its marker finished: a repeat finds neither
+    # a source nor a marker and reports it not copied (the file stays at the destination).
+    finished = delete_source and not src.exists() and not _hidden(dst_dir)
     crashed_again, failure = attempt(None)
     assert not crashed_again
-    if expect_refusal:
+    if finished:
+        assert isinstance(failure, SourceGoneError), failure
+        assert dst.read_bytes() == content
+    elif expect_refusal:
         assert isinstance(failure, FileExistsError)
         assert dst.read_bytes() == old
         assert src.read_bytes() == content

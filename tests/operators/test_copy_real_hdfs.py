@@ -15,6 +15,7 @@ import pytest
 
 from operators.copy import CopySettings, HDFS2FileCopy
 from operators.copy.transfer import FAULT_ENV, is_temporary_of
+from operators.sandbox import Sandbox
 from region.fs import FileSystem
 from tests.cli.conftest import cli, start_cli, wait_for
 from tests.conftest import CLUSTER_USER, real_fs
@@ -158,3 +159,55 @@ def test_command_killed_mid_copy_to_the_cluster_then_again(
     assert [e.name for e in fs.list_dir(root + "/out")] == ["big.bin"]
     assert fs.read(root + "/out/big.bin") == data
     assert not src.exists()
+
+
+def _names_of_one_file(sandbox: Sandbox) -> dict[str, str]:
+    """The cluster's root under three names: RPC by address, RPC by name, WebHDFS."""
+    rpc, http = sandbox.info.hdfs, sandbox.info.webhdfs
+    return {
+        "hdfs-127": rpc,
+        "hdfs-localhost": rpc.replace("127.0.0.1", "localhost"),
+        "webhdfs-127": http,
+    }
+
+
+@pytest.mark.parametrize("with_conf", [True, False], ids=["fileIds", "no-fileIds"])
+def test_the_same_file_under_another_uri_is_never_deleted(
+    request: pytest.FixtureRequest, tmp_path: Path, with_conf: bool
+) -> None:
+    """``hdfs://127.0.0.1`` vs ``webhdfs://127.0.0.1`` vs ``hdfs://localhost``: one file. With
+    the Hadoop configuration hdfs:// knows the WebHDFS address and so fileIds; without it the
+    copy proves it by its own write (the source's identity changes with the rename)."""
+    fs, root, _ = _root(request, "hdfs")
+    sandbox = request.getfixturevalue("hdfs_sandbox")
+    names = _names_of_one_file(sandbox)
+    data = b"".join(b"line %d\n" % i for i in range(1000))
+    w = fs.create(root + "/x")
+    w.write(data)
+    w.close()
+    lines = ["[filesystem]", f'user = "{CLUSTER_USER}"', 'timeout = "20s"']
+    if with_conf:
+        lines.append(f'config_dir = "{sandbox.info.conf_dir}"')
+    config = tmp_path / "fs.toml"
+    config.write_text("\n".join(lines) + "\n")
+    pairs = [
+        ("hdfs-127", "webhdfs-127"),
+        ("hdfs-127", "hdfs-localhost"),
+        ("webhdfs-127", "hdfs-localhost"),
+    ]
+    for a, b in pairs:
+        src, dst = names[a] + root + "/x", names[b] + root + "/x"
+        for extra in ([], ["--overwrite"]):
+            done = cli("copy", src, dst, "--delete-source", "--config", str(config), *extra)
+            assert done.returncode == 3, (a, b, extra, done.stderr)
+            assert "same file" in done.stderr and done.stdout == ""
+            assert fs.read(root + "/x") == data, (a, b, extra)
+            assert [e.name for e in fs.list_dir(root)] == ["x"], (a, b, extra)
+    # Two files with the same content under those names: proven apart, the source deleted.
+    w = fs.create(root + "/y")
+    w.write(data)
+    w.close()
+    src, dst = names["hdfs-127"] + root + "/x", names["webhdfs-127"] + root + "/y"
+    done = cli("copy", src, dst, "--delete-source", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert [e.name for e in fs.list_dir(root)] == ["y"] and fs.read(root + "/y") == data
