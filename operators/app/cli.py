@@ -36,12 +36,14 @@ logger = logging.getLogger(__name__)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    # Logging first: reading the settings logs where the filesystem came from
+    # (fs.defaultFS of HADOOP_CONF_DIR).
+    display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
+    setup_logging(args.log_level, display)
     try:
         config = load_pipeline(args.config, engine=args.engine)
     except ConfigError as exc:
         return config_error(exc)
-    display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
-    setup_logging(args.log_level, display)
     # One named file ([source] file) is read, then the run ends, as IBM's source does.
     available_now = args.available_now or config.single_file is not None
     try:
