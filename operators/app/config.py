@@ -206,10 +206,16 @@ class PipelineConfig(BaseModel):
 
     #: Folder of the settings file (user transforms are imported from there).
     _folder: str = PrivateAttr(default_factory=os.getcwd)
+    #: The settings file as the command line named it (for commands in messages).
+    _path: str = PrivateAttr("CONFIG.toml")
 
     @property
     def folder(self) -> str:
         return self._folder
+
+    @property
+    def path(self) -> str:
+        return self._path
 
     @field_validator("name")
     @classmethod
@@ -635,4 +641,5 @@ def load_pipeline(path: str | os.PathLike[str], *, engine: Engine | None = None)
     except ValueError as exc:
         raise PipelineConfigError(shown, str(exc).splitlines()) from None
     resolved._folder = str(config_path.parent)
+    resolved._path = shown
     return resolved

@@ -83,3 +83,21 @@ def test_the_default_filesystem_and_its_file_are_logged_at_start(
     assert " INFO " in line and "hdfs://127.0.0.1:9" in line
     assert str(conf / "core-site.xml") in line and "in HADOOP_CONF_DIR" in line
     assert sorted(pdir.output_lines()) == sorted(pdir.records)
+
+
+def test_switch_resolves_its_directory_by_the_same_rule(pdir: PipelineDir, tmp_path: Path) -> None:
+    conf = hadoop_conf(tmp_path / "hadoop", "hdfs://127.0.0.1:9")
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [scan]
+        directory = "/landing"
+        [sink]
+        file = "/out/part-%FILENUM.txt"
+        """
+    )
+    refused = cli("switch", str(config), "B", cwd=tmp_path, HADOOP_CONF_DIR=str(conf))
+    assert refused.returncode == 2
+    assert "DIRECTORY: 'B' is a relative path" in refused.stderr
+    assert f"'file://{pdir.root / 'B'}'" in refused.stderr
+    assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
