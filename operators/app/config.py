@@ -15,8 +15,9 @@ One TOML file describes one pipeline (see ``conf/periodic.toml``)::
 snake_case keys are canonical, the IBM Streams camelCase names are accepted too. A URI names its
 own filesystem; a plain path is on ``[filesystem]``. A relative path resolves against the folder
 of the settings file when ``[filesystem]`` is the local disk, and is refused on a cluster (a
-``uri``, or ``fs.defaultFS`` of ``HADOOP_CONF_DIR``): see :func:`resolve_path`. Every problem becomes a :class:`PipelineConfigError` with one line per bad
-key, naming the table, the key and the value (never the value of a credential).
+``uri``, or ``fs.defaultFS`` of ``HADOOP_CONF_DIR``): see :func:`resolve_path`. Every problem
+becomes a :class:`PipelineConfigError` with one line per bad key, naming the table, the key and
+the value (never the value of a credential).
 """
 
 from __future__ import annotations
