@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from operators.app.config import ENGINES, load_pipeline
+from operators.app.config import ENGINES, check_default_fs_input, load_pipeline
 from operators.app.console import (
     EXIT_CONFIG,
     EXIT_FAILURE,
@@ -49,6 +49,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # One named file ([source] file) is read, then the run ends, as IBM's source does.
     available_now = args.available_now or config.single_file is not None
     try:
+        check_default_fs_input(config)
         if config.engine == "local":
             from operators.app.engine_local import run_local
 

@@ -63,6 +63,7 @@ __all__ = [
     "PipelineConfigError",
     "SparkSettings",
     "TransformSettings",
+    "check_default_fs_input",
     "format_validation_error",
     "load_pipeline",
     "resolve_path",
@@ -532,7 +533,7 @@ def resolve_path(path: str, *, key: str, base: Path | str, filesystem: FileSyste
         return _absolute(path, base)
     where = filesystem.display()
     origin = filesystem.uri_source or "[filesystem] uri"
-    home = f"/user/{_hadoop_user(filesystem)}/{path.lstrip('~/')}".rstrip("/")
+    home = posixpath.normpath(f"/user/{_hadoop_user(filesystem)}/{path.lstrip('~/')}")
     msg = (
         f"{key}: {path!r} is a relative path, and plain paths are on {where} ({origin}), where "
         "it would have no folder to start from (relative paths are taken from the settings "
@@ -540,6 +541,31 @@ def resolve_path(path: str, *, key: str, base: Path | str, filesystem: FileSyste
         f"cluster, or {'file://' + _absolute(path, base)!r} for the local disk"
     )
     raise ValueError(msg)
+
+
+def check_default_fs_input(config: PipelineConfig) -> None:
+    """At start: ConfigError when the input, written as a plain absolute path, is on a cluster
+    taken from ``fs.defaultFS`` (no ``[filesystem] uri``), does not exist there, and does exist
+    on the local disk. Such a run would read nothing and end "done" while the files the user
+    meant sit on this disk; which one was meant is the user's to say, by writing a URI."""
+    from operators.fs import open_filesystem
+
+    origin = config.filesystem.uri_source
+    key, written = "[scan] directory", config.scan_directory
+    if config.single_file is not None:
+        key, written = "[source] file", config.single_file
+    if origin is None or _is_uri(written) or not os.path.exists(written):
+        return
+    if open_filesystem(config.filesystem).exists(written):
+        return
+    cluster = config.filesystem.display(written)
+    msg = (
+        f"{key}: {written!r} is on {config.filesystem.display()} ({origin}), where "
+        f"{cluster} does not exist, while {written} exists on the local disk: write "
+        f"{'file://' + written!r} to read the local one, or {cluster!r} to wait for the "
+        "cluster's"
+    )
+    raise ConfigError(msg)
 
 
 def _resolve_paths(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import PipelineDir, cli
+from tests.conftest import CLUSTER_USER, real_fs
 
 RELATIVE = """\
     engine = "local"
@@ -101,3 +102,38 @@ def test_switch_resolves_its_directory_by_the_same_rule(pdir: PipelineDir, tmp_p
     assert "DIRECTORY: 'B' is a relative path" in refused.stderr
     assert f"'file://{pdir.root / 'B'}'" in refused.stderr
     assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
+
+
+def test_an_input_path_on_the_default_cluster_that_only_the_local_disk_has_is_refused(
+    pdir: PipelineDir, request: pytest.FixtureRequest
+) -> None:
+    fs, _, sandbox = real_fs(request, "hdfs")
+    if sandbox is None:
+        pytest.skip("needs the sandbox's Hadoop configuration (HDFS_URI names another cluster)")
+    pdir.add_files(1, 10)  # on the local disk
+    config = pdir.write_config(
+        f"""\
+        engine = "local"
+        [region]
+        checkpoint_dir = "file://{pdir.root}/checkpoints"
+        [scan]
+        directory = "{pdir.landing}"
+        [sink]
+        file = "file://{pdir.out}/part-%FILENUM.txt"
+        """
+    )
+    env = {"HADOOP_CONF_DIR": sandbox.info.conf_dir, "HADOOP_USER_NAME": CLUSTER_USER}
+    args = ("run", str(config), "--available-now", "--no-progress")
+    refused = cli(*args, **env)
+    assert refused.returncode == 2, refused.stderr
+    assert f"[scan] directory: '{pdir.landing}' is on {sandbox.info.hdfs}" in refused.stderr
+    assert f"'file://{pdir.landing}'" in refused.stderr  # the local one, by URI
+    assert f"'{sandbox.info.hdfs}{pdir.landing}'" in refused.stderr  # the cluster's
+    assert not pdir.out.exists()
+    # Once the cluster has the directory, the plain path is the cluster's, as Hadoop reads it.
+    writer = fs.create(f"{pdir.landing}/c.txt")
+    writer.write(b"from-the-cluster\n")
+    writer.close()
+    done = cli(*args, **env)
+    assert done.returncode == 0, done.stderr
+    assert pdir.output_lines() == ["from-the-cluster"]
