@@ -1,6 +1,8 @@
 """``hdfs-region switch``: a running job (local engine) is told to watch another directory; the
 switch survives a SIGKILL and a restart; roots, the output directory and Spark's checkpoints
-are refused with one line."""
+are refused with one line. A relative directory is the settings file's; with no job running
+the switch is pending (exit 3); a file is refused, and one that became a file is named at
+start."""
 
 from __future__ import annotations
 
