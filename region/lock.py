@@ -515,6 +515,27 @@ class CheckpointLock:
     ) -> None:
         self.release()
 
+    def in_use(self) -> str | None:
+        """Who holds the lock now, when :meth:`acquire` would refuse it (a live process, or an
+        unreadable record not yet aged), described for a message; ``None`` when it is free,
+        released or expired (a process starting now would take it)."""
+        for _round in range(_ACQUIRE_ROUNDS):
+            generations = self._generations()
+            if not generations:
+                return None
+            generation, status = generations[-1]
+            try:
+                holder = self._read(generation, status)
+            except FileNotFoundError:
+                continue  # replaced meanwhile: look again
+            now = self._clock()
+            if self._expired(holder, status, now):
+                return None
+            if holder is None:
+                return f"a process whose lock record {self.fs.display(status.path)} is unreadable"
+            return holder.describe(now)
+        return "processes locking and unlocking it"
+
     def holder(self) -> LockHolder | None:
         """Who the newest generation names (for ``inspect``), or ``None`` when there is none."""
         for _round in range(_ACQUIRE_ROUNDS):

@@ -3,7 +3,8 @@ its errors to an exit code at this edge.
 
 Exit codes: 0 success; 1 runtime failure (the region failed after its reset attempts, the
 checkpoint directory is in use or unusable, an I/O error), with the cause; 2 configuration
-error, with one line per bad key naming it and its value.
+error, with one line per bad key naming it and its value; 3 (``switch`` only) the request is
+written but no job runs: it is pending until the next start.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from operators.app.config import ENGINES, load_pipeline
+from operators.app.config import ENGINES, check_default_fs_input, load_pipeline
 from operators.app.console import (
     EXIT_CONFIG,
     EXIT_FAILURE,
     EXIT_OK,
+    EXIT_PENDING,
     PROG,
     config_error,
     error,
@@ -36,15 +38,18 @@ logger = logging.getLogger(__name__)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    # Logging first: reading the settings logs where the filesystem came from
+    # (fs.defaultFS of HADOOP_CONF_DIR).
+    display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
+    setup_logging(args.log_level, display)
     try:
         config = load_pipeline(args.config, engine=args.engine)
     except ConfigError as exc:
         return config_error(exc)
-    display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
-    setup_logging(args.log_level, display)
     # One named file ([source] file) is read, then the run ends, as IBM's source does.
     available_now = args.available_now or config.single_file is not None
     try:
+        check_default_fs_input(config)
         if config.engine == "local":
             from operators.app.engine_local import run_local
 
@@ -76,13 +81,30 @@ def cmd_switch(args: argparse.Namespace) -> int:
 
     try:
         config = load_pipeline(args.config)
-        shown, _ = switch_directory(config, args.directory)
+        switch = switch_directory(config, args.directory)
     except ConfigError as exc:
         return config_error(exc)
     except OSError as exc:
         error(f"{type(exc).__name__}: {exc}")
         return EXIT_FAILURE
-    print(f"switch to {shown} requested; the job applies it within a second", flush=True)
+    if not switch.exists:
+        print(
+            f"{PROG}: warning: {switch.shown} does not exist yet: the scan finds it empty until "
+            "it appears",
+            file=sys.stderr,
+        )
+    if switch.running is None:
+        print(
+            f"switch to {switch.shown} is pending: no job runs on these checkpoints; the next "
+            f"start ({PROG} run {args.config}) applies it",
+            flush=True,
+        )
+        return EXIT_PENDING
+    print(
+        f"switch to {switch.shown} requested: the running job, {switch.running}, applies it "
+        "once it has finished the file it is reading (its log says 'now watching')",
+        flush=True,
+    )
     return EXIT_OK
 
 
@@ -191,7 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Move files from a landing directory to rolling output files, exactly once, in a "
             "checkpointed consistent region (on Spark or in-process)."
         ),
-        epilog="Exit codes: 0 success, 1 runtime failure, 2 configuration error.",
+        epilog=(
+            "Exit codes: 0 success, 1 runtime failure, 2 configuration error, 3 (switch) "
+            "no job runs: the switch is pending until the next start."
+        ),
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     log_level = {
@@ -228,7 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
             "Hand the scan of the job of CONFIG a new directory through a control file in its "
             "checkpoint directory: applied under a permit and recorded by the next cut, so a "
             "restart keeps it. The directory it already watches is listed again at once. "
-            "[scan] roots limit where it may switch."
+            "A relative DIRECTORY is taken from CONFIG's folder, as CONFIG's own paths are; it "
+            "must be a directory or not exist yet. [scan] roots limit where it may switch. "
+            "Exit 0: a running job applies it; 3: no job runs, the next start applies it."
         ),
     )
     switch.add_argument("config", metavar="CONFIG.toml")

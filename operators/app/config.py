@@ -12,10 +12,12 @@ One TOML file describes one pipeline (see ``conf/periodic.toml``)::
     [filesystem] uri = "webhdfs://namenode:9870"                  # FileSystemSettings
     [spark]     master = "local[2]"                               # SparkSettings
 
-snake_case keys are canonical, the IBM Streams camelCase names are accepted too. Relative local
-paths resolve against the folder of the settings file; URIs and paths on a remote ``[filesystem]``
-are left as written. Every problem becomes a :class:`PipelineConfigError` with one line per bad
-key, naming the table, the key and the value (never the value of a credential).
+snake_case keys are canonical, the IBM Streams camelCase names are accepted too. A URI names its
+own filesystem; a plain path is on ``[filesystem]``. A relative path resolves against the folder
+of the settings file when ``[filesystem]`` is the local disk, and is refused on a cluster (a
+``uri``, or ``fs.defaultFS`` of ``HADOOP_CONF_DIR``): see :func:`resolve_path`. Every problem
+becomes a :class:`PipelineConfigError` with one line per bad key, naming the table, the key and
+the value (never the value of a credential).
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ __all__ = [
     "PipelineConfigError",
     "SparkSettings",
     "TransformSettings",
+    "check_default_fs_input",
     "format_validation_error",
     "load_pipeline",
+    "resolve_path",
 ]
 
 Engine = Literal["spark", "local"]
@@ -204,10 +208,16 @@ class PipelineConfig(BaseModel):
 
     #: Folder of the settings file (user transforms are imported from there).
     _folder: str = PrivateAttr(default_factory=os.getcwd)
+    #: The settings file as the command line named it (for commands in messages).
+    _path: str = PrivateAttr("CONFIG.toml")
 
     @property
     def folder(self) -> str:
         return self._folder
+
+    @property
+    def path(self) -> str:
+        return self._path
 
     @field_validator("name")
     @classmethod
@@ -494,43 +504,117 @@ def _is_uri(path: str) -> bool:
     return split_uri(path)[0] != "file:///" or path.startswith("file:")
 
 
-def _absolute(path: str, base: Path) -> str:
+def _absolute(path: str, base: Path | str) -> str:
     expanded = os.path.expanduser(path)
     return os.path.normpath(os.path.join(base, expanded))
+
+
+def _hadoop_user(filesystem: FileSystemSettings) -> str:
+    """The user whose home Hadoop would take a relative path from (for the example only)."""
+    import getpass
+
+    return filesystem.user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+
+
+def resolve_path(path: str, *, key: str, base: Path | str, filesystem: FileSystemSettings) -> str:
+    """A path as written in the settings file (or given to ``switch``), as the job uses it.
+
+    1. A URI (``hdfs://…``, ``file:///…``) names its own filesystem: used as written.
+    2. A plain absolute path is on ``filesystem``.
+    3. A relative path (or ``~``) is taken from ``base`` (the settings file's folder) on the
+       local disk, when ``filesystem`` is the local disk. On a cluster, given as ``uri`` or
+       taken from ``fs.defaultFS``, it is refused: Hadoop would take it from ``/user/<name>``,
+       this folder is on another disk, and guessing either way reads or writes somewhere the
+       user did not look. ValueError naming ``key``, the value and both ways to write it.
+    """
+    if _is_uri(path) or (filesystem.kind != "local" and path.startswith("/")):
+        return path
+    if filesystem.kind == "local":
+        return _absolute(path, base)
+    where = filesystem.display()
+    origin = filesystem.uri_source or "[filesystem] uri"
+    home = posixpath.normpath(f"/user/{_hadoop_user(filesystem)}/{path.lstrip('~/')}")
+    msg = (
+        f"{key}: {path!r} is a relative path, and plain paths are on {where} ({origin}), where "
+        "it would have no folder to start from (relative paths are taken from the settings "
+        f"file's folder on the local disk only): write {where + home!r} (or {home!r}) for the "
+        f"cluster, or {'file://' + _absolute(path, base)!r} for the local disk"
+    )
+    raise ValueError(msg)
+
+
+def check_default_fs_input(config: PipelineConfig) -> None:
+    """At start: ConfigError when the input, written as a plain absolute path, is on a cluster
+    taken from ``fs.defaultFS`` (no ``[filesystem] uri``), does not exist there, and does exist
+    on the local disk. Such a run would read nothing and end "done" while the files the user
+    meant sit on this disk; which one was meant is the user's to say, by writing a URI."""
+    from operators.fs import open_filesystem
+
+    origin = config.filesystem.uri_source
+    key, written = "[scan] directory", config.scan_directory
+    if config.single_file is not None:
+        key, written = "[source] file", config.single_file
+    if origin is None or _is_uri(written) or not os.path.exists(written):
+        return
+    if open_filesystem(config.filesystem).exists(written):
+        return
+    cluster = config.filesystem.display(written)
+    msg = (
+        f"{key}: {written!r} is on {config.filesystem.display()} ({origin}), where "
+        f"{cluster} does not exist, while {written} exists on the local disk: write "
+        f"{'file://' + written!r} to read the local one, or {cluster!r} to wait for the "
+        "cluster's"
+    )
+    raise ConfigError(msg)
 
 
 def _resolve_paths(
     config: PipelineConfig, base: Path, *, default_checkpoints: str
 ) -> PipelineConfig:
-    """Make relative local paths absolute against ``base`` (the settings file's folder)."""
+    """Resolve the paths as :func:`resolve_path` does; PipelineConfigError-ready problems (one
+    line per key) for relative paths on a cluster."""
     local = config.filesystem.kind == "local"
+    problems: list[str] = []
 
-    def fix(path: str | None) -> str | None:
-        if path is None or _is_uri(path) or not local:
+    def fix(path: str | None, key: str, *, report: bool = True) -> str | None:
+        if path is None:
+            return None
+        try:
+            return resolve_path(path, key=key, base=base, filesystem=config.filesystem)
+        except ValueError as exc:
+            if report:
+                problems.append(str(exc))
             return path
-        return _absolute(path, base)
 
-    scan_update: dict[str, Any] = {"directory": fix(config.scan.directory)}
+    # With [source] file the scan's directory is derived from it: named once, as written.
+    single = config.source.file is not None
+    scan_update: dict[str, Any] = {
+        "directory": fix(config.scan.directory, "[scan] directory", report=not single)
+    }
     source_update: dict[str, Any] = {}
-    if config.source.file is not None:
-        source_update["file"] = fix(config.source.file)
+    if single:
+        source_update["file"] = fix(config.source.file, "[source] file")
     if config.scan.roots is not None:
-        scan_update["roots"] = tuple(fix(r) or r for r in config.scan.roots)
+        scan_update["roots"] = tuple(fix(r, "[scan] roots") or r for r in config.scan.roots)
     if config.scan.archive_dir is not None:
-        scan_update["archive_dir"] = fix(config.scan.archive_dir)
+        scan_update["archive_dir"] = fix(config.scan.archive_dir, "[scan] archive_dir")
     sink_update: dict[str, Any] = {}
     if config.sink.directory is not None:
-        sink_update["directory"] = fix(config.sink.directory)
+        sink_update["directory"] = fix(config.sink.directory, "[sink] directory")
     elif config.sink.file is not None:
-        sink_update["file"] = fix(config.sink.file)
+        sink_update["file"] = fix(config.sink.file, "[sink] file")
     region_update: dict[str, Any] = {}
     if "checkpoint_dir" in config.region.model_fields_set:
-        region_update["checkpoint_dir"] = fix(config.region.checkpoint_dir)
+        region_update["checkpoint_dir"] = fix(
+            config.region.checkpoint_dir, "[region] checkpoint_dir"
+        )
     else:
         # On the local disk next to the settings file, whatever [filesystem] says.
         region_update["checkpoint_dir"] = (
             default_checkpoints if local else "file://" + default_checkpoints
         )
+    if problems:
+        raise ValueError("\n".join(problems))
     fs_update: dict[str, Any] = {}
     if config.filesystem.keytab is not None:
         # A keytab is always a local file, whatever the filesystem.
@@ -577,8 +661,12 @@ def load_pipeline(path: str | os.PathLike[str], *, engine: Engine | None = None)
     except ValidationError as exc:
         problems = format_validation_error(exc, _secrets_of(data))
         raise PipelineConfigError(shown, problems) from None
-    resolved = _resolve_paths(
-        config, config_path.parent, default_checkpoints=default_checkpoint_dir(config_path)
-    )
+    try:
+        resolved = _resolve_paths(
+            config, config_path.parent, default_checkpoints=default_checkpoint_dir(config_path)
+        )
+    except ValueError as exc:
+        raise PipelineConfigError(shown, str(exc).splitlines()) from None
     resolved._folder = str(config_path.parent)
+    resolved._path = shown
     return resolved

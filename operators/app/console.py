@@ -16,6 +16,7 @@ __all__ = [
     "EXIT_CONFIG",
     "EXIT_FAILURE",
     "EXIT_OK",
+    "EXIT_PENDING",
     "PROG",
     "clean",
     "config_error",
@@ -26,6 +27,8 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_CONFIG = 2
+#: ``switch`` with no job running: the request is written and waits for the next start.
+EXIT_PENDING = 3
 
 PROG = "hdfs-region"
 

@@ -28,7 +28,7 @@ from operators.app.engines import (
     warn_files_left,
 )
 from operators.app.progress import Progress, ProgressDisplay
-from operators.app.switch import control_path
+from operators.app.switch import check_pending_switch, control_path
 from operators.control import ControlFile
 from operators.fs import open_path
 from operators.plugins import load_callable
@@ -110,6 +110,7 @@ def build_local(config: PipelineConfig) -> LocalRun:
         transforms.append(load_function(config.transform.function, config.folder))
     # The scan's control input: switch requests (hdfs-region switch) in the checkpoints.
     control = ControlFile(cp_fs, control_path(cp_dir))
+    check_pending_switch(config, control, scan_fs)
     scan_update: dict[str, object] = {"directory": scan_dir}
     if config.scan.archive_dir is not None:
         archive_fs, archive_dir = open_path(config.scan.archive_dir, config.filesystem)

@@ -1,24 +1,34 @@
-"""``hdfs-region switch CONFIG.toml DIRECTORY``: tell the running job (local engine) to watch
-another directory, or, given the directory it watches, to list it again at once.
+"""``hdfs-region switch CONFIG.toml DIRECTORY``: tell the job (local engine) to watch another
+directory, or, given the directory it watches, to list it again at once.
 
 The request goes into the control file of the job's checkpoint directory
 (:mod:`operators.control`); the scan applies it under a permit and the next cut records it, so
-a restart keeps the switched directory. The job need not run: the next run applies it.
+a restart keeps the switched directory. The job need not run: then the request is pending, and
+the next start applies it (:attr:`Switch.running` tells which).
+
+DIRECTORY is resolved as the settings file's own paths are (:func:`resolve_path`: a relative
+one from the settings file's folder, never from the shell's). It must be a directory, or not
+exist yet (then it is empty until it appears, as ``[scan] directory``; refused with
+``strict_mode``). At start, a request naming something that is not a directory stops the run
+before anything is read, naming the request and how to replace it
+(:func:`check_pending_switch`).
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
+from dataclasses import dataclass
 
-from operators.app.config import PipelineConfig
+from operators.app.config import PipelineConfig, resolve_path
 from operators.app.engines import read_identity
-from operators.control import CONTROL_FILE, SwitchRequest, request_switch
+from operators.control import CONTROL_FILE, ControlFile, SwitchRequest, request_switch
 from operators.fs import open_path
 from operators.scan import within_roots
 from region.errors import ConfigError
+from region.fs import FileSystem
+from region.lock import CheckpointLock
 
-__all__ = ["control_path", "switch_directory"]
+__all__ = ["Switch", "check_pending_switch", "control_path", "switch_directory"]
 
 
 def control_path(checkpoint_dir: str) -> str:
@@ -26,25 +36,52 @@ def control_path(checkpoint_dir: str) -> str:
     return posixpath.join(checkpoint_dir, CONTROL_FILE)
 
 
-def switch_directory(config: PipelineConfig, directory: str) -> tuple[str, SwitchRequest]:
-    """Request the switch; the directory as the job will watch it (URI) and the request.
-    ConfigError naming what stands in the way."""
+@dataclass(frozen=True)
+class Switch:
+    """A request written: the directory as the job will watch it (a URI), the request, the
+    job holding the checkpoint directory (``None``: none runs, the request is pending) and
+    whether the directory exists yet."""
+
+    shown: str
+    request: SwitchRequest
+    running: str | None
+    exists: bool
+
+
+def _directory_problem(fs: FileSystem, path: str) -> str | None:
+    """Why the scan cannot watch ``path``, or ``None``; ``""`` when it does not exist (yet)."""
+    try:
+        status = fs.status(path)
+    except FileNotFoundError:
+        return ""
+    if not status.is_dir:
+        return f"{fs.display(path)} is not a directory (a scan watches a directory)"
+    return None
+
+
+def switch_directory(config: PipelineConfig, directory: str) -> Switch:
+    """Request the switch. ConfigError naming what stands in the way."""
     if config.single_file is not None:
         msg = (
             f"[source] file: {config.single_file!r} is read on its own, there is no directory "
             "to switch: use [scan] directory"
         )
         raise ConfigError(msg)
+    # 1. Where DIRECTORY is: as the settings file's own paths are resolved.
+    try:
+        resolved = resolve_path(
+            directory, key="DIRECTORY", base=config.folder, filesystem=config.filesystem
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     scan_fs_settings, _ = config.locate(config.scan_directory)
-    target_settings, target = config.locate(directory)
+    target_settings, target = config.locate(resolved)
     if target_settings.display("/") != scan_fs_settings.display("/"):
         msg = (
             f"{directory!r} is not on the filesystem of [scan] directory "
             f"{config.display(config.scan_directory)!r}: a scan switches within its filesystem"
         )
         raise ConfigError(msg)
-    if scan_fs_settings.kind == "local" and not directory.startswith("file:"):
-        target = os.path.abspath(directory)  # a command-line path: against the working folder
     roots = config.scan.roots
     if roots is not None:
         on_fs = tuple(config.locate(root)[1] for root in roots)
@@ -68,9 +105,39 @@ def switch_directory(config: PipelineConfig, directory: str) -> tuple[str, Switc
             "directory, and start it again (or run the pipeline with --engine local)"
         )
         raise ConfigError(msg)
+    # 2. What is there: a directory, or nothing yet (as [scan] directory, unless strict).
+    scan_fs, _ = open_path(config.scan_directory, config.filesystem)
+    problem = _directory_problem(scan_fs, target)
+    if problem:
+        raise ConfigError(problem)
+    if problem == "" and config.scan.strict_mode:
+        msg = (
+            f"{scan_fs.display(target)} does not exist, and [scan] strict_mode = true makes a "
+            "missing directory fatal: create it first"
+        )
+        raise ConfigError(msg)
+    # 3. The request, and whether a job is there to apply it now.
     cp_fs.mkdirs(cp_dir)
     request = request_switch(
         cp_fs, control_path(cp_dir), target, permission=config.region.checkpoint_permission
     )
-    scan_fs, _ = open_path(config.scan_directory, config.filesystem)
-    return scan_fs.display(target), request
+    running = CheckpointLock(cp_fs, cp_dir).in_use()
+    return Switch(scan_fs.display(target), request, running, exists=problem is None)
+
+
+def check_pending_switch(config: PipelineConfig, control: ControlFile, scan_fs: FileSystem) -> None:
+    """At start: ConfigError when the control file's request names something that is not a
+    directory (it became a file after the switch), which the scan would fail on at every
+    start; the message names the request and how to replace it. A request already applied
+    is checked too: the scan watches that path since."""
+    request = control.read()
+    if request is None:
+        return
+    problem = _directory_problem(scan_fs, request.directory)
+    if problem:
+        msg = (
+            f"the switch request in {control.fs.display(control.path)} names {problem}: switch "
+            f"to a directory (the one to watch) with `hdfs-region switch {config.path} "
+            "DIRECTORY`, which replaces it"
+        )
+        raise ConfigError(msg)

@@ -22,7 +22,8 @@ Where the settings come from, in this order:
    becomes :attr:`FileSystemSettings.gateway_path`.
 4. No ``uri`` at all: ``fs.defaultFS`` of ``core-site.xml`` in ``config_dir`` (else
    ``HADOOP_CONF_DIR``) when it names one, as IBM's operators and Hadoop's own client do; logged
-   at INFO with the file it came from. Otherwise the local disk.
+   at INFO with the file it came from, which :attr:`FileSystemSettings.uri_source` names too.
+   Otherwise the local disk.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
@@ -208,13 +211,13 @@ def _credentials(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _announce_default(uri: str, source: str) -> None:
+def _announce_default(uri: str, origin: str) -> None:
     """Log (once per process) that the filesystem came from the Hadoop configuration."""
     with _announced_lock:
-        if (uri, source) in _announced:
+        if (uri, origin) in _announced:
             return
-        _announced.add((uri, source))
-    logger.info("No uri given: the filesystem is %s, fs.defaultFS of %s", uri, source)
+        _announced.add((uri, origin))
+    logger.info("No uri given: plain paths are on %s, %s", uri, origin)
 
 
 class FileSystemSettings(BaseModel):
@@ -307,16 +310,29 @@ class FileSystemSettings(BaseModel):
         validation_alias=AliasChoices("retry_backoff", "retryBackoff", "reconnectionInterval"),
     )
 
-    @model_validator(mode="before")
+    #: Where ``uri`` came from when it was not given (see :attr:`uri_source`).
+    _uri_source: str | None = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _gather(cls, data: Any) -> Any:
+    def _gather(cls, data: Any, handler: ModelWrapValidatorHandler[FileSystemSettings]) -> Any:
         # One validator, so the steps run in this order (see the module doc).
         if not isinstance(data, dict):
-            return data
+            return handler(data)
         data = _credentials(data)
         data = cls._secrets_from_environment(data)
         data = cls._credentials_out_of_uri(data)
-        return cls._default_uri(data)
+        data, source = cls._default_uri(data)
+        settings = handler(data)
+        settings._uri_source = source
+        return settings
+
+    @property
+    def uri_source(self) -> str | None:
+        """Where :attr:`uri` came from when none was given: ``"fs.defaultFS of
+        /etc/hadoop/conf/core-site.xml in HADOOP_CONF_DIR"``; ``None`` when it was given (or is
+        the local disk by default)."""
+        return self._uri_source
 
     @classmethod
     def _secrets_from_environment(cls, data: dict[str, Any]) -> dict[str, Any]:
@@ -369,37 +385,39 @@ class FileSystemSettings(BaseModel):
         return data
 
     @classmethod
-    def _default_uri(cls, data: dict[str, Any]) -> dict[str, Any]:
-        """No uri: ``fs.defaultFS`` of the Hadoop configuration, when it names one."""
+    def _default_uri(cls, data: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """No uri: ``fs.defaultFS`` of the Hadoop configuration, when it names one; with where
+        it came from (``None``: nothing was taken)."""
         if _given(data, "uri") is not None:
-            return data
+            return data, None
         key = _given(data, "config_dir")
         explicit = data.get(key) if key is not None else None
         directory = explicit or os.environ.get("HADOOP_CONF_DIR")
         if not directory:
-            return data
+            return data, None
         name = key or "HADOOP_CONF_DIR"
         if not isinstance(directory, str) or not os.path.isdir(directory):
             if explicit is None:
-                return data  # an unset-up HADOOP_CONF_DIR: Hadoop's client ignores it too
+                return data, None  # an unset-up HADOOP_CONF_DIR: Hadoop's client ignores it too
             raise ValueError(f"{name}: {directory!r} is not a directory")
         found = default_fs(directory)
         if found is None:
-            return data
+            return data, None
         uri, source = found
         try:
             parsed = _parse(uri)
         except ValueError:
             parsed = ("", "", "")  # a scheme this does not read: refused below
         if parsed is None or parsed[0] == "file":
-            return data
+            return data, None
         if parsed[0] != "hdfs" and parsed[0] not in _WEBHDFS_SCHEMES:
             raise ValueError(
                 f"{name}: fs.defaultFS {uri!r} of {source} is not a filesystem this reads "
                 "(hdfs://, webhdfs://, swebhdfs://): set uri"
             )
-        _announce_default(uri, source)
-        return {**data, "uri": uri}
+        origin = f"fs.defaultFS of {source} in {name}"
+        _announce_default(uri, origin)
+        return {**data, "uri": uri}, origin
 
     @field_validator("gateway_path")
     @classmethod

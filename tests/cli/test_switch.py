@@ -1,6 +1,8 @@
 """``hdfs-region switch``: a running job (local engine) is told to watch another directory; the
 switch survives a SIGKILL and a restart; roots, the output directory and Spark's checkpoints
-are refused with one line."""
+are refused with one line. A relative directory is the settings file's; with no job running
+the switch is pending (exit 3); a file is refused, and one that became a file is named at
+start."""
 
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ def test_switch_a_running_job_then_kill_it_and_the_restart_keeps_the_new_directo
         switched = cli("switch", str(config), str(other))
         assert switched.returncode == 0, switched.stderr
         assert "switch to file://" in switched.stdout
+        assert f"pid {running.pid}" in switched.stdout  # the job that applies it
         wait_for(lambda: "b1" in pdir.output_lines(), what="b.txt read", alive=running)
         os.kill(running.pid, signal.SIGKILL)
         running.communicate(timeout=30)
@@ -84,3 +87,78 @@ def test_switch_is_refused_on_the_spark_engine(pdir: PipelineDir) -> None:
     assert refused.returncode == 2
     assert "the spark engine does not read switch requests" in refused.stderr
     assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
+
+
+LOCAL = """\
+    engine = "local"
+    [region]
+    period = "100ms"
+    [scan]
+    directory = "landing"
+    {scan}
+    [sink]
+    file = "out/part-%FILENUM.txt"
+"""
+
+
+def test_a_relative_directory_is_the_settings_files_folder_and_without_a_job_it_is_pending(
+    pdir: PipelineDir, tmp_path: Path
+) -> None:
+    pdir.add_file("a.txt", ["a1"])
+    put(pdir.root / "B", "b.txt", ["b1"])
+    config = pdir.write_config(LOCAL.format(scan=""))
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "B").mkdir(parents=True)  # the shell's folder has a B too: not the one meant
+    switched = cli("switch", str(config), "B", cwd=elsewhere)
+    # No job runs: the switch waits for the next start, and the exit code says so.
+    assert switched.returncode == 3, switched.stderr
+    assert f"switch to file://{pdir.root / 'B'} is pending" in switched.stdout
+    assert "next start" in switched.stdout and "within a second" not in switched.stdout
+    done = cli("run", str(config), "--available-now", "--no-progress", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert pdir.output_lines() == ["b1"]
+
+
+def test_a_file_is_refused_at_switch_time_and_a_pending_switch_gone_bad_is_named_at_start(
+    pdir: PipelineDir,
+) -> None:
+    pdir.add_file("a.txt", ["a1"])
+    config = pdir.write_config(LOCAL.format(scan=""))
+    a_file = pdir.root / "notes.txt"
+    a_file.write_text("not a directory\n")
+    refused = cli("switch", str(config), str(a_file))
+    assert refused.returncode == 2
+    assert f"file://{a_file} is not a directory" in refused.stderr
+    control = pdir.root / "checkpoints" / "pipeline" / "control.json"
+    assert not control.exists()
+    # A directory when switched to, a file by the time the job starts.
+    target = pdir.root / "later"
+    target.mkdir()
+    assert cli("switch", str(config), "later").returncode == 3
+    target.rmdir()
+    target.write_text("replaced by a file\n")
+    for _ in range(2):  # every start names it, with the way out
+        done = cli("run", str(config), "--available-now", "--no-progress")
+        assert done.returncode == 2, done.stderr
+        assert f"switch request in file://{control}" in done.stderr
+        assert f"file://{target} is not a directory" in done.stderr
+        assert f"hdfs-region switch {config} DIRECTORY" in done.stderr
+    # Switching again (here back to the landing directory) is the way out.
+    assert cli("switch", str(config), "landing").returncode == 3
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert pdir.output_lines() == ["a1"]
+
+
+def test_a_directory_that_does_not_exist_yet_is_accepted_unless_strict(
+    pdir: PipelineDir,
+) -> None:
+    config = pdir.write_config(LOCAL.format(scan=""))
+    switched = cli("switch", str(config), "tomorrow")
+    assert switched.returncode == 3, switched.stderr
+    assert f"file://{pdir.root / 'tomorrow'} does not exist yet" in switched.stderr
+    strict = pdir.write_config(LOCAL.format(scan="strict_mode = true"), "strict.toml")
+    refused = cli("switch", str(strict), "tomorrow")
+    assert refused.returncode == 2
+    assert f"file://{pdir.root / 'tomorrow'} does not exist" in refused.stderr
+    assert "strict_mode" in refused.stderr

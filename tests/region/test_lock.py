@@ -89,6 +89,22 @@ def test_release_lets_the_next_one_in(any_fs: FsHandle) -> None:
     assert len(names) == 1 and names[0].startswith(".lock-") and names[0].endswith(".json")
 
 
+def test_in_use_says_whether_a_start_now_would_be_refused(any_fs: FsHandle) -> None:
+    # What `hdfs-region switch` asks to tell "the running job applies it" from "pending".
+    directory, clock = _dir(any_fs), ManualClock(T0)
+    probe = _lock(any_fs, directory, "probe", clock)
+    assert probe.in_use() is None  # nothing ever ran here
+    with _lock(any_fs, directory, "job-a", clock):
+        clock.now += 5
+        shown = probe.in_use()
+        assert shown is not None and "job-a" in shown and f"pid {os.getpid()}" in shown
+    assert probe.in_use() is None  # released
+    _plant_holder(any_fs.fs, directory, 7, heartbeat=clock.now - 29)
+    assert probe.in_use() is not None and "job-elsewhere" in str(probe.in_use())
+    clock.now += 2  # its heartbeat is older than its ttl: a start would take it over
+    assert probe.in_use() is None
+
+
 def test_an_expired_lock_is_taken_over_and_a_fresh_one_is_not(
     any_fs: FsHandle, caplog: pytest.LogCaptureFixture
 ) -> None:
