@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,12 @@ def test_a_stop_ends_the_process_when_an_operator_call_blocks(
     again = cli("run", str(config), "--available-now")
     assert again.returncode == 0, again.stderr
     assert sorted(pdir.output_lines()) == sorted(pdir.records)
+
+
+def test_copy_refuses_a_named_pipe_as_source(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "dst").mkdir()
+    done = cli("copy", str(tmp_path / "pipe"), str(tmp_path / "dst") + "/", timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "is a named pipe (FIFO), not a regular file" in done.stderr.strip().splitlines()[-1]
+    assert list((tmp_path / "dst").iterdir()) == []  # no temporary file left behind
