@@ -144,6 +144,14 @@ class LocalWriter:
             return exc
 
 
+def _refuse_special(path: str, mode: int) -> None:
+    """``OSError`` (EINVAL, permanent: no retry makes it a regular file) for a special file."""
+    kind = special_kind(mode)
+    if kind is not None:
+        msg = f"is {kind}, not a regular file: reading it could wait forever, or never end"
+        raise permanent(OSError(errno.EINVAL, msg, path))
+
+
 class LocalFileSystem:
     """Local files through ``os``. Paths are absolute or relative to the working directory.
 
@@ -220,12 +228,14 @@ class LocalFileSystem:
     def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
         # O_NONBLOCK: opening a named pipe for reading would otherwise wait for a writer. The
         # open file is checked, not the path, so a file swapped for a pipe is caught as well.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
-            kind = special_kind(os.fstat(fd).st_mode)
-            if kind is not None:
-                msg = f"is {kind}, not a regular file: reading it could wait forever"
-                raise permanent(OSError(errno.EINVAL, msg, path))  # no retry makes it a file
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # a socket (or a device without its driver)
+                _refuse_special(path, os.stat(path).st_mode)
+            raise
+        try:
+            _refuse_special(path, os.fstat(fd).st_mode)
             os.set_blocking(fd, True)
         except BaseException:
             os.close(fd)
