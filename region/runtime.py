@@ -142,7 +142,8 @@ class PipelineRunner:
     or of a hung mount blocks in the kernel, and Python cannot interrupt a thread). A watchdog
     thread then ends the process with :data:`EXIT_STOP_BLOCKED` and an ERROR naming the call:
 
-    1. a graceful stop that has not completed ``drain_timeout`` seconds after it was asked for;
+    1. a graceful stop that has not completed ``drain_timeout`` seconds after it was asked for
+       (or a run whose region failed, that many seconds after the failure);
     2. an immediate stop (a second signal, a lost lock) whose operator call in progress at the
        request is still the same one :data:`_IMMEDIATE_GRACE` seconds later.
 
@@ -327,7 +328,9 @@ class PipelineRunner:
         warned = False
         immediate: tuple[float, activity.Doing | None] | None = None
         while not finished.wait(_WATCH_SLICE):
-            if self._stop is None:
+            # A failed region ends the run too, once the pipeline thread comes back.
+            failed = self.controller.status is RegionStatus.FAILED
+            if self._stop is None and not failed:
                 continue
             now = time.monotonic()
             current = activity.of(self._thread_ident)
@@ -336,9 +339,8 @@ class PipelineRunner:
             if immediate is None and self._stop is _Stop.IMMEDIATE:
                 immediate = (now, current)
             if now - asked >= bound:
-                self._exit_blocked(
-                    current, f"The stop did not complete within drain_timeout {bound:g} s"
-                )
+                what = "The stop" if self._stop is not None else "After the region failed, the run"
+                self._exit_blocked(current, f"{what} did not end within drain_timeout {bound:g} s")
             if immediate is not None:
                 if (
                     current is not None
@@ -347,7 +349,7 @@ class PipelineRunner:
                 ):
                     self._exit_blocked(
                         current,
-                        f"The immediate stop did not complete within {_IMMEDIATE_GRACE:g} s",
+                        f"The immediate stop did not end within {_IMMEDIATE_GRACE:g} s",
                     )
             elif (
                 not warned
@@ -357,8 +359,8 @@ class PipelineRunner:
                 warned = True
                 logger.warning(
                     "Stopping: the pipeline thread is still in %s; the process ends %.0f s "
-                    "after the stop request if it does not return (drain_timeout), at once "
-                    "on a second signal",
+                    "after the stop request if it does not return (drain_timeout), a second "
+                    "after a second signal",
                     current.describe(now),
                     bound,
                 )
@@ -368,7 +370,7 @@ class PipelineRunner:
         cut = "the start" if last is None else f"cut {last}"
         logger.error(
             "%s: %s. Exiting now without a final cut: the output of what was read after %s is "
-            "not published; the next run resumes from %s",
+            "left unpublished; the next run resumes from %s and writes it again",
             why,
             "the pipeline thread is still in " + current.describe()
             if current is not None

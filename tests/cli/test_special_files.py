@@ -113,17 +113,47 @@ def test_a_stop_ends_the_process_when_an_operator_call_blocks(
     assert len(blocked) == 1, stderr
     # Names the call that did not come back, the file it was on, and where the next run resumes.
     assert "transform hang" in blocked[0] and "z.txt" in blocked[0]
-    why = (
-        "The immediate stop did not complete"
-        if signals == 2
-        else "The stop did not complete within"
-    )
+    why = "The immediate stop did not end" if signals == 2 else "The stop did not end within"
     assert why in blocked[0]
     assert "the next run resumes from cut" in blocked[0]
     # Nothing unpublished was claimed: the next run reads everything exactly once.
     again = cli("run", str(config), "--available-now")
     assert again.returncode == 0, again.stderr
     assert sorted(pdir.output_lines()) == sorted(pdir.records)
+
+
+def test_a_region_that_fails_while_an_operator_call_blocks_ends_the_process(
+    pdir: PipelineDir,
+) -> None:
+    pdir.add_file("z.txt", ["z1", "hang", "z2"])
+    (pdir.root / "hang.py").write_text(HANG_MODULE, encoding="utf-8")
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [region]
+        period = "100ms"
+        drain_timeout = "1s"
+        reset_timeout = "1s"
+        max_consecutive_reset_attempts = 1
+        [scan]
+        directory = "landing"
+        [transform]
+        function = "hang:hang"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    fifo, mark = pdir.root / "never-written", pdir.root / "blocked"
+    os.mkfifo(fifo)
+    # No signal: the periodic cut times out, the region fails, and the process ends by itself.
+    done = cli("run", str(config), timeout=120, HANG_FIFO=str(fifo), HANG_MARK=str(mark))
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "After the region failed, the run did not end" in last, last
+    assert "transform hang" in last and "z.txt" in last, last
+    again = cli("run", str(config), "--available-now")
+    assert again.returncode == 0, again.stderr
+    assert pdir.output_lines() == ["z1", "hang", "z2"]
 
 
 def test_copy_refuses_a_named_pipe_as_source(tmp_path: Path) -> None:
