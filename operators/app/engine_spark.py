@@ -590,7 +590,8 @@ def run_spark(
         _check_jvm_environment(plan.jvm_env)
     else:
         _check_remote(plan, remote)
-    check_single_file(*open_path(config.scan_directory, config.filesystem), config.single_name)
+    if config.single_name is not None:
+        check_single_file(*open_path(config.scan_directory, config.filesystem), config.single_name)
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
     region = config.region
     stopper = _Stop()
