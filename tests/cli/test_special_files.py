@@ -53,12 +53,13 @@ def test_a_named_pipe_in_the_landing_directory_is_left_out_and_named(pdir: Pipel
     assert "WARNING" in warnings[0] and "named pipe (FIFO): left out" in warnings[0]
 
 
-def test_a_named_pipe_as_source_file_is_refused(pdir: PipelineDir) -> None:
+@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+def test_a_named_pipe_as_source_file_is_refused(pdir: PipelineDir, engine: str) -> None:
     pdir.landing.mkdir(parents=True)
     os.mkfifo(pdir.landing / "orders.csv")
     config = pdir.write_config(
-        """\
-        engine = "local"
+        f"""\
+        engine = "{engine}"
         [source]
         file = "landing/orders.csv"
         [sink]
