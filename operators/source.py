@@ -24,6 +24,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from operators.decoding import LineDecoder, OnDecodeError, line_encoding_problem
 from operators.errors import OperatorError
 from operators.housekeeping import ReadFile
+from region.activity import doing
 from region.errors import permanent
 from region.fs import FileStatus, FileSystem
 from region.settings import Duration, Encoding
@@ -353,7 +354,11 @@ class HDFS2FileSource(StartOperator):
         assert self._path is not None
         want = self.settings.read_chunk
         try:
-            data = self._fs.read(self._path, self._read_pos, want)
+            # Named in messages about a stop or a cut that this read holds up.
+            with doing(
+                f"{self.name}: reading {self._fs.display(self._path)} at byte {self._read_pos}"
+            ):
+                data = self._fs.read(self._path, self._read_pos, want)
         except FileNotFoundError:
             if self._files is None:
                 raise

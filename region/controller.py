@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
+from region import activity
 from region.checkpoint import CheckpointStore
 from region.errors import (
     CheckpointError,
@@ -359,7 +360,7 @@ class RegionController:
         if not self.permits.wait_idle(max(0.0, deadline - self._clock())):
             error = TimeoutError(
                 f"a start operator still held its permit after drain_timeout "
-                f"{self.settings.drain_timeout:g} s"
+                f"{self.settings.drain_timeout:g} s: {activity.describe()}"
             )
             return self._cut_failed(cut_id, _Failure(None, f"drain of cut {cut_id}", error))
         # 3. A batch that failed must not be checkpointed: its failure wins over the cut.
@@ -593,7 +594,7 @@ class RegionController:
         if not self.permits.wait_idle(max(0.0, deadline - self._clock())):
             error = TimeoutError(
                 f"a start operator still held its permit after reset_timeout "
-                f"{self.settings.reset_timeout:g} s"
+                f"{self.settings.reset_timeout:g} s: {activity.describe()}"
             )
             return _Failure(None, "reset", error)
         target = self._restore_point

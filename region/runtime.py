@@ -19,7 +19,10 @@ cut; the loop then continues from there (the source replays), until the region g
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -27,7 +30,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from region import stopping
+from region import activity, stopping
+from region.activity import doing
 from region.checkpoint import CheckpointStore
 from region.controller import RegionController, RegionSnapshot, RegionStatus
 from region.errors import ConfigError, RegionStoppedError
@@ -44,6 +48,13 @@ Transform = Callable[[Any], Any]
 
 #: Longest uninterrupted sleep while idle, so a stop request is noticed promptly.
 _SLEEP_SLICE = 0.05
+#: How often the stop watchdog looks whether a stop was requested (a signal handler can only
+#: set a plain attribute: waking a thread takes a lock the interrupted code may hold).
+_WATCH_SLICE = 0.1
+#: How long an immediate stop lets the operator call in progress at the request end by itself.
+_IMMEDIATE_GRACE = 1.0
+#: The exit status of a process ended because its stop could not complete.
+EXIT_STOP_BLOCKED = 1
 
 
 class Pipeline:
@@ -125,6 +136,22 @@ class PipelineRunner:
     holder), and stops at once if the lock is taken over. ``lock``: ``True`` (default) for a lock
     of its own; a :class:`~region.lock.CheckpointLock` the caller holds (or the runner acquires);
     ``False`` only where processes are simulated in one interpreter (replay tests).
+
+    ``exit_if_stop_blocked`` (for a runner that owns its process, as ``hdfs-region run``): a
+    stop must end the process even when an operator call never returns (a read of a named pipe
+    or of a hung mount blocks in the kernel, and Python cannot interrupt a thread). A watchdog
+    thread then ends the process with :data:`EXIT_STOP_BLOCKED` and an ERROR naming the call:
+
+    1. a graceful stop that has not completed ``drain_timeout`` seconds after it was asked for
+       (or a run whose region failed, that many seconds after the failure);
+    2. an immediate stop (a second signal, a lost lock) whose operator call in progress at the
+       request is still the same one :data:`_IMMEDIATE_GRACE` seconds later.
+
+    Ending there is a crash as far as the output is concerned, and as safe: nothing after the
+    last completed cut was published or checkpointed, and the next run resumes from that cut.
+    The checkpoint lock is not released (the blocked thread could still write in the instant
+    before the exit); the kernel drops its local lease, so the next run on this host takes it
+    over at once, and one elsewhere after ``lock_ttl``.
     """
 
     def __init__(
@@ -137,8 +164,12 @@ class PipelineRunner:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         lock: CheckpointLock | bool = True,
+        exit_if_stop_blocked: bool = False,
     ) -> None:
         self.pipeline = pipeline
+        self.exit_if_stop_blocked = exit_if_stop_blocked
+        #: ``threading.get_ident()`` of the thread in :meth:`run`, while it runs.
+        self._thread_ident: int | None = None
         self.settings = settings
         if lock is True:
             lock = CheckpointLock(
@@ -212,7 +243,8 @@ class PipelineRunner:
         with self.controller.permits.hold():
             stage: object = source  # what runs now, named only if it fails
             try:
-                batch = source.next_batch(self.pipeline.batch_size)
+                with doing(f"operator {source.name}: next batch"):
+                    batch = source.next_batch(self.pipeline.batch_size)
                 if batch is not None:
                     records = batch.records
                     self._batches += 1
@@ -221,21 +253,25 @@ class PipelineRunner:
                         self._bytes_in += batch.size  # counted by the source, where it is cheap
                     elif records and isinstance(records[0], bytes | str):
                         self._bytes_in += sum(map(len, records))
+                    of_batch = f"a batch of {len(records)} record(s) from {batch.origin}"
                     for transform in self.pipeline.transforms:
                         stage = transform
-                        records = [out for out in map(transform, records) if out is not None]
+                        with doing(f"{_stage_name(transform)} over {of_batch}"):
+                            records = [out for out in map(transform, records) if out is not None]
                     self._records_out += len(records)
                     if records is not batch.records:
                         batch = Batch(records, batch.punctuation, batch.origin, batch.size)
                     if records or batch.punctuation:
                         for sink in sinks:
                             stage = sink
-                            sink.write(batch)
+                            with doing(f"operator {sink.name}: writing {of_batch}"):
+                                sink.write(batch)
                     punctuation = batch.punctuation
                 now = self._wall()
                 for sink in sinks:
                     stage = sink
-                    sink.on_tick(now)
+                    with doing(f"operator {sink.name}: on_tick"):
+                        sink.on_tick(now)
             except Exception as exc:
                 # Reported while the permit is still held, so no cut can commit this batch.
                 self.controller.report_failure(_stage_name(stage), exc)
@@ -271,8 +307,81 @@ class PipelineRunner:
         installed: AbstractContextManager[None] = (
             signals.installed() if self.install_signal_handlers else nullcontext()
         )
-        with installed:
-            return self._run(available_now)
+        finished = threading.Event()
+        self._thread_ident = threading.get_ident()
+        if self.exit_if_stop_blocked:
+            watchdog = threading.Thread(
+                target=self._watch_stop, args=(finished,), name="stop-watchdog", daemon=True
+            )
+            watchdog.start()
+        try:
+            with installed:
+                return self._run(available_now)
+        finally:
+            finished.set()
+            self._thread_ident = None
+
+    def _watch_stop(self, finished: threading.Event) -> None:
+        """End the process when a stop cannot complete (see ``exit_if_stop_blocked``)."""
+        bound = self.settings.drain_timeout
+        asked: float | None = None  # when a stop was first seen
+        warned = False
+        immediate: tuple[float, activity.Doing | None] | None = None
+        while not finished.wait(_WATCH_SLICE):
+            # A failed region ends the run too, once the pipeline thread comes back.
+            failed = self.controller.status is RegionStatus.FAILED
+            if self._stop is None and not failed:
+                continue
+            now = time.monotonic()
+            current = activity.of(self._thread_ident)
+            if asked is None:
+                asked = now
+            if immediate is None and self._stop is _Stop.IMMEDIATE:
+                immediate = (now, current)
+            if now - asked >= bound:
+                what = "The stop" if self._stop is not None else "After the region failed, the run"
+                self._exit_blocked(current, f"{what} did not end within drain_timeout {bound:g} s")
+            if immediate is not None:
+                if (
+                    current is not None
+                    and current is immediate[1]
+                    and now - immediate[0] >= _IMMEDIATE_GRACE
+                ):
+                    self._exit_blocked(
+                        current,
+                        f"The immediate stop did not end within {_IMMEDIATE_GRACE:g} s",
+                    )
+            elif (
+                not warned
+                and current is not None
+                and now - max(asked, current.since) >= _IMMEDIATE_GRACE
+            ):
+                warned = True
+                logger.warning(
+                    "Stopping: the pipeline thread is still in %s; the process ends %.0f s "
+                    "after the stop request if it does not return (drain_timeout), a second "
+                    "after a second signal",
+                    current.describe(now),
+                    bound,
+                )
+
+    def _exit_blocked(self, current: activity.Doing | None, why: str) -> None:
+        last = self.controller.snapshot().last_cut_id
+        cut = "the start" if last is None else f"cut {last}"
+        logger.error(
+            "%s: %s. Exiting now without a final cut: the output of what was read after %s is "
+            "left unpublished; the next run resumes from %s and writes it again",
+            why,
+            "the pipeline thread is still in " + current.describe()
+            if current is not None
+            else "the pipeline thread did not come back (" + activity.describe() + ")",
+            cut,
+            cut,
+        )
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):  # a broken handler must not keep us alive
+                handler.flush()
+        os._exit(EXIT_STOP_BLOCKED)
 
     def _run(self, available_now: bool) -> PipelineStats:
         if self._stop is None:
@@ -344,8 +453,14 @@ def run_pipeline(
     available_now: bool = False,
     install_signal_handlers: bool = True,
 ) -> PipelineStats:
-    """Run ``pipeline`` in a consistent region until it stops; see :meth:`PipelineRunner.run`."""
+    """Run ``pipeline`` in a consistent region until it stops; see :meth:`PipelineRunner.run`.
+    With ``install_signal_handlers`` the run owns the process: a stop that cannot complete ends
+    it (``exit_if_stop_blocked``)."""
     runner = PipelineRunner(
-        pipeline, settings, store, install_signal_handlers=install_signal_handlers
+        pipeline,
+        settings,
+        store,
+        install_signal_handlers=install_signal_handlers,
+        exit_if_stop_blocked=install_signal_handlers,
     )
     return runner.run(available_now=available_now)

@@ -19,6 +19,7 @@ from bench.campaign.operations import operations
 from bench.campaign.outcome import Outcome
 from bench.campaign.permission import permission_denied
 from bench.campaign.processes import kill_all
+from bench.campaign.special import named_pipe
 from bench.campaign.vanish import vanished
 from bench.campaign.webhdfs import webhdfs_server_killed
 from bench.common import add_common_args, print_table, scratch, write_json
@@ -37,6 +38,7 @@ SCENARIOS = (
     "webhdfs",
     "decode",
     "vanish",
+    "special",
     "permission",
     "disk",
     "operations",
@@ -124,6 +126,7 @@ def plan(work: Path, args: argparse.Namespace, only: list[str]) -> list[Step]:
         ("webhdfs", lambda: webhdfs_server_killed(work, args)),
         ("decode", lambda: undecodable(work, args)),
         ("vanish", lambda: vanished(work, args)),
+        ("special", lambda: named_pipe(work, args)),
         ("permission", lambda: permission_denied(work, args)),
         ("disk", lambda: disk_full(work, args)),
         ("operations", lambda: operations(work, args)),

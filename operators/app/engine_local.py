@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from operators.app.config import PipelineConfig
 from operators.app.engines import (
     JobOutput,
+    check_single_file,
     claim_checkpoint_dir,
     load_function,
     read_identity,
@@ -87,6 +88,7 @@ def build_local(config: PipelineConfig) -> LocalRun:
     is locked or read yet). Raises ConfigError for settings the operators refuse."""
     # 1. Filesystems: a URI names its own, a plain path is on [filesystem].
     scan_fs, scan_dir = open_path(config.scan_directory, config.filesystem)
+    check_single_file(scan_fs, scan_dir, config.single_name)
     sink_settings = config.sink
     if sink_settings.directory is not None:
         sink_fs, sink_dir = open_path(sink_settings.directory, config.filesystem)
@@ -155,7 +157,9 @@ def build_local(config: PipelineConfig) -> LocalRun:
         permission=region.checkpoint_permission,
         on_lost=lost,
     )
-    runner = PipelineRunner(pipeline, region, store, install_signal_handlers=True, lock=lock)
+    runner = PipelineRunner(
+        pipeline, region, store, install_signal_handlers=True, lock=lock, exit_if_stop_blocked=True
+    )
     logger.info(
         "Pipeline %s: %s -> %s, checkpoints in %s (local engine, %s trigger)",
         pipeline_id,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from operators.app.config import PipelineConfig
 from operators.app.engines import (
     JobOutput,
+    check_single_file,
     claim_checkpoint_dir,
     load_function,
     warn_files_left,
@@ -589,6 +590,8 @@ def run_spark(
         _check_jvm_environment(plan.jvm_env)
     else:
         _check_remote(plan, remote)
+    if config.single_name is not None:
+        check_single_file(*open_path(config.scan_directory, config.filesystem), config.single_name)
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
     region = config.region
     stopper = _Stop()

@@ -9,6 +9,7 @@ is refused with an error saying what to do.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import uuid
@@ -20,12 +21,13 @@ from operators.owner import SINK_DIR, Owner, check_output, claim_output, read_ow
 from operators.plugins import load_callable
 from operators.scan import ScanSettings, young_files
 from region.atomic import write_atomically
-from region.errors import CheckpointError
+from region.errors import CheckpointError, ConfigError
 from region.fs import FileSystem
 
 __all__ = [
     "IDENTITY_FILE",
     "JobOutput",
+    "check_single_file",
     "claim_checkpoint_dir",
     "load_function",
     "read_identity",
@@ -46,6 +48,25 @@ def load_function(spec: str, folder: str) -> Callable[[Any], Any]:
 
 def _join(directory: str, name: str) -> str:
     return directory.rstrip("/") + "/" + name
+
+
+def check_single_file(fs: FileSystem, directory: str, single: str | None) -> None:
+    """Refuse a ``[source] file`` that is a named pipe, a socket or a device (ConfigError): the
+    scan leaves such files out, so the run would read nothing. Opening it is the check (the
+    backend refuses what is not a regular file, without waiting on a pipe). A missing file is
+    left to :func:`warn_files_left`."""
+    if single is None:
+        return
+    path = _join(directory, single)
+    try:
+        fs.read(path, 0, 0)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:  # what the backend answers for a special file
+            msg = f"[source] file: {fs.display(path)} {exc.strerror}; name a regular file"
+            raise ConfigError(msg) from None
+        raise
 
 
 def read_identity(fs: FileSystem, directory: str) -> dict[str, Any] | None:

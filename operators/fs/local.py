@@ -12,14 +12,36 @@ import shutil
 import stat as stat_mod
 
 from region.atomic import dir_permission
+from region.errors import permanent
 from region.fs import FileStatus, ListingEntry
 
 __all__ = ["LocalFileSystem", "LocalWriter"]
 
 logger = logging.getLogger(__name__)
 
-#: Symbolic links already logged as left out of a listing (a scan lists every few seconds).
+#: Symbolic links and special files already logged as left out of a listing (a scan lists
+#: every few seconds).
 _LINKS_LOGGED: set[str] = set()
+
+#: What each kind of special file is called in messages.
+_SPECIAL_KINDS = (
+    (stat_mod.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat_mod.S_ISSOCK, "a socket"),
+    (stat_mod.S_ISCHR, "a character device"),
+    (stat_mod.S_ISBLK, "a block device"),
+)
+
+
+def special_kind(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is neither a regular file nor a directory (a named
+    pipe, a socket, a device); ``None`` for regular files and directories."""
+    if stat_mod.S_ISREG(mode) or stat_mod.S_ISDIR(mode):
+        return None
+    for test, kind in _SPECIAL_KINDS:
+        if test(mode):
+            return kind
+    return "not a regular file"
+
 
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
@@ -122,12 +144,23 @@ class LocalWriter:
             return exc
 
 
+def _refuse_special(path: str, mode: int) -> None:
+    """``OSError`` (EINVAL, permanent: no retry makes it a regular file) for a special file."""
+    kind = special_kind(mode)
+    if kind is not None:
+        msg = f"is {kind}, not a regular file: reading it could wait forever, or never end"
+        raise permanent(OSError(errno.EINVAL, msg, path))
+
+
 class LocalFileSystem:
     """Local files through ``os``. Paths are absolute or relative to the working directory.
 
     Listings leave symbolic links out: a link in a landing directory may point anywhere
     (``/etc/hostname``), and following it would read, or publish into, files outside the
     directory the job was given. Each link is logged once per process (WARNING, its target).
+    Special files (named pipes, sockets, devices) are left out the same way: opening a named
+    pipe for reading waits for a writer, forever if none comes, and a device may never end.
+    :meth:`read` refuses them too, whoever names one (``[source] file``, a copy's source).
     """
 
     supports_truncate = True
@@ -160,6 +193,9 @@ class LocalFileSystem:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:  # deleted between readdir and stat
                     continue
+                if not stat_mod.S_ISREG(st.st_mode) and not is_dir(st.st_mode):
+                    self._left_out_special(entry.path, st.st_mode)
+                    continue
                 append((st.st_mtime_ns, entry.name, entry.path, st.st_size, is_dir(st.st_mode)))
         return out
 
@@ -179,8 +215,32 @@ class LocalFileSystem:
             broken,
         )
 
+    def _left_out_special(self, path: str, mode: int) -> None:
+        if path in _LINKS_LOGGED:
+            return
+        _LINKS_LOGGED.add(path)
+        logger.warning(
+            "%s is %s: left out (only regular files are read)",
+            self.display(path),
+            special_kind(mode),
+        )
+
     def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
-        with open(path, "rb") as f:
+        # O_NONBLOCK: opening a named pipe for reading would otherwise wait for a writer. The
+        # open file is checked, not the path, so a file swapped for a pipe is caught as well.
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # a socket (or a device without its driver)
+                _refuse_special(path, os.stat(path).st_mode)
+            raise
+        try:
+            _refuse_special(path, os.fstat(fd).st_mode)
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        with open(fd, "rb") as f:
             if offset:
                 f.seek(offset)
             return f.read(length if length >= 0 else -1)

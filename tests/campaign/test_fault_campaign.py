@@ -108,3 +108,12 @@ def test_sigkills_around_the_archive_step_archive_nothing_unread(campaign: dict[
     assert row["lost"] == 0 and row["duplicated"] == 0 and row["corrupt"] == 0
     assert row["details"]["archived_unread"] == [] and row["details"]["left_unarchived"] == []
     assert row["details"]["runs"] == 3
+
+
+def test_a_named_pipe_in_the_landing_directory_is_named_and_hangs_nothing(
+    campaign: dict[str, Any],
+) -> None:
+    (row,) = rows(campaign, "named pipe in the landing directory")
+    assert row["ok"] and row["lost"] == 0 and row["duplicated"] == 0, row
+    assert row["details"]["runs"] == 3  # two killed runs and a final one that ended by itself
+    assert "in-00003-pipe.txt is a named pipe (FIFO): left out" in row["message"]

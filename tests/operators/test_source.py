@@ -3,18 +3,26 @@ from __future__ import annotations
 import json
 import logging
 import random
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from operators.errors import BadRecordError, OperatorError
+from operators.fs.local import LocalFileSystem
 from operators.scan import HDFS2DirectoryScan, ScanSettings
+from operators.sink import HDFS2FileSink, SinkSettings
 from operators.source import FileNameList, HDFS2FileSource, SourceSettings
 from operators.testing import ManualClock
+from region.checkpoint import CheckpointStore
 from region.fs import FileSystem
+from region.runtime import Pipeline, PipelineRunner
+from region.settings import RegionSettings
 from region.state import Batch
 from tests.operators.conftest import Landing
+from tests.region._participants import wait_until
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
@@ -516,3 +524,47 @@ def test_a_file_that_only_grew_while_down_is_resumed_where_it_was(landing: Landi
     resumed = HDFS2FileSource(SourceSettings(), landing.fs, files=FileNameList([first]))
     resumed.reset(state)
     assert records(read_all(resumed)) == ["b", "c"]
+
+
+class _BlockingReads(LocalFileSystem):
+    """Local files whose reads of ``.txt`` files wait until ``go`` is set (a hung mount, a
+    DataNode that does not answer)."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+
+    def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
+        if path.endswith(".txt"):
+            self.go.wait()
+        return super().read(path, offset, length)
+
+
+def test_a_permit_held_past_drain_timeout_names_the_read_that_holds_it(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("a1\na2\n")
+    fs = _BlockingReads()
+    scan = HDFS2DirectoryScan(ScanSettings(directory=str(tmp_path / "in"), sleep_time=0), fs)
+    source = HDFS2FileSource(SourceSettings(), fs, files=scan)
+    sink = HDFS2FileSink(SinkSettings(file=str(tmp_path / "out" / "part-%FILENUM.txt")), fs)
+    runner = PipelineRunner(
+        Pipeline(source, sinks=[sink]),
+        RegionSettings(period=0.01, drain_timeout=0.05, reset_timeout=3600),
+        CheckpointStore(fs, str(tmp_path / "ck")),
+    )
+    running = threading.Thread(target=runner.run, kwargs={"available_now": True})
+    seen: list[str] = []
+
+    def timed_out() -> bool:
+        seen.append(runner.controller.snapshot().last_error or "")
+        return "held its permit" in seen[-1]
+
+    running.start()
+    try:
+        wait_until(timed_out, "the periodic cut to time out")
+    finally:
+        fs.go.set()
+        running.join()
+    assert f"source: reading file://{tmp_path}/in/a.txt at byte 0 (thread" in seen[-1]
+    # Once the read returns, the region recovers: the file is published once.
+    out = tmp_path / "out"
+    assert [p.read_text() for p in sorted(out.glob("part-*"))] == ["a1\na2\n"]
