@@ -137,6 +137,47 @@ def test_region_failure_exits_1_naming_the_cause(pdir: PipelineDir) -> None:
     assert pdir.output_lines() == []
 
 
+def test_a_lock_release_that_fails_is_a_warning_after_the_one_line_error(
+    pdir: PipelineDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A remote checkpoint store can refuse the release too (WebHDFS maps the NameNode's
+    IllegalArgumentException to ValueError): the region's failure is still the one error line
+    and exit 1, and the release is a warning (the lock lapses after its ttl)."""
+    from operators.app.cli import main
+    from region.lock import CheckpointLock, LockHolder
+
+    take = CheckpointLock._take
+
+    def refusing_release(self: CheckpointLock, generation: int, record: LockHolder) -> bool:
+        if record.released:
+            raise ValueError("/ck/.lock-1.tmp: CREATE: java.net.UnknownHostException: ns")
+        return take(self, generation, record)
+
+    monkeypatch.setattr(CheckpointLock, "_take", refusing_release)
+    pdir.add_file("a.txt", ["fine", "boom here"])
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [region]
+        max_consecutive_reset_attempts = 1
+        [scan]
+        directory = "landing"
+        [transform]
+        function = "pace:explode"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    monkeypatch.syspath_prepend(str(pdir.root))
+    assert main(["run", str(config), "--available-now", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("hdfs-region: error: consistent region failed after 1")
+    assert any(
+        "WARNING" in line and "release" in line and "UnknownHostException" in line for line in err
+    )
+    assert pdir.output_lines() == []
+
+
 def test_sigterm_stops_gracefully_and_a_second_process_is_refused(pdir: PipelineDir) -> None:
     pdir.add_files(3, 50)
     config = pdir.write_config(BASIC.format(trigger="periodic"))
