@@ -178,6 +178,33 @@ def test_a_lock_release_that_fails_is_a_warning_after_the_one_line_error(
     assert pdir.output_lines() == []
 
 
+def test_an_archive_directory_that_cannot_take_files_is_refused_at_start(
+    pdir: PipelineDir,
+) -> None:
+    """after_read = "archive" into a path under a file: exit 2 naming it before anything is
+    read, not a failure after the first cut that every restart would repeat."""
+    pdir.add_file("a.txt", ["one", "two"])
+    (pdir.root / "blocked").write_text("a file where the archive's folder would be\n")
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [scan]
+        directory = "landing"
+        after_read = "archive"
+        archive_dir = "blocked/%Y"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    done = cli("run", str(config), "--available-now")
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("hdfs-region: configuration error: [scan] archive_dir:"), last
+    assert "/blocked/" in last and "after_read = 'keep'" in last
+    assert pdir.output_lines() == []
+    assert (pdir.landing / "a.txt").exists()
+
+
 def test_sigterm_stops_gracefully_and_a_second_process_is_refused(pdir: PipelineDir) -> None:
     pdir.add_files(3, 50)
     config = pdir.write_config(BASIC.format(trigger="periodic"))
