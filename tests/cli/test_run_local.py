@@ -178,16 +178,18 @@ def test_a_lock_release_that_fails_is_a_warning_after_the_one_line_error(
     assert pdir.output_lines() == []
 
 
+@pytest.mark.parametrize("engine", ["local", "spark"])
 def test_an_archive_directory_that_cannot_take_files_is_refused_at_start(
-    pdir: PipelineDir,
+    pdir: PipelineDir, engine: str
 ) -> None:
     """after_read = "archive" into a path under a file: exit 2 naming it before anything is
-    read, not a failure after the first cut that every restart would repeat."""
+    read (on Spark, before the session starts), not a failure after the first cut that every
+    restart would repeat."""
     pdir.add_file("a.txt", ["one", "two"])
     (pdir.root / "blocked").write_text("a file where the archive's folder would be\n")
     config = pdir.write_config(
-        """\
-        engine = "local"
+        f"""\
+        engine = "{engine}"
         [scan]
         directory = "landing"
         after_read = "archive"
