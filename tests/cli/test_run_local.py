@@ -178,6 +178,29 @@ def test_a_lock_release_that_fails_is_a_warning_after_the_one_line_error(
     assert pdir.output_lines() == []
 
 
+def test_a_refusal_mapped_to_value_error_is_the_one_error_line(
+    pdir: PipelineDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """WebHDFS maps the NameNode's IllegalArgumentException to ValueError: one that ends the
+    run (here at the checkpoint directory's claim) is the error line and exit 1, not a
+    traceback."""
+    from operators.app import engine_local
+    from operators.app.cli import main
+
+    def refused(*args: object, **kwargs: object) -> str:
+        raise ValueError("/ck/pipeline.json: CREATE: java.net.UnknownHostException: ns")
+
+    monkeypatch.setattr(engine_local, "claim_checkpoint_dir", refused)
+    pdir.add_file("a.txt", ["one"])
+    config = pdir.write_config(BASIC.format(trigger="periodic"))
+    assert main(["run", str(config), "--available-now", "--no-progress"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == (
+        "hdfs-region: error: ValueError: /ck/pipeline.json: CREATE: "
+        "java.net.UnknownHostException: ns"
+    ), last
+
+
 @pytest.mark.parametrize("engine", ["local", "spark"])
 def test_an_archive_directory_that_cannot_take_files_is_refused_at_start(
     pdir: PipelineDir, engine: str
