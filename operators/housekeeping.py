@@ -17,7 +17,9 @@ archive redoes the step on recovery. The step is idempotent:
    says so): an archived file never overwrites another.
 
 An archive directory that cannot be written (or made: a file stands in its path) is an error
-naming it (permanent: a retry fails the same); the input file stays where it is.
+naming it (permanent: a retry fails the same); the input file stays where it is. The engines
+call :meth:`AfterRead.check` at start, so that such a setting is refused before anything is
+read rather than at the first archive (or the first recovery that redoes it).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,7 +36,7 @@ from typing import Any, Literal
 from operators.errors import OperatorError
 from operators.sink.layout import numbered_name
 from region.atomic import dir_permission
-from region.errors import permanent
+from region.errors import ConfigError, permanent
 from region.fs import FileSystem
 
 __all__ = ["AfterRead", "AfterReadMode", "ReadFile", "archive_folder"]
@@ -104,6 +107,28 @@ class AfterRead:
     @property
     def active(self) -> bool:
         return self.mode != "keep"
+
+    def check(self) -> None:
+        """At start, ``archive``: the archive folder of now exists or can be made, and takes a
+        file (one hidden file made and removed there); ``ConfigError`` naming it otherwise."""
+        if self.mode != "archive":
+            return
+        assert self._archive_dir is not None
+        fs = self._fs
+        folder = archive_folder(self._archive_dir, self._clock())
+        probe = posixpath.join(folder, f".hdfs-region-probe-{uuid.uuid4().hex}")
+        try:
+            if not fs.exists(folder):
+                fs.mkdirs(folder, permission=dir_permission(self._permission))
+            fs.create(probe, permission=self._permission).close()
+            fs.delete(probe)
+        except (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
+            msg = (
+                f"[scan] archive_dir: cannot write files into {fs.display(folder)} ({exc}), "
+                "where every file read goes: make it writable (or set [scan] after_read = "
+                "'keep')"
+            )
+            raise ConfigError(msg) from None
 
     def apply(self, read: ReadFile) -> str | None:
         """Archive or delete ``read`` when it is still the file that was read; the archived

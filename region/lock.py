@@ -488,9 +488,16 @@ class CheckpointLock:
                         )
                     else:
                         self._delete_quietly(self._gen_path(self._generation))
-                except OSError as exc:
-                    # Not fatal: without heartbeats the lock expires after ttl.
-                    logger.warning("Could not release the checkpoint directory lock: %s", exc)
+                except Exception as exc:
+                    # Not fatal: without heartbeats the lock expires after ttl. Any failure (a
+                    # remote store maps some refusals to ValueError) must not replace the error
+                    # that ended the run, since release runs in its cleanup.
+                    logger.warning(
+                        "Could not release the checkpoint directory lock %s: %s: %s",
+                        self.fs.display(self.directory),
+                        type(exc).__name__,
+                        exc,
+                    )
             self._close_lease()
             self._generation = 0
 

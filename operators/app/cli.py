@@ -63,7 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except RegionError as exc:
         error(str(exc))
         return EXIT_FAILURE
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: WebHDFS's IllegalArgumentException
         error(f"{type(exc).__name__}: {exc}")
         return EXIT_FAILURE
     except ImportError as exc:  # a backend's optional client (requests-gssapi, libhdfs)

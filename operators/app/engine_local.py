@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from operators.app.config import PipelineConfig
 from operators.app.engines import (
     JobOutput,
+    check_after_read,
     check_single_file,
     claim_checkpoint_dir,
     load_function,
@@ -206,6 +207,8 @@ def run_local(
             details=config.identity_paths(),
             output=JobOutput(*run.sink.output, run.checkpoint_fs.display(run.checkpoint_dir)),
         )
+        scan = run.scan.settings
+        check_after_read(run.scan.fs, scan.after_read, scan.archive_dir)
         if display is not None:
             display.start(run.progress)
         try:

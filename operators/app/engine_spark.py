@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from operators.app.config import PipelineConfig
 from operators.app.engines import (
     JobOutput,
+    check_after_read,
     check_single_file,
     claim_checkpoint_dir,
     load_function,
@@ -618,6 +619,9 @@ def run_spark(
             details={**config.identity_paths(), "sink_log": plan.sink_log},
             output=JobOutput(*open_path(plan.output_dir, config.filesystem), plan.spark_checkpoint),
         )
+        if config.scan.archive_dir is not None:
+            archive_fs, archive_dir = open_path(config.scan.archive_dir, config.filesystem)
+            check_after_read(archive_fs, config.scan.after_read, archive_dir)
         # The sink log tells this job's batches from another's by its id (operators.owner).
         plan.sink_options.update(job_id=job_id, checkpointLocation=plan.spark_checkpoint)
         logger.info(

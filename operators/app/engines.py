@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from operators.housekeeping import AfterRead
 from operators.owner import SINK_DIR, Owner, check_output, claim_output, read_owner
 from operators.plugins import load_callable
 from operators.scan import ScanSettings, young_files
@@ -27,6 +28,7 @@ from region.fs import FileSystem
 __all__ = [
     "IDENTITY_FILE",
     "JobOutput",
+    "check_after_read",
     "check_single_file",
     "claim_checkpoint_dir",
     "load_function",
@@ -215,6 +217,15 @@ def claim_checkpoint_dir(
         job = Owner(output.checkpoint, job_id)
         claim_output(output.fs, output.sink_dir, job, permission=permission)
     return job_id
+
+
+def check_after_read(fs: FileSystem, after_read: str, archive_dir: str | None) -> None:
+    """At start: the archive directory (``archive_dir`` on ``fs``) of ``after_read =
+    "archive"`` takes files. A run reads first and archives after its cut, and every recovery
+    redoes the archive: a directory found unusable only then fails every restart. Raises
+    ``ConfigError`` naming it."""
+    if after_read == "archive":
+        AfterRead("archive", fs, archive_dir=archive_dir).check()
 
 
 def _write_identity(

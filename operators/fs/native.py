@@ -10,6 +10,10 @@ What it lacks and how each gap is closed here:
   same cluster's WebHDFS when its address is known (``webhdfs_uri``, or
   ``dfs.namenode.http-address`` in the Hadoop configuration); otherwise
   :attr:`NativeHdfsFileSystem.supports_truncate` is ``False`` and the sink publishes by rename.
+  A recovery is often the first to truncate, so that WebHDFS is tried at start (one
+  GETFILESTATUS through the same client, credentials and TLS trust): a refusal (an untrusted
+  certificate, a failed login) is a :class:`~region.errors.ConfigError` naming the address; an
+  address that does not answer means no truncate, with a WARNING.
 - **hflush**: ``flush`` is ``hsync`` (durable, and visible to new readers).
 - **the user**: it is read from ``HADOOP_USER_NAME`` whenever the client (re)connects, so a
   configured ``user`` is set there for the whole process; two ``hdfs://`` filesystems of one
@@ -35,6 +39,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from region.errors import ConfigError
 from region.fs import FileStatus, ListingEntry
 
 from .claims import WriterClaim, claim_path
@@ -190,7 +195,27 @@ class NativeHdfsFileSystem:
         # The same cluster, user and credentials, over HTTP.
         validated = FileSystemSettings(uri=uri)  # a bad webhdfs_uri fails here, named
         update = {"uri": validated.uri, "webhdfs_uri": None, "config_dir": None}
-        return WebHdfsFileSystem(self.settings.model_copy(update=update))
+        truncator = WebHdfsFileSystem(self.settings.model_copy(update=update))
+        # Tried now, not first at a recovery (months later, and then with every retry failing).
+        shown = truncator.display("/")
+        try:
+            truncator.status("/")
+        except PermissionError as exc:
+            msg = (
+                f"{self.display('/')}: truncate (used when a run recovers) goes through the "
+                f"cluster's WebHDFS {shown}, which refused this client: {exc}"
+            )
+            raise ConfigError(msg) from None
+        except OSError as exc:
+            logger.warning(
+                "%s: the cluster's WebHDFS %s does not answer (%s): no truncate, the sink "
+                "publishes by rename and recovers by rewriting",
+                self.display("/"),
+                shown,
+                exc,
+            )
+            return None
+        return truncator
 
     def display(self, path: str) -> str:
         return self.settings.display(path)

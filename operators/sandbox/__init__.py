@@ -149,13 +149,15 @@ def launcher_command(
     ha: bool = False,
     secure: bool = False,
     token_lifetime: float | None = None,
+    command_timeout: float = 90.0,
     heap: str = "768m",
 ) -> list[str]:
     """The ``java`` command line that runs a sandbox in ``base_dir`` (resolving it if needed).
 
     ``secure``: a Kerberos KDC and a Kerberized cluster with HTTPS WebHDFS (its ready line adds
     the realm, ``krb5_conf``, ``principal``, ``keytab`` and ``ca_file``); ``token_lifetime``:
-    the longest life of its delegation tokens, in seconds."""
+    the longest life of its delegation tokens, in seconds; ``command_timeout``: the longest a
+    command may take before it is answered with an error, in seconds."""
     classes, classpath = _prepare()
     base = Path(base_dir).resolve()
     base.mkdir(parents=True, exist_ok=True)
@@ -178,6 +180,8 @@ def launcher_command(
         str(base),
         "--datanodes",
         str(datanodes),
+        "--command-timeout",
+        str(command_timeout),
     ]
     if ha:
         cmd.append("--ha")
@@ -237,10 +241,17 @@ class SandboxInfo:
 class Sandbox:
     """A running sandbox process; :meth:`command` sends fault commands."""
 
-    def __init__(self, process: subprocess.Popen[str], info: SandboxInfo, log: Path) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[str],
+        info: SandboxInfo,
+        log: Path,
+        command_timeout: float = 90.0,
+    ) -> None:
         self.process = process
         self.info = info
         self.log = log
+        self.command_timeout = command_timeout
         self._lock = threading.Lock()
 
     @classmethod
@@ -252,11 +263,18 @@ class Sandbox:
         ha: bool = False,
         secure: bool = False,
         token_lifetime: float | None = None,
+        command_timeout: float = 90.0,
         timeout: float = 180.0,
     ) -> Sandbox:
-        """Start a sandbox and wait for its ready line (``SandboxError`` with the log's tail)."""
+        """Start a sandbox and wait for its ready line (``SandboxError`` with the log's tail).
+        Each later command is answered within ``command_timeout`` seconds."""
         cmd = launcher_command(
-            base_dir, datanodes=datanodes, ha=ha, secure=secure, token_lifetime=token_lifetime
+            base_dir,
+            datanodes=datanodes,
+            ha=ha,
+            secure=secure,
+            token_lifetime=token_lifetime,
+            command_timeout=command_timeout,
         )
         base = Path(base_dir).resolve()
         log = base / "sandbox.log"
@@ -275,11 +293,14 @@ class Sandbox:
             process.kill()
             process.wait()
             raise SandboxError(f"the HDFS sandbox did not start: {_tail(base)}")
-        return cls(process, SandboxInfo.from_line(line), log)
+        return cls(process, SandboxInfo.from_line(line), log, command_timeout)
 
-    def command(self, text: str, timeout: float = 120.0) -> dict[str, Any]:
+    def command(self, text: str, timeout: float | None = None) -> dict[str, Any]:
         """Send one command (``stop-datanode 1``, ``restart-namenode``, ...) and return its
-        answer; ``SandboxError`` when it failed."""
+        answer; ``SandboxError`` when it failed, or took longer than the sandbox's command
+        timeout (the sandbox answers then), or when no answer came within ``timeout``."""
+        if timeout is None:
+            timeout = self.command_timeout + 30.0
         with self._lock:
             stdin = self.process.stdin
             assert stdin is not None
@@ -294,7 +315,8 @@ class Sandbox:
         return answer
 
     def stop(self, timeout: float = 60.0) -> None:
-        """SIGTERM (the JVM shuts the cluster down cleanly), then SIGKILL after ``timeout``."""
+        """SIGTERM (the JVM shuts the cluster down, or halts after 30 s when it cannot), then
+        SIGKILL after ``timeout``."""
         if self.process.poll() is not None:
             return
         self.process.send_signal(signal.SIGTERM)

@@ -137,6 +137,99 @@ def test_region_failure_exits_1_naming_the_cause(pdir: PipelineDir) -> None:
     assert pdir.output_lines() == []
 
 
+def test_a_lock_release_that_fails_is_a_warning_after_the_one_line_error(
+    pdir: PipelineDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A remote checkpoint store can refuse the release too (WebHDFS maps the NameNode's
+    IllegalArgumentException to ValueError): the region's failure is still the one error line
+    and exit 1, and the release is a warning (the lock lapses after its ttl)."""
+    from operators.app.cli import main
+    from region.lock import CheckpointLock, LockHolder
+
+    take = CheckpointLock._take
+
+    def refusing_release(self: CheckpointLock, generation: int, record: LockHolder) -> bool:
+        if record.released:
+            raise ValueError("/ck/.lock-1.tmp: CREATE: java.net.UnknownHostException: ns")
+        return take(self, generation, record)
+
+    monkeypatch.setattr(CheckpointLock, "_take", refusing_release)
+    pdir.add_file("a.txt", ["fine", "boom here"])
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [region]
+        max_consecutive_reset_attempts = 1
+        [scan]
+        directory = "landing"
+        [transform]
+        function = "pace:explode"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    monkeypatch.syspath_prepend(str(pdir.root))
+    assert main(["run", str(config), "--available-now", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("hdfs-region: error: consistent region failed after 1")
+    assert any(
+        "WARNING" in line and "release" in line and "UnknownHostException" in line for line in err
+    )
+    assert pdir.output_lines() == []
+
+
+def test_a_refusal_mapped_to_value_error_is_the_one_error_line(
+    pdir: PipelineDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """WebHDFS maps the NameNode's IllegalArgumentException to ValueError: one that ends the
+    run (here at the checkpoint directory's claim) is the error line and exit 1, not a
+    traceback."""
+    from operators.app import engine_local
+    from operators.app.cli import main
+
+    def refused(*args: object, **kwargs: object) -> str:
+        raise ValueError("/ck/pipeline.json: CREATE: java.net.UnknownHostException: ns")
+
+    monkeypatch.setattr(engine_local, "claim_checkpoint_dir", refused)
+    pdir.add_file("a.txt", ["one"])
+    config = pdir.write_config(BASIC.format(trigger="periodic"))
+    assert main(["run", str(config), "--available-now", "--no-progress"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == (
+        "hdfs-region: error: ValueError: /ck/pipeline.json: CREATE: "
+        "java.net.UnknownHostException: ns"
+    ), last
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_an_archive_directory_that_cannot_take_files_is_refused_at_start(
+    pdir: PipelineDir, engine: str
+) -> None:
+    """after_read = "archive" into a path under a file: exit 2 naming it before anything is
+    read (on Spark, before the session starts), not a failure after the first cut that every
+    restart would repeat."""
+    pdir.add_file("a.txt", ["one", "two"])
+    (pdir.root / "blocked").write_text("a file where the archive's folder would be\n")
+    config = pdir.write_config(
+        f"""\
+        engine = "{engine}"
+        [scan]
+        directory = "landing"
+        after_read = "archive"
+        archive_dir = "blocked/%Y"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    done = cli("run", str(config), "--available-now")
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("hdfs-region: configuration error: [scan] archive_dir:"), last
+    assert "/blocked/" in last and "after_read = 'keep'" in last
+    assert pdir.output_lines() == []
+    assert (pdir.landing / "a.txt").exists()
+
+
 def test_sigterm_stops_gracefully_and_a_second_process_is_refused(pdir: PipelineDir) -> None:
     pdir.add_files(3, 50)
     config = pdir.write_config(BASIC.format(trigger="periodic"))

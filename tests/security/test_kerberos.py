@@ -260,6 +260,26 @@ def test_a_job_without_the_right_credentials_is_kept_out(
     assert names == ["landing"], names
 
 
+def test_hdfs_without_the_ca_of_its_webhdfs_is_refused_at_start(
+    secure_sandbox: Sandbox, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """hdfs:// truncates through the cluster's HTTPS WebHDFS, first needed when a run recovers
+    after a crash: without the CA that signed its certificate the job is refused at start
+    (exit 2, one line naming the address and ca_bundle), not at its first recovery."""
+    pipe, write_config = _job(secure_sandbox, "hdfs", tmp_path, request)
+    pipe.add_file(10)
+    config = write_config(ca_bundle=None)
+    done = cli("run", str(config), "--available-now", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [ln for ln in done.stderr.strip().splitlines() if " INFO " not in ln]
+    assert len(lines) == 1, done.stderr
+    http = secure_sandbox.info.raw["http"][0]
+    assert lines[0].startswith("hdfs-region: configuration error:"), lines[0]
+    assert "not trusted" in lines[0] and "ca_bundle" in lines[0] and http in lines[0], lines[0]
+    names = [s.name for s in pipe.fs.list_dir(pipe.root)]
+    assert names == ["landing"], names
+
+
 def test_a_long_run_logs_in_again_from_the_keytab_when_its_ticket_runs_out(
     secure_sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
@@ -24,6 +30,7 @@ import org.apache.hadoop.hdfs.HdfsConfiguration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.MiniDFSNNTopology;
 import org.apache.hadoop.hdfs.server.namenode.NameNode;
+import org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider;
 import org.apache.hadoop.minikdc.MiniKdc;
 import org.apache.hadoop.security.UserGroupInformation;
 import sun.misc.Signal;
@@ -43,23 +50,45 @@ import sun.misc.Signal;
  *   stop-datanode I | start-datanode I | restart-datanode I | restart-namenode [I] | status
  * </pre>
  *
- * End of stdin leaves the cluster running; SIGINT / SIGTERM shut it down cleanly (exit 0). Everything
- * Hadoop logs goes to the log file set by the caller's log4j configuration, never to stdout.
+ * Every command is answered within {@code --command-timeout} seconds (default 90): one still
+ * running then is answered with an error, and later commands are refused as busy until it ends.
+ *
+ * <p>End of stdin leaves the cluster running; SIGINT / SIGTERM shut it down (exit 0), or, when
+ * the cluster's shutdown fails or takes longer than {@link #SHUTDOWN_SECONDS}, halt the JVM
+ * (exit 1). Everything Hadoop logs goes to the log file set by the caller's log4j configuration,
+ * never to stdout.
  */
 public final class Sandbox {
   private static final String NAMESERVICE = "sandbox";
+  /** MiniDFSCluster's own name of the HA name service (MiniDFSNNTopology.simpleHATopology). */
+  private static final String MINI_NAMESERVICE = "minidfs-ns";
+  /** How long a SIGTERM waits for the cluster's shutdown before halting the JVM. */
+  private static final long SHUTDOWN_SECONDS = 30;
 
   private final MiniDFSCluster cluster;
   private final boolean ha;
   private final PrintStream out;
   private final Secure secure;
   private final Map<Integer, MiniDFSCluster.DataNodeProperties> stopped = new HashMap<>();
+  private final long commandTimeoutMs;
+  /** One command at a time, in its own thread, so that the reader can answer within a bound. */
+  private final ExecutorService worker =
+      Executors.newSingleThreadExecutor(
+          r -> {
+            Thread t = new Thread(r, "sandbox-command");
+            t.setDaemon(true);
+            return t;
+          });
+  private Future<String> running;
+  private String runningLine;
 
-  private Sandbox(MiniDFSCluster cluster, boolean ha, Secure secure, PrintStream out) {
+  private Sandbox(
+      MiniDFSCluster cluster, boolean ha, Secure secure, PrintStream out, long commandTimeoutMs) {
     this.cluster = cluster;
     this.ha = ha;
     this.secure = secure;
     this.out = out;
+    this.commandTimeoutMs = commandTimeoutMs;
   }
 
   public static void main(String[] args) throws Exception {
@@ -75,6 +104,7 @@ public final class Sandbox {
     boolean ha = false;
     boolean secured = false;
     long tokenLifetimeMs = 0;
+    long commandTimeoutMs = 90_000;
     for (int i = 1; i < args.length; i++) {
       if (args[i].equals("--datanodes") && i + 1 < args.length) {
         datanodes = Integer.parseInt(args[++i]);
@@ -84,6 +114,8 @@ public final class Sandbox {
         secured = true;
       } else if (args[i].equals("--token-lifetime") && i + 1 < args.length) {
         tokenLifetimeMs = (long) (Double.parseDouble(args[++i]) * 1000);
+      } else if (args[i].equals("--command-timeout") && i + 1 < args.length) {
+        commandTimeoutMs = (long) (Double.parseDouble(args[++i]) * 1000);
       } else {
         System.err.println("unknown argument: " + args[i]);
         System.exit(2);
@@ -92,7 +124,7 @@ public final class Sandbox {
     long started = System.nanoTime();
     Secure secure = secured ? Secure.start(base, tokenLifetimeMs) : null;
     MiniDFSCluster cluster = start(base, datanodes, ha, secure);
-    Sandbox sandbox = new Sandbox(cluster, ha, secure, out);
+    Sandbox sandbox = new Sandbox(cluster, ha, secure, out, commandTimeoutMs);
     // SIGINT / SIGTERM stop the cluster from this thread, not from a JVM shutdown hook: Hadoop's
     // own hooks refuse to be removed while the JVM shuts down, which breaks an orderly stop.
     CountDownLatch stop = new CountDownLatch(1);
@@ -109,11 +141,33 @@ public final class Sandbox {
     commands.start();
     // End of stdin leaves the cluster running: only a signal stops it.
     stop.await();
-    sandbox.shutdown();
-    if (secure != null) {
-      secure.stop();
+    // A bounded shutdown, then halt: a cluster in a bad state (a command still running and
+    // holding the cluster's monitor, a NameNode that fails while closing its edit log) must not
+    // keep the process alive, and Hadoop's shutdown hooks must not wait for it either.
+    int[] code = {1};
+    Thread down =
+        new Thread(
+            () -> {
+              try {
+                sandbox.shutdown();
+                if (secure != null) {
+                  secure.stop();
+                }
+                code[0] = 0;
+              } catch (Throwable e) {
+                System.err.println("sandbox: shutdown failed: " + e);
+              }
+            },
+            "sandbox-shutdown");
+    down.setDaemon(true);
+    down.start();
+    down.join(SHUTDOWN_SECONDS * 1000);
+    if (down.isAlive()) {
+      System.err.println(
+          "sandbox: the cluster did not shut down within " + SHUTDOWN_SECONDS + " s: halting");
     }
-    System.exit(0);
+    System.err.flush();
+    Runtime.getRuntime().halt(down.isAlive() ? 1 : code[0]);
   }
 
   private static MiniDFSCluster start(File base, int datanodes, boolean ha, Secure secure)
@@ -135,6 +189,16 @@ public final class Sandbox {
         new MiniDFSCluster.Builder(conf).numDataNodes(datanodes).format(!reuse);
     if (ha) {
       builder.nnTopology(MiniDFSNNTopology.simpleHATopology(2));
+      // A NameNode restarted in HA names the name service in its WebHDFS redirects
+      // (namenoderpcaddress=minidfs-ns): the DataNodes (which inherit this configuration) must
+      // resolve it as an HA client does, else every WebHDFS write fails with
+      // UnknownHostException. MiniDFSCluster adds the name service's addresses itself.
+      conf.set(
+          "dfs.client.failover.proxy.provider." + MINI_NAMESERVICE,
+          ConfiguredFailoverProxyProvider.class.getName());
+      // The standby reads the shared edits every second (default: a minute), so that it is
+      // current when it becomes active or restarts.
+      conf.set("dfs.ha.tail-edits.period", "1s");
     }
     MiniDFSCluster cluster = builder.build();
     if (ha) {
@@ -256,13 +320,37 @@ public final class Sandbox {
       }
       String[] words = line.split("\\s+");
       try {
-        String detail = run(words);
+        String detail = runBounded(line, words);
         out.println("{\"ok\": true, \"command\": " + quote(line) + detail + "}");
       } catch (Exception e) {
-        System.err.println("sandbox: " + line + " failed: " + e);
+        Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+        System.err.println("sandbox: " + line + " failed: " + cause);
         out.println("{\"ok\": false, \"command\": " + quote(line) + ", \"error\": "
-            + quote(e.getClass().getSimpleName() + ": " + e.getMessage()) + "}");
+            + quote(cause.getClass().getSimpleName() + ": " + cause.getMessage()) + "}");
       }
+    }
+  }
+
+  /**
+   * Run one command in the worker thread and wait at most the command timeout for it. A command
+   * still running then stays running (Hadoop's waits ignore interrupts): the answer says so, and
+   * later commands are refused until it ends.
+   */
+  private String runBounded(String line, String[] words) throws Exception {
+    if (running != null && !running.isDone()) {
+      throw new IllegalStateException(
+          "busy: " + runningLine + " is still running (it did not finish within the command "
+              + "timeout); try again later");
+    }
+    running = worker.submit(() -> run(words));
+    runningLine = line;
+    try {
+      return running.get(commandTimeoutMs, TimeUnit.MILLISECONDS);
+    } catch (TimeoutException e) {
+      running.cancel(true);
+      throw new TimeoutException(
+          line + " did not finish within " + commandTimeoutMs / 1000.0 + " s (the command "
+              + "timeout); the cluster may be unusable: stop the sandbox and start it again");
     }
   }
 
@@ -274,7 +362,7 @@ public final class Sandbox {
     }
   }
 
-  private synchronized String run(String[] words) throws Exception {
+  private String run(String[] words) throws Exception {
     String cmd = words[0];
     int index = words.length > 1 ? Integer.parseInt(words[1]) : 0;
     switch (cmd) {
@@ -298,14 +386,31 @@ public final class Sandbox {
         cluster.restartDataNode(index, true);
         cluster.waitActive();
         return "";
-      case "restart-namenode":
-        // Same ports: clients reconnect to the address they know.
-        cluster.restartNameNode(index, true);
-        if (ha) {
+      case "restart-namenode": {
+        // Same ports: clients reconnect to the address they know. Not MiniDFSCluster's own wait
+        // (it waits without end): ours stops when the command times out.
+        boolean otherActive = false;
+        for (int i = 0; ha && i < cluster.getNumNameNodes(); i++) {
+          NameNode nn = i == index ? null : cluster.getNameNode(i);
+          otherActive |= nn != null && nn.isActiveState();
+        }
+        cluster.restartNameNode(index, false);
+        // In HA the restarted NameNode becomes active again only when no other one is: two
+        // active NameNodes would both write the shared edits (and fail at shutdown).
+        boolean active = !ha || !otherActive;
+        if (ha && active) {
           cluster.transitionToActive(index);
         }
-        cluster.waitActive();
+        // Restarted: an active NameNode once out of safe mode; a standby once every DataNode
+        // reported to it (it may stay in safe mode until it has read the newest edits).
+        int live = cluster.getDataNodes().size();
+        while (active
+            ? !cluster.isNameNodeUp(index)
+            : cluster.getNamesystem(index).getNumLiveDataNodes() < live) {
+          Thread.sleep(200); // an interrupt (the command timed out) ends the wait
+        }
         return "";
+      }
       case "status":
         return ", \"datanodes\": " + cluster.getDataNodes().size()
             + ", \"http\": " + quoteList(httpAddresses())
@@ -315,7 +420,7 @@ public final class Sandbox {
     }
   }
 
-  private synchronized void shutdown() {
+  private void shutdown() {
     System.err.println("sandbox: shutting down");
     try {
       FileSystem.closeAll();
