@@ -63,6 +63,7 @@ class SourceSettings(BaseModel):
     file: str | None = None
     #: ``line``: one ``str`` record per line (LF or CRLF); ``binary``: ``bytes`` blocks.
     format: Literal["line", "binary"] = "line"
+    #: Character encoding of line-mode input (any Python codec that keeps newline bytes).
     encoding: Encoding = "utf-8"
     #: Undecodable line: ``fail`` (error naming file and byte offset), ``replace`` (U+FFFD) or
     #: ``skip`` (dropped, with a WARNING naming file and offset, counted in ``records_skipped``).

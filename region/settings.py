@@ -137,15 +137,22 @@ class RegionSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
+    #: "periodic": a cut every `period`; "operator_driven": when the source asks (after each file).
     trigger: Trigger = Trigger.PERIODIC
     #: Seconds between the end of one cut (or reset) and the start of the next (periodic).
     period: Duration = Field(1.0, gt=0)
+    #: Seconds a cut may wait for the batch in flight and for every operator to drain; past it
+    #: the region resets.
     drain_timeout: Duration = Field(
         180.0, validation_alias=AliasChoices("drain_timeout", "drainTimeout")
     )
+    #: Seconds a reset may take (outstanding permits back, every operator reset); past it,
+    #: another attempt.
     reset_timeout: Duration = Field(
         180.0, validation_alias=AliasChoices("reset_timeout", "resetTimeout")
     )
+    #: Resets in a row without a completed cut before the region fails (the run exits 1,
+    #: resuming at the last cut next time).
     max_consecutive_reset_attempts: int = Field(
         5,
         ge=1,
@@ -159,6 +166,8 @@ class RegionSettings(BaseModel):
     reset_backoff: Duration = Field(
         1.0, ge=0, validation_alias=AliasChoices("reset_backoff", "resetBackoff")
     )
+    #: Where the region keeps its cuts and its lock (relative: the pipeline file's folder); one
+    #: directory per pipeline.
     checkpoint_dir: str = Field(
         "checkpoints", validation_alias=AliasChoices("checkpoint_dir", "checkpointDir")
     )

@@ -135,6 +135,19 @@ def _test_dir_name(request: pytest.FixtureRequest) -> str:
     return f"{next(_counter):04d}-{os.getpid()}-{name}"
 
 
+#: Session fixtures that start a heavy part: a test that uses one belongs to the integration tier
+#: (``pytest -m integration``, run by .ci/run after the README's command).
+INTEGRATION_FIXTURES = {"spark_cluster", "secure_sandbox", "connect_server"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of the heavy fixtures before ``-m`` selects (whatever module they are in)."""
+    for item in items:
+        if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
 def pytest_report_header() -> list[str]:
     named = [f"{n}={os.environ[v]}" for n, v in CLUSTER_VARIABLES.items() if os.environ.get(v)]
     if named:

@@ -206,6 +206,30 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
 # -- parser -------------------------------------------------------------------------------------
 
 
+# -- init ---------------------------------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from operators.app.init_command import init_pipeline
+
+    try:
+        path = init_pipeline(
+            Path(args.dir),
+            landing=args.landing,
+            output=args.output,
+            engine=args.engine,
+            force=args.force,
+        )
+    except ConfigError as exc:
+        return config_error(exc)
+    except OSError as exc:
+        error(str(exc))
+        return EXIT_CONFIG if isinstance(exc, FileExistsError) else EXIT_FAILURE
+    print(f"wrote {path} (it loads); land files in its [scan] directory, then run:")
+    print(f"  hdfs-region run {path} --available-now")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -308,6 +332,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     copy.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
     copy.set_defaults(func=cmd_copy)
+
+    init = sub.add_parser(
+        "init",
+        help="write a commented pipeline.toml for a landing directory and an output",
+        description=(
+            "Write DIR/pipeline.toml (default: the current directory) reading --landing into "
+            "--output (local paths, relative to DIR, or hdfs:// and webhdfs:// URIs), check "
+            "that it loads, and print the command that runs it."
+        ),
+    )
+    init.add_argument("dir", nargs="?", default=".", metavar="DIR")
+    init.add_argument("--landing", default="landing", help="directory watched (default landing)")
+    init.add_argument("--output", default="curated", help="output directory (default curated)")
+    init.add_argument("--engine", choices=ENGINES, default="local", help="default: local")
+    init.add_argument("--force", action="store_true", help="replace an existing pipeline.toml")
+    init.set_defaults(func=cmd_init)
 
     demo = sub.add_parser(
         "demo",

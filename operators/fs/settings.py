@@ -245,6 +245,7 @@ class FileSystemSettings(BaseModel):
     cred_file: str | None = Field(
         None, validation_alias=AliasChoices("cred_file", "credFile"), exclude=True
     )
+    #: Kerberos principal to log in as (with `keytab` or `keytab_env`, or a ticket cache).
     kerberos_principal: str | None = Field(
         None, validation_alias=AliasChoices("kerberos_principal", "authPrincipal")
     )
@@ -255,8 +256,11 @@ class FileSystemSettings(BaseModel):
     #: Names of environment variables holding the password, the token or the keytab path
     #: (read at validation; an explicit value wins).
     password_env: str | None = None
+    #: Name of an environment variable holding a delegation token to use instead of a login.
     token_env: str | None = None
+    #: Name of an environment variable holding the keytab's path (kept out of the file).
     keytab_env: str | None = None
+    #: Name of an environment variable holding the PKCS12 trust store's password.
     key_store_password_env: str | None = None
     #: Directory with ``core-site.xml`` / ``hdfs-site.xml``: ``fs.defaultFS`` when no ``uri`` is
     #: given, name services of HA clusters and client settings for ``hdfs://``. Default:

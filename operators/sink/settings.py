@@ -43,22 +43,34 @@ class SinkSettings(BaseModel):
     on_returning_name: Literal["new_file", "overwrite"] = Field(
         "new_file", validation_alias=_alias("on_returning_name", "onReturningName")
     )
+    #: Format of %TIME (IBM's Java-style pattern, e.g. yyyyMMdd_HHmmss).
     time_format: str = Field(
         "yyyyMMdd_HHmmss", validation_alias=_alias("time_format", "timeFormat")
     )
+    #: Roll to a new file after this many records.
     tuples_per_file: int | None = Field(
         None, ge=1, validation_alias=_alias("tuples_per_file", "tuplesPerFile")
     )
+    #: Roll to a new file after this many bytes.
     bytes_per_file: int | None = Field(
         None, ge=1, validation_alias=_alias("bytes_per_file", "bytesPerFile")
     )
+    #: Roll to a new file this many seconds after it was opened (a timer: an idle sink
+    #: still closes its file).
     time_per_file: Duration | None = Field(
         None, validation_alias=_alias("time_per_file", "timePerFile")
     )
+    #: A punctuation (the end of an input file) closes the file.
     close_on_punct: bool = Field(False, validation_alias=_alias("close_on_punct", "closeOnPunct"))
+    #: Character encoding of line-mode output.
     encoding: Encoding = "utf-8"
+    #: "line": each record as text plus a newline; "binary": the bytes as they are.
     format: Literal["line", "binary"] = "line"
+    #: "exactly_once": a reset truncates to the cut (no record twice); "at_least_once":
+    #: IBM's append on reset (records after the last cut may repeat).
     delivery: Literal["exactly_once", "at_least_once"] = "exactly_once"
+    #: "atomic": hidden in-progress names, renamed once a completed cut covers the file;
+    #: "visible": final names while written (readers may see a tail a crash takes back).
     publish: Literal["atomic", "visible"] = "atomic"
     #: Permission bits of new files (octal int, or a string such as "0640"); directories the
     #: sink creates get the matching traversal bits (0640 -> 0750).

@@ -1,0 +1,245 @@
+"""The documentation cannot rot: every code block of the README and of ``docs/`` runs in a test
+(TOML is validated by the settings models, JSON parsed, every ``hdfs-region`` command line parsed
+by the real command's parser, Python executed), the configuration reference is what the models
+generate, and every exception class of the code has its troubleshooting section."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import pkgutil
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from operators.app import reference
+from operators.app.cli import build_parser
+from operators.app.config import PipelineConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+#: Languages a fenced block may have: ``text`` is output or a diagram, everything else runs.
+LANGUAGES = {"python", "toml", "bash", "json", "text"}
+#: Programs a ``bash`` block may call besides ``hdfs-region`` (installs and other tools' setup,
+#: which CI's own steps run for real).
+OTHER_PROGRAMS = {
+    "python3",
+    "python",
+    "pip",
+    "apt-get",
+    "export",
+    "mkdocs",
+    "spark-submit",
+    "$SPARK_HOME/sbin/start-connect-server.sh",
+    "bash",
+    "kinit",
+    "cd",
+    "d=$(mktemp",
+}
+
+
+def _blocks() -> list[tuple[str, int, str, str]]:
+    """(page, line, language, code) of every fenced block."""
+    found = []
+    for page in PAGES:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        start = None
+        for number, line in enumerate(lines, 1):
+            if line.startswith("```"):
+                if start is None:
+                    start, language = number, line[3:].strip()
+                else:
+                    code = "\n".join(lines[start : number - 1]) + "\n"
+                    found.append((str(page.relative_to(ROOT)), start, language, code))
+                    start = None
+    return found
+
+
+BLOCKS = _blocks()
+
+
+def _ids(kind: str) -> list[tuple[str, int, str]]:
+    return [(p, n, c) for p, n, lang, c in BLOCKS if lang == kind]
+
+
+def test_every_block_says_what_it_is() -> None:
+    bad = [f"{p}:{n} ```{lang}" for p, n, lang, _ in BLOCKS if lang not in LANGUAGES]
+    assert not bad, f"code blocks without a known language ({sorted(LANGUAGES)}): {bad}"
+    assert len(BLOCKS) > 20
+
+
+@pytest.mark.parametrize(("page", "line", "code"), _ids("toml"), ids=lambda v: str(v)[:40])
+def test_toml_blocks_are_valid_settings(
+    page: str, line: int, code: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    data = tomllib.loads(_local_paths(code, tmp_path))
+    for key in ("ca_bundle", "keytab"):  # files the settings read when validated
+        for value in re.findall(rf'^{key} = "([^"]+)"', _local_paths(code, tmp_path), re.M):
+            Path(value).parent.mkdir(parents=True, exist_ok=True)
+            Path(value).write_text("-----BEGIN CERTIFICATE-----\n")
+    for variable in re.findall(r'_env = "(\w+)"', code):  # secrets by reference: a file
+        (tmp_path / variable).write_text("secret")
+        monkeypatch.setenv(variable, str(tmp_path / variable))
+    models = {table.strip("[]"): model for table, model in reference.TABLES[1:]}
+    if "sink" in data:
+        PipelineConfig.model_validate(data)
+        return
+    assert data, f"{page}:{line}: an empty TOML block"
+    for key, value in data.items():
+        if key in models and isinstance(value, dict):
+            models[key].model_validate(value)
+        else:
+            assert key in PipelineConfig.model_fields, f"{page}:{line}: unknown key {key!r}"
+
+
+@pytest.mark.parametrize(("page", "line", "code"), _ids("json"), ids=lambda v: str(v)[:40])
+def test_json_blocks_parse(page: str, line: int, code: str) -> None:
+    json.loads(code)
+
+
+def _commands(code: str) -> list[list[str]]:
+    """Each simple command of a shell block, as its words."""
+    commands: list[list[str]] = []
+    for line in code.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        words: list[str] = []
+        for token in lexer:
+            if token in {";", "&&", "||", "|", "&"}:
+                commands.append(words)
+                words = []
+            else:
+                words.append(token)
+        commands.append(words)
+    return [c for c in commands if c]
+
+
+@pytest.mark.parametrize(("page", "line", "code"), _ids("bash"), ids=lambda v: str(v)[:40])
+def test_bash_blocks_call_real_commands(page: str, line: int, code: str) -> None:
+    parser = build_parser()
+    for words in _commands(code):
+        program = words[0]
+        if program.endswith("hdfs-region"):
+            args = [w for w in words[1:]]
+            if "[" in " ".join(args) or "|" in " ".join(args):
+                continue  # a synopsis with optional parts
+            try:
+                parser.parse_args(args)
+            except SystemExit as exc:
+                pytest.fail(f"{page}:{line}: `{shlex.join(words)}` is refused ({exc.code})")
+        elif program.startswith(".venv/bin/") or re.match(r"\w+=", program):
+            continue  # a tool of the virtual environment, or a variable assignment
+        else:
+            assert program in OTHER_PROGRAMS, (
+                f"{page}:{line}: `{program}` is neither hdfs-region nor a known tool"
+            )
+
+
+def _local_paths(code: str, base: Path) -> str:
+    """The block with its absolute example paths (``"/landing/orders"``) moved under ``base``."""
+    return re.sub(r'(["\'])/(?=[a-z])', lambda m: f"{m.group(1)}{base}/", code)
+
+
+def _python_blocks() -> list[tuple[str, int, str]]:
+    """Python blocks; the testing toolkit's example is left to tests/testing/
+    test_readme_example.py, which runs it as tests and checks it is on its page verbatim."""
+    return [block for block in _ids("python") if "def test_" not in block[2]]
+
+
+def test_only_the_testing_example_is_run_elsewhere() -> None:
+    elsewhere = [(p, n) for p, n, c in _ids("python") if "def test_" in c]
+    assert [p for p, _ in elsewhere] == ["docs/testing.md"], elsewhere
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("page", "line", "code"), _python_blocks(), ids=lambda v: str(v)[:40])
+def test_python_blocks_run(page: str, line: int, code: str, tmp_path: Path) -> None:
+    """Each block runs in a fresh interpreter. Absolute example paths go under a temporary
+    folder whose landing directories hold a file; a block that names a cluster of the reader's
+    (``nn:8020``, ``sc://spark-host``) or a toolkit fixture is compiled and its imports checked
+    instead, because no such cluster is here."""
+    if re.search(r"://nn[:/]|sc://spark-host|spark://master|workdir", code):
+        compile(code, f"{page}:{line}", "exec")
+        for module, names in re.findall(r"^from ([\w.]+) import ([\w, ]+)$", code, re.M):
+            loaded = importlib.import_module(module)
+            for name in names.split(","):
+                assert hasattr(loaded, name.strip()), f"{page}:{line}: {module}.{name}"
+        return
+    for landing in re.findall(r'"/(landing[\w/]*)"', code):
+        (tmp_path / landing).mkdir(parents=True, exist_ok=True)
+        (tmp_path / landing / "a.csv").write_text("1,one\n2,two\n")
+    script = _local_paths(code, tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, f"{page}:{line}:\n{done.stderr[-3000:]}"
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and "curated" in p.parts]
+    if "hdfs_sink" in code:
+        published = "".join(p.read_text() for p in written if not p.name.startswith((".", "_")))
+        assert "1,one" in published.lower() or "1,ONE" in published, f"{page}:{line}: no output"
+
+
+def test_configuration_reference_is_generated_from_the_models() -> None:
+    page = DOCS / "reference" / "configuration.md"
+    assert page.read_text(encoding="utf-8") == reference.markdown(), (
+        "docs/reference/configuration.md differs from the settings models: run "
+        "`python -m operators.app.reference --write docs/reference/configuration.md`"
+    )
+
+
+def test_every_setting_says_what_it_means() -> None:
+    missing = [
+        f"{table} {row.split('|')[1].strip()}"
+        for table, _ in reference.TABLES
+        for row in reference.markdown().split(f"`{table}`")[-1].split("\n## ")[0].splitlines()
+        if row.startswith("| `") and row.rstrip().endswith("|  |")
+    ]
+    assert not missing, f"settings without a `#:` comment above them: {missing}"
+
+
+#: Exceptions that never leave the code that raises them (control flow, caught nearby).
+INTERNAL = {"NotVerbatim"}
+
+
+def _exception_classes() -> set[str]:
+    names = set()
+    for package in ("region", "operators"):
+        root = importlib.import_module(package)
+        for info in pkgutil.walk_packages(root.__path__, f"{package}."):
+            if ".testing" in info.name or info.name.endswith("__main__"):
+                continue
+            try:
+                module = importlib.import_module(info.name)
+            except ImportError:
+                continue  # an optional client (Kerberos) that is not installed
+            for name, value in vars(module).items():
+                if (
+                    inspect.isclass(value)
+                    and issubclass(value, BaseException)
+                    and value.__module__ == info.name
+                    and not name.startswith("_")
+                ):
+                    names.add(name)
+    return names
+
+
+def test_troubleshooting_names_every_error_the_code_raises() -> None:
+    page = (DOCS / "troubleshooting.md").read_text(encoding="utf-8")
+    headings = set(re.findall(r"^## `(\w+)`", page, re.M))
+    missing = sorted(_exception_classes() - headings - INTERNAL)
+    assert not missing, f"docs/troubleshooting.md has no section for {missing}"
