@@ -487,12 +487,18 @@ class SinkLog:
         one its task left open, else the one before (its task did not run or wrote nothing),
         unless the task closed it. An open file past ``time_per_file`` is published now."""
         closed_paths = {f.path for f in closed}
+        carried_paths = {f.path for f in before}
         by_slot = {f.partition: f for f in before if f.path not in closed_paths}
-        for f in by_slot.values():
-            if f.partition not in {o.partition for o in opened}:
-                # No task of this batch continued it, but an attempt that failed (or a run of
-                # the batch that crashed before its entry) may have appended: back to its size.
-                cut_back(self._fs, f, self._permission)
+        continued = {o.partition for o in opened}
+        # An attempt that failed (or a run of the batch that crashed before its entry) may have
+        # appended to a carried file: back to the size this entry records, before it is
+        # published or stays open. That is the size its task reported for one it closed (or
+        # handed over past time_per_file), else the one the last entry recorded (no task of
+        # this batch continued it).
+        handed_over = [f for f in closed if f.path in carried_paths]
+        untouched = [f for f in by_slot.values() if f.partition not in continued]
+        for f in handed_over + untouched:
+            cut_back(self._fs, f, self._permission)
         by_slot.update({f.partition: f for f in opened})
         now = self._clock()
         to_publish = list(closed)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +24,12 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from operators.fs.local import LocalFileSystem
 from operators.manifest import manifest_dir, read_manifests
+from operators.spark import sink as sink_module
 from operators.spark.commit import IN_PROGRESS_PREFIX
 from operators.spark.options import sink_config
 from operators.spark.sink import HdfsSinkStreamWriter, SinkTaskMessage, TaskIds
+from region.fs import FileSystem
+from tests.conftest import real_fs
 from tests.spark.test_commit import Crash, CrashingFS
 
 _SCHEMA = StructType([StructField("value", StringType())])
@@ -90,9 +95,9 @@ class _Writer:
         self._inner.close()
 
 
-def make_writer(out: Path, fs: LocalFileSystem, **limits: str) -> HdfsSinkStreamWriter:
+def make_writer(out: Path | str, fs: FileSystem, **limits: str) -> HdfsSinkStreamWriter:
     options = {
-        "file": str(out / "part-%FILENUM.txt"),
+        "file": posixpath.join(str(out), "part-%FILENUM.txt"),
         "span_batches": "true",
         "manifest": "true",
         **limits,
@@ -190,6 +195,69 @@ def test_a_carried_file_cut_short_outside_the_sink_is_a_clear_error(tmp_path: Pa
     path.unlink()
     with pytest.raises(FileNotFoundError, match="left open by an earlier batch with 4 bytes"):
         run_task(writer, ["c"], 0, 1, 1)
+
+
+class _Later:
+    """The sink tasks' clock, ``seconds`` ahead of the real one."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def time(self) -> float:
+        return time.time() + self.seconds
+
+    def time_ns(self) -> int:
+        return time.time_ns() + int(self.seconds * 1e9)
+
+
+def replay_past_time_per_file(
+    fs: FileSystem, out: str, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[list[str], int, int]]:
+    """Batch 1's task appends to the file batch 0 left open; the process dies before the commit
+    writes batch 1's entry; the restart takes longer than ``time_per_file``, and batch 1 runs
+    again. ``(records, size the manifest gives, size) `` of each published file."""
+    writer = make_writer(out, fs, time_per_file="1h")
+    writer.commit([run_task(writer, ["a", "b"], 0, 0, 0)], 0)
+    # 1. The dead attempt: its records reach the carried file, its message goes with the driver.
+    run_task(writer, ["c", "d"], 0, 1, 0)
+    (carried,) = [s for s in fs.list_dir(out) if s.name.startswith(IN_PROGRESS_PREFIX)]
+    assert fs.read(carried.path) == b"a\nb\nc\nd\n"
+    # 2. Two hours later (a short time_per_file and a slow restart alike): the replay finds the
+    # carried file past its age and publishes it; its own records go to a new file.
+    with monkeypatch.context() as later:
+        later.setattr(sink_module, "time", _Later(2 * 3600))
+        again = make_writer(out, fs, time_per_file="1h")
+        again.commit([run_task(again, ["c", "d"], 0, 1, 1)], 1)
+    again.close_open()
+    announced = {
+        f.path: f.size for _, files in read_manifests(fs, manifest_dir(out)) for f in files
+    }
+    names = sorted(s.name for s in fs.list_dir(out) if not s.name.startswith((".", "_")))
+    paths = [posixpath.join(out, n) for n in names]
+    return [(fs.read(p).decode().splitlines(), announced[p], fs.status(p).size) for p in paths]
+
+
+def test_a_replay_past_time_per_file_cuts_the_carried_file_back_before_publishing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = replay_past_time_per_file(LocalFileSystem(), str(tmp_path), monkeypatch)
+    assert files == [(["a", "b"], 4, 4), (["c", "d"], 4, 4)]
+    assert in_progress(tmp_path) == []
+
+
+@pytest.mark.parametrize("cut", ["truncate", "rewrite"])
+def test_a_replay_past_time_per_file_cuts_the_carried_file_back_on_hdfs(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, cut: str
+) -> None:
+    # hdfs-native truncates through the cluster's WebHDFS, whose address the Hadoop
+    # configuration gives; without it the sink rewrites the file's first bytes instead.
+    overrides = {} if cut == "truncate" else {"config_dir": None}
+    fs, base, _ = real_fs(request, "hdfs", **overrides)
+    assert fs.supports_truncate is (cut == "truncate")
+    out = posixpath.join(base, f"carried-{cut}-{time.monotonic_ns()}")
+    fs.mkdirs(out)
+    files = replay_past_time_per_file(fs, out, monkeypatch)
+    assert files == [(["a", "b"], 4, 4), (["c", "d"], 4, 4)]
 
 
 _RECORDS = st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=3)
