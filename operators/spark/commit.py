@@ -433,6 +433,8 @@ class SinkLog:
                 )
             self.delete_orphans(keep=[f.path for f in state["open"]])
             return CommitResult(batch_id, (), replayed=True)
+        # The batch's tasks are done and nothing of it is decided yet (crash tests stop here).
+        self._fault_at("before_wal", batch_id)
         # 3. %FILENUM in a deterministic order, continuing from the sink state.
         closed, still_open = self._next_open(state["open"], files, open_files)
         ordered = sorted(closed, key=lambda f: (f.partition, f.index, f.path))

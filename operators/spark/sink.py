@@ -70,8 +70,8 @@ logger = logging.getLogger(__name__)
 _SINK = "hdfs_sink"
 
 #: Crash tests stop the sink at a point (:mod:`operators.faults`, ``<point>[:<batch id>]``):
-#: ``task_write`` (a task wrote its first file), ``after_wal``, ``after_first_rename``,
-#: ``after_renames``.
+#: ``task_write`` (a task wrote its first file), ``before_wal`` (the batch's tasks are done),
+#: ``after_wal``, ``after_first_rename``, ``after_renames``.
 
 
 def _fault(point: str, batch_id: int | None = None) -> None:
