@@ -42,7 +42,7 @@ from operators.publish import publish
 from operators.rolling import RollingPolicy
 from region.atomic import cut_to, dir_permission, write_atomically
 from region.errors import permanent
-from region.fs import FileSystem
+from region.fs import FileSystem, LeaseRecoverer
 
 __all__ = [
     "IN_PROGRESS_PREFIX",
@@ -132,6 +132,11 @@ def cut_back(fs: FileSystem, carried: WrittenFile, permission: int | None) -> No
     failed after appending leaves more (a permanent error when it has less: it was cut outside
     the sink, or is gone, with records no replay brings back)."""
     try:
+        if isinstance(fs, LeaseRecoverer):
+            # A task killed while appending keeps HDFS's lease, the file's length unsettled:
+            # end it first. Nothing else writes a carried file when this runs (its slot's next
+            # attempt, the commit, the stop), and speculation is off (see operators.spark.sink).
+            fs.recover_lease(carried.path)
         actual = fs.status(carried.path).size
     except FileNotFoundError:
         msg = (

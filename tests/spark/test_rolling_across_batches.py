@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,11 +28,11 @@ from pyspark.sql.types import StringType, StructField, StructType
 from operators.fs.local import LocalFileSystem
 from operators.manifest import manifest_dir, read_manifests
 from operators.spark import sink as sink_module
-from operators.spark.commit import IN_PROGRESS_PREFIX
+from operators.spark.commit import IN_PROGRESS_PREFIX, WrittenFile, cut_back
 from operators.spark.options import sink_config
 from operators.spark.sink import HdfsSinkStreamWriter, SinkTaskMessage, TaskIds
 from region.fs import FileSystem
-from tests.conftest import real_fs
+from tests.conftest import CLUSTER_USER, real_fs
 from tests.spark.test_commit import Crash, CrashingFS
 
 _SCHEMA = StructType([StructField("value", StringType())])
@@ -258,6 +261,53 @@ def test_a_replay_past_time_per_file_cuts_the_carried_file_back_on_hdfs(
     fs.mkdirs(out)
     files = replay_past_time_per_file(fs, out, monkeypatch)
     assert files == [(["a", "b"], 4, 4), (["c", "d"], 4, 4)]
+
+
+DEAD_APPENDER = """\
+import sys, time
+from operators.fs import FileSystemSettings, open_path
+settings = FileSystemSettings(uri=sys.argv[1], user=sys.argv[3], config_dir=sys.argv[4])
+fs, _ = open_path(sys.argv[1], settings)
+w = fs.append(sys.argv[2])
+w.write(b"c\\nd\\n")
+w.sync()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_task_killed_while_appending_on_hdfs_leaves_nothing_in_the_carried_file(
+    request: pytest.FixtureRequest,
+) -> None:
+    # A task process killed while appending keeps HDFS's lease on the carried file, and the
+    # NameNode's length leaves out the bytes it wrote: the next attempt ends the lease first.
+    fs, base, sandbox = real_fs(request, "hdfs", lease_recovery_timeout=10.0)
+    if sandbox is None:
+        pytest.skip("needs the sandbox (HDFS_URI names another cluster)")
+    out = posixpath.join(base, f"carried-lease-{time.monotonic_ns()}")
+    fs.mkdirs(out)
+    writer = make_writer(out, fs, time_per_file="1h")
+    writer.commit([run_task(writer, ["a", "b"], 0, 0, 0)], 0)
+    (carried,) = [s.path for s in fs.list_dir(out) if s.name.startswith(IN_PROGRESS_PREFIX)]
+    args = [sandbox.info.hdfs, carried, CLUSTER_USER, sandbox.info.conf_dir]
+    child = subprocess.Popen(
+        [sys.executable, "-c", DEAD_APPENDER, *args], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    again = make_writer(out, fs, time_per_file="1h")
+    again.commit([run_task(again, ["c", "d"], 0, 1, 1)], 1)
+    again.close_open()
+    names = sorted(s.name for s in fs.list_dir(out) if not s.name.startswith((".", "_")))
+    assert [fs.read(posixpath.join(out, n)) for n in names] == [b"a\nb\nc\nd\n"]
+    # A carried file that is gone is still named as such (not as a lease to recover).
+    gone = WrittenFile(posixpath.join(out, ".gone.inprogress"), 0, 0, 2, 4, 0)
+    with pytest.raises(FileNotFoundError, match="left open by an earlier batch with 4 bytes"):
+        cut_back(fs, gone, None)
 
 
 _RECORDS = st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=3)
