@@ -16,10 +16,11 @@ Sink log (``log_dir``, by default ``<output>/_hdfs_sink``), one entry per commit
 Files span micro-batches when the sink rolls by a limit (``tuples_per_file``, ``bytes_per_file``,
 ``time_per_file``): a task's last file, synced, stays open at the end of its batch, and the entry
 records its size. The next batch's task of the same slot (partition id) cuts it back to that size
-(a failed attempt may have appended to it) and appends (:meth:`SinkLog.carried`). A file
-published by a commit is never written again; an open file past ``time_per_file`` is published
-by the next commit even when no record reaches it, and :meth:`SinkLog.close_open` publishes every
-open file when the query stops.
+(a failed attempt may have appended to it), whatever its age, and appends, or hands it over to be
+published when it is past ``time_per_file`` (:meth:`SinkLog.carried`). A file published by a
+commit is never written again; an open file past ``time_per_file`` is published by the next
+commit even when no record reaches it, and :meth:`SinkLog.close_open` publishes every open file
+when the query stops.
 
 A complete entry wins over anything else: Spark may re-run a batch after a crash (with new task
 files), and the renames of the first complete entry are the batch's output; the new files are
