@@ -9,6 +9,9 @@ compares the published output with the input record by record (every input line 
 * SIGKILLs at random points (start-up, recovery, mid-batch, mid-cut) while files keep arriving,
   several with one mtime and some late (older mtime, within the scan's late window): in-process
   engine for both deliveries, and the Spark engine (``--spark-kills``).
+* One SIGKILL of the Spark engine where files span batches (``time_per_file``): after a task
+  appended to the file an earlier batch left open, before the commit's entry; the restart comes
+  after ``time_per_file``.
 * The newest checkpoint damaged; the WebHDFS server killed mid-write and restarted; undecodable
   bytes (fail / replace / skip); a file deleted between scan and read; the output directory not
   writable; a full disk.

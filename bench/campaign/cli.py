@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from bench.campaign.carried import carried_file_killed
 from bench.campaign.checkpoint import corrupt_checkpoint
 from bench.campaign.decode import undecodable
 from bench.campaign.disk import disk_full
@@ -34,6 +35,7 @@ DESCRIPTION = (
 SCENARIOS = (
     "kills",
     "spark",
+    "carried",
     "checkpoint",
     "webhdfs",
     "decode",
@@ -121,6 +123,7 @@ def plan(work: Path, args: argparse.Namespace, only: list[str]) -> list[Step]:
             )
         )
     for name, func in (
+        ("carried", lambda: carried_file_killed(work, args)),
         ("checkpoint", lambda: corrupt_checkpoint(work, args, rolling=False)),
         ("checkpoint", lambda: corrupt_checkpoint(work, args, rolling=True)),
         ("webhdfs", lambda: webhdfs_server_killed(work, args)),

@@ -67,7 +67,8 @@ class Workspace:
         period: str = "250ms",
         late_window: str = "60s",
         sleep_time: str = "100ms",
-        bytes_per_file: int = 60_000,
+        bytes_per_file: int | None = 60_000,
+        time_per_file: str | None = None,
         on_decode_error: str = "fail",
         max_resets: int = 3,
         checkpoint_dir: Path | None = None,
@@ -109,6 +110,7 @@ class Workspace:
             "late_window": late_window,
             "sleep_time": sleep_time,
             "bytes_per_file": bytes_per_file,
+            "time_per_file": time_per_file,
             "on_decode_error": on_decode_error,
             "max_resets": max_resets,
             "after_read": after_read,
@@ -143,8 +145,12 @@ class Workspace:
             "[sink]",
             f'file = "{out}/part-%FILENUM.txt"',
             f'delivery = "{self.delivery}"',
-            f"bytes_per_file = {s['bytes_per_file']}",
         ]
+        # One file limit (they exclude each other).
+        if s["time_per_file"] is not None:
+            lines.append(f'time_per_file = "{s["time_per_file"]}"')
+        elif s["bytes_per_file"] is not None:
+            lines.append(f"bytes_per_file = {s['bytes_per_file']}")
         if self.engine == "local":
             lines += ["[transform]", 'function = "campaign_pace:pace"']
         if remote:
@@ -168,11 +174,18 @@ class Workspace:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
         return env
 
-    def start(self, *, available_now: bool = False, paced: bool = True) -> subprocess.Popen[bytes]:
+    def start(
+        self,
+        *,
+        available_now: bool = False,
+        paced: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
         """Start a run in its own process group (a kill takes Spark's JVM down with it).
-        ``paced``: at ``records_per_s`` (so that faults land mid-run), else at full speed."""
+        ``paced``: at ``records_per_s`` (so that faults land mid-run), else at full speed;
+        ``env``: added to the run's environment."""
         self.runs += 1
-        env = self._env()
+        env = {**self._env(), **(env or {})}
         if not paced:
             env["CAMPAIGN_RECORDS_PER_S"] = "0"
         with open(self.log, "ab") as log:

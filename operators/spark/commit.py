@@ -16,10 +16,11 @@ Sink log (``log_dir``, by default ``<output>/_hdfs_sink``), one entry per commit
 Files span micro-batches when the sink rolls by a limit (``tuples_per_file``, ``bytes_per_file``,
 ``time_per_file``): a task's last file, synced, stays open at the end of its batch, and the entry
 records its size. The next batch's task of the same slot (partition id) cuts it back to that size
-(a failed attempt may have appended to it) and appends (:meth:`SinkLog.carried`). A file
-published by a commit is never written again; an open file past ``time_per_file`` is published
-by the next commit even when no record reaches it, and :meth:`SinkLog.close_open` publishes every
-open file when the query stops.
+(a failed attempt may have appended to it), whatever its age, and appends, or hands it over to be
+published when it is past ``time_per_file`` (:meth:`SinkLog.carried`). A file published by a
+commit is never written again; an open file past ``time_per_file`` is published by the next
+commit even when no record reaches it, and :meth:`SinkLog.close_open` publishes every open file
+when the query stops.
 
 A complete entry wins over anything else: Spark may re-run a batch after a crash (with new task
 files), and the renames of the first complete entry are the batch's output; the new files are
@@ -42,7 +43,7 @@ from operators.publish import publish
 from operators.rolling import RollingPolicy
 from region.atomic import cut_to, dir_permission, write_atomically
 from region.errors import permanent
-from region.fs import FileSystem
+from region.fs import FileSystem, LeaseRecoverer
 
 __all__ = [
     "IN_PROGRESS_PREFIX",
@@ -132,6 +133,11 @@ def cut_back(fs: FileSystem, carried: WrittenFile, permission: int | None) -> No
     failed after appending leaves more (a permanent error when it has less: it was cut outside
     the sink, or is gone, with records no replay brings back)."""
     try:
+        if isinstance(fs, LeaseRecoverer):
+            # A task killed while appending keeps HDFS's lease, the file's length unsettled:
+            # end it first. Nothing else writes a carried file when this runs (its slot's next
+            # attempt, the commit, the stop), and speculation is off (see operators.spark.sink).
+            fs.recover_lease(carried.path)
         actual = fs.status(carried.path).size
     except FileNotFoundError:
         msg = (
@@ -433,6 +439,8 @@ class SinkLog:
                 )
             self.delete_orphans(keep=[f.path for f in state["open"]])
             return CommitResult(batch_id, (), replayed=True)
+        # The batch's tasks are done and nothing of it is decided yet (crash tests stop here).
+        self._fault_at("before_wal", batch_id)
         # 3. %FILENUM in a deterministic order, continuing from the sink state.
         closed, still_open = self._next_open(state["open"], files, open_files)
         ordered = sorted(closed, key=lambda f: (f.partition, f.index, f.path))
@@ -487,12 +495,18 @@ class SinkLog:
         one its task left open, else the one before (its task did not run or wrote nothing),
         unless the task closed it. An open file past ``time_per_file`` is published now."""
         closed_paths = {f.path for f in closed}
+        carried_paths = {f.path for f in before}
         by_slot = {f.partition: f for f in before if f.path not in closed_paths}
-        for f in by_slot.values():
-            if f.partition not in {o.partition for o in opened}:
-                # No task of this batch continued it, but an attempt that failed (or a run of
-                # the batch that crashed before its entry) may have appended: back to its size.
-                cut_back(self._fs, f, self._permission)
+        continued = {o.partition for o in opened}
+        # An attempt that failed (or a run of the batch that crashed before its entry) may have
+        # appended to a carried file: back to the size this entry records, before it is
+        # published or stays open. That is the size its task reported for one it closed (or
+        # handed over past time_per_file), else the one the last entry recorded (no task of
+        # this batch continued it).
+        handed_over = [f for f in closed if f.path in carried_paths]
+        untouched = [f for f in by_slot.values() if f.partition not in continued]
+        for f in handed_over + untouched:
+            cut_back(self._fs, f, self._permission)
         by_slot.update({f.partition: f for f in opened})
         now = self._clock()
         to_publish = list(closed)

@@ -70,8 +70,8 @@ logger = logging.getLogger(__name__)
 _SINK = "hdfs_sink"
 
 #: Crash tests stop the sink at a point (:mod:`operators.faults`, ``<point>[:<batch id>]``):
-#: ``task_write`` (a task wrote its first file), ``after_wal``, ``after_first_rename``,
-#: ``after_renames``.
+#: ``task_write`` (a task wrote its first file), ``before_wal`` (the batch's tasks are done),
+#: ``after_wal``, ``after_first_rename``, ``after_renames``.
 
 
 def _fault(point: str, batch_id: int | None = None) -> None:
@@ -181,10 +181,12 @@ class _TaskOutput:
     def _start(self) -> None:
         carried, self._carried = self._carried, None
         rolling = self._config.rolling
-        if carried is not None and not rolling.expired(carried.opened_ns / 1e9, time.time()):
-            # 1. Back to the size the log recorded (an attempt that failed may have appended),
-            # 2. append after it.
+        if carried is not None:
+            # 1. Back to the size the log recorded, whatever the file's age: an attempt that
+            # died after appending, before the commit wrote its entry, left more in it.
             cut_back(self._fs, carried, self._config.permission)
+        if carried is not None and not rolling.expired(carried.opened_ns / 1e9, time.time()):
+            # 2. Append after it.
             self._out = self._fs.append(carried.path)
             self._opened_ns = carried.opened_ns
             self._rows, self._size = carried.rows, carried.size
@@ -194,7 +196,7 @@ class _TaskOutput:
             self._out = None
             self.files.append(replace(carried, index=len(self.files)))
         elif carried is not None:
-            # Past time_per_file: published as it is.
+            # Past time_per_file (a restart slower than it): published as the log recorded it.
             self.files.append(replace(carried, index=len(self.files)))
         path = posixpath.join(self._config.output_dir, in_progress_name(self.task, len(self.files)))
         self._out = self._fs.create(path, permission=self._config.permission)

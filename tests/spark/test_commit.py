@@ -110,6 +110,21 @@ def test_replayed_batch_id_leaves_output_unchanged(tmp_path: Path) -> None:
     )
 
 
+def test_a_carried_file_a_task_hands_over_is_published_at_its_logged_size(
+    tmp_path: Path,
+) -> None:
+    log = make_log(LocalFileSystem(), tmp_path)
+    (carried,) = write_task_files(tmp_path, [["a", "b"]])
+    log.commit(0, [], [carried])  # left open for the next batch
+    # An attempt of batch 1 appended and died before the commit; the replay's task hands the
+    # file over as batch 0 logged it (past time_per_file, or full already).
+    with open(carried.path, "ab") as f:
+        f.write(b"c\nd\n")
+    log.commit(1, [carried])
+    assert visible(tmp_path) == ["a", "b"]
+    assert log.published() == [{"path": str(tmp_path / "part-00000.txt"), "rows": 2, "size": 4}]
+
+
 def test_orphans_of_killed_tasks_are_deleted_at_the_next_commit(tmp_path: Path) -> None:
     log = make_log(LocalFileSystem(), tmp_path)
     write_task_files(tmp_path, [["lost"]])  # a task killed before it reported its file

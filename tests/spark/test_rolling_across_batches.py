@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +27,12 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from operators.fs.local import LocalFileSystem
 from operators.manifest import manifest_dir, read_manifests
-from operators.spark.commit import IN_PROGRESS_PREFIX
+from operators.spark import sink as sink_module
+from operators.spark.commit import IN_PROGRESS_PREFIX, WrittenFile, cut_back
 from operators.spark.options import sink_config
 from operators.spark.sink import HdfsSinkStreamWriter, SinkTaskMessage, TaskIds
+from region.fs import FileSystem
+from tests.conftest import CLUSTER_USER, real_fs
 from tests.spark.test_commit import Crash, CrashingFS
 
 _SCHEMA = StructType([StructField("value", StringType())])
@@ -90,9 +98,9 @@ class _Writer:
         self._inner.close()
 
 
-def make_writer(out: Path, fs: LocalFileSystem, **limits: str) -> HdfsSinkStreamWriter:
+def make_writer(out: Path | str, fs: FileSystem, **limits: str) -> HdfsSinkStreamWriter:
     options = {
-        "file": str(out / "part-%FILENUM.txt"),
+        "file": posixpath.join(str(out), "part-%FILENUM.txt"),
         "span_batches": "true",
         "manifest": "true",
         **limits,
@@ -190,6 +198,116 @@ def test_a_carried_file_cut_short_outside_the_sink_is_a_clear_error(tmp_path: Pa
     path.unlink()
     with pytest.raises(FileNotFoundError, match="left open by an earlier batch with 4 bytes"):
         run_task(writer, ["c"], 0, 1, 1)
+
+
+class _Later:
+    """The sink tasks' clock, ``seconds`` ahead of the real one."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def time(self) -> float:
+        return time.time() + self.seconds
+
+    def time_ns(self) -> int:
+        return time.time_ns() + int(self.seconds * 1e9)
+
+
+def replay_past_time_per_file(
+    fs: FileSystem, out: str, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[list[str], int, int]]:
+    """Batch 1's task appends to the file batch 0 left open; the process dies before the commit
+    writes batch 1's entry; the restart takes longer than ``time_per_file``, and batch 1 runs
+    again. ``(records, size the manifest gives, size) `` of each published file."""
+    writer = make_writer(out, fs, time_per_file="1h")
+    writer.commit([run_task(writer, ["a", "b"], 0, 0, 0)], 0)
+    # 1. The dead attempt: its records reach the carried file, its message goes with the driver.
+    run_task(writer, ["c", "d"], 0, 1, 0)
+    (carried,) = [s for s in fs.list_dir(out) if s.name.startswith(IN_PROGRESS_PREFIX)]
+    assert fs.read(carried.path) == b"a\nb\nc\nd\n"
+    # 2. Two hours later (a short time_per_file and a slow restart alike): the replay finds the
+    # carried file past its age and publishes it; its own records go to a new file.
+    with monkeypatch.context() as later:
+        later.setattr(sink_module, "time", _Later(2 * 3600))
+        again = make_writer(out, fs, time_per_file="1h")
+        again.commit([run_task(again, ["c", "d"], 0, 1, 1)], 1)
+    again.close_open()
+    announced = {
+        f.path: f.size for _, files in read_manifests(fs, manifest_dir(out)) for f in files
+    }
+    names = sorted(s.name for s in fs.list_dir(out) if not s.name.startswith((".", "_")))
+    paths = [posixpath.join(out, n) for n in names]
+    return [(fs.read(p).decode().splitlines(), announced[p], fs.status(p).size) for p in paths]
+
+
+def test_a_replay_past_time_per_file_cuts_the_carried_file_back_before_publishing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = replay_past_time_per_file(LocalFileSystem(), str(tmp_path), monkeypatch)
+    assert files == [(["a", "b"], 4, 4), (["c", "d"], 4, 4)]
+    assert in_progress(tmp_path) == []
+
+
+@pytest.mark.parametrize("cut", ["truncate", "rewrite"])
+def test_a_replay_past_time_per_file_cuts_the_carried_file_back_on_hdfs(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, cut: str
+) -> None:
+    # hdfs-native truncates through the cluster's WebHDFS, whose address the Hadoop
+    # configuration gives; without it the sink rewrites the file's first bytes instead.
+    overrides = {} if cut == "truncate" else {"config_dir": None}
+    fs, base, _ = real_fs(request, "hdfs", **overrides)
+    assert fs.supports_truncate is (cut == "truncate")
+    out = posixpath.join(base, f"carried-{cut}-{time.monotonic_ns()}")
+    fs.mkdirs(out)
+    files = replay_past_time_per_file(fs, out, monkeypatch)
+    assert files == [(["a", "b"], 4, 4), (["c", "d"], 4, 4)]
+
+
+DEAD_APPENDER = """\
+import sys, time
+from operators.fs import FileSystemSettings, open_path
+settings = FileSystemSettings(uri=sys.argv[1], user=sys.argv[3], config_dir=sys.argv[4])
+fs, _ = open_path(sys.argv[1], settings)
+w = fs.append(sys.argv[2])
+w.write(b"c\\nd\\n")
+w.sync()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_task_killed_while_appending_on_hdfs_leaves_nothing_in_the_carried_file(
+    request: pytest.FixtureRequest,
+) -> None:
+    # A task process killed while appending keeps HDFS's lease on the carried file, and the
+    # NameNode's length leaves out the bytes it wrote: the next attempt ends the lease first.
+    fs, base, sandbox = real_fs(request, "hdfs", lease_recovery_timeout=10.0)
+    if sandbox is None:
+        pytest.skip("needs the sandbox (HDFS_URI names another cluster)")
+    out = posixpath.join(base, f"carried-lease-{time.monotonic_ns()}")
+    fs.mkdirs(out)
+    writer = make_writer(out, fs, time_per_file="1h")
+    writer.commit([run_task(writer, ["a", "b"], 0, 0, 0)], 0)
+    (carried,) = [s.path for s in fs.list_dir(out) if s.name.startswith(IN_PROGRESS_PREFIX)]
+    args = [sandbox.info.hdfs, carried, CLUSTER_USER, sandbox.info.conf_dir]
+    child = subprocess.Popen(
+        [sys.executable, "-c", DEAD_APPENDER, *args], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    again = make_writer(out, fs, time_per_file="1h")
+    again.commit([run_task(again, ["c", "d"], 0, 1, 1)], 1)
+    again.close_open()
+    names = sorted(s.name for s in fs.list_dir(out) if not s.name.startswith((".", "_")))
+    assert [fs.read(posixpath.join(out, n)) for n in names] == [b"a\nb\nc\nd\n"]
+    # A carried file that is gone is still named as such (not as a lease to recover).
+    gone = WrittenFile(posixpath.join(out, ".gone.inprogress"), 0, 0, 2, 4, 0)
+    with pytest.raises(FileNotFoundError, match="left open by an earlier batch with 4 bytes"):
+        cut_back(fs, gone, None)
 
 
 _RECORDS = st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=3)
