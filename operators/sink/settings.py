@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from operators.owner import SINK_DIR
 from operators.rolling import RollingPolicy
 from operators.safepath import name_problem
 from operators.templating import FileNameTemplate
@@ -96,6 +97,9 @@ class SinkSettings(BaseModel):
         if problem is not None:
             msg = f"rejects_file={rejects!r} {problem}; it must be a relative path in the base"
             raise ValueError(msg)
+        if SINK_DIR in rejects.split("/"):
+            msg = f"rejects_file={rejects!r} is inside {SINK_DIR}/, the sink's own folder"
+            raise ValueError(msg)
         if not FileNameTemplate(rejects, self.time_format).uses_filenum:
             msg = f"rejects_file={rejects!r} needs %FILENUM (files are never overwritten)"
             raise ValueError(msg)
@@ -144,6 +148,9 @@ class SinkSettings(BaseModel):
             raise ValueError(msg)
         if self.directory is not None and self.file.startswith("/"):
             msg = f"file={self.file!r} must be relative when directory={self.directory!r} is set"
+            raise ValueError(msg)
+        if SINK_DIR in (self.template or "").split("/"):
+            msg = f"file={self.file!r} is inside {SINK_DIR}/, the sink's own folder"
             raise ValueError(msg)
         if self.directory is not None and ".." in self.file.split("/"):
             msg = f"file={self.file!r} must stay inside directory={self.directory!r} (no '..')"

@@ -363,7 +363,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                 # The records of each name, in order: one encode and write per name and batch.
                 rows_of: dict[str, list[int]] = {}
                 for index, name in enumerate(names):
-                    problem = name_problem(name)
+                    problem = name_problem(name, visible=True)
                     if problem is not None:
                         msg = (
                             f"{_SINK}: record {index} of a batch: file name {name!r} in "

@@ -305,3 +305,15 @@ def test_file_names_from_records_on_spark_never_drop_a_returning_name(tmp_path: 
     with pytest.raises(ValueError, match=r"file name '\.\./x' in 'name'"):
         writer.write_task(named([("ok.csv", "7"), ("../x", "8")]), TaskIds(0, 0, 4, 2))
     assert not (tmp_path / "ok.csv").exists() and in_progress(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["_hidden.csv", "day/_tmp.csv", "_hdfs_sink/published/00000000000000000001.json"]
+)
+def test_a_name_readers_skip_or_inside_the_sinks_own_folder_fails_the_batch(
+    tmp_path: Path, name: str
+) -> None:
+    writer = named_writer(tmp_path)
+    with pytest.raises(ValueError, match=f"file name '{name}' in 'name' has a component starting"):
+        writer.write_task(named([("ok.csv", "7"), (name, "8")]), TaskIds(0, 0, 4, 2))
+    assert in_progress(tmp_path) == [] and not (tmp_path / "_hdfs_sink").exists()
