@@ -315,7 +315,7 @@ SINK = Group(
             "file",
             "out/f-%FILENUM.txt",
             "IBM's variables and `%PARTITION`; never overwrites a file, so rolling needs "
-            "`%FILENUM` or `%TIME`",
+            "`%FILENUM` (`%TIME` alone can repeat)",
         ),
         supported(
             "fileAttributeName",

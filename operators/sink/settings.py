@@ -15,7 +15,28 @@ from operators.safepath import name_problem
 from operators.templating import FileNameTemplate
 from region.settings import Duration, Encoding, FileMode
 
-__all__ = ["SinkSettings"]
+__all__ = ["SinkSettings", "repeating_names"]
+
+
+def repeating_names(template: FileNameTemplate, why: str) -> str:
+    """The error for a template without %FILENUM that must name several files (``why``): the
+    one rule of both engines. %TIME alone does not make names unique: two files within one
+    step of the time format, a stop and a restart within one step, local time repeating an hour
+    when the clocks go back. %FILENUM continues from the checkpoint and is never reused."""
+    file = template.template
+    head, base = posixpath.split(file)
+    stem, ext = posixpath.splitext(base)
+    example = posixpath.join(head, f"{stem}-%FILENUM{ext}")
+    repeats = ""
+    if template.uses_time:
+        repeats = (
+            f"%TIME repeats within one step of time_format={template.time_format!r}, after a "
+            "restart and when clocks go back; "
+        )
+    return (
+        f"file={file!r} has no %FILENUM but {why}: their names would repeat ({repeats}files "
+        f"are never overwritten): add %FILENUM (e.g. {example!r})"
+    )
 
 
 def _alias(snake: str, camel: str) -> AliasChoices:
@@ -157,12 +178,12 @@ class SinkSettings(BaseModel):
             raise ValueError(msg)
         rolls = given or self.close_on_punct
         template = FileNameTemplate(self.file, self.time_format)
-        if rolls and not template.uses_filenum and "TIME" not in template.variables:
+        if rolls and not template.uses_filenum:
+            # %TIME alone does not make names unique: two files within one step of the time
+            # format, a stop and restart within one step, local time repeating an hour when
+            # the clocks go back. %FILENUM continues from the checkpoint and is never reused.
             what = " and ".join([*given, *(["close_on_punct"] if self.close_on_punct else [])])
-            msg = (
-                f"file={self.file!r} has no %FILENUM (nor %TIME) but {what} rolls to new files: "
-                "they would all get the same name (files are never overwritten); add %FILENUM"
-            )
+            msg = repeating_names(template, f"{what} rolls to new files")
             raise ValueError(msg)
         base = self.file.rsplit("/", 1)[-1]
         if not base or base.startswith("."):

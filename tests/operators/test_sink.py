@@ -389,7 +389,7 @@ def test_filenum_skips_names_that_exist_and_never_overwrites(sink_env: SinkEnv) 
 def test_weakness2_no_silent_overwrite_without_filenum(sink_env: SinkEnv) -> None:
     """IBM overwrites the same name on each roll. Rolling to a fixed name is refused with the
     settings; a fixed name that exists already is never overwritten."""
-    with pytest.raises(ValidationError, match=r"no %FILENUM \(nor %TIME\) but tuples_per_file"):
+    with pytest.raises(ValidationError, match=r"no %FILENUM but tuples_per_file"):
         SinkSettings(file=sink_env.path("fixed.txt"), tuples_per_file=1)
     run = SinkRun(sink_env, {"file": sink_env.path("fixed.txt")})
     run.write(["a"])

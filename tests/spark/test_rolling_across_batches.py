@@ -25,6 +25,7 @@ from operators.manifest import manifest_dir, read_manifests
 from operators.spark.commit import IN_PROGRESS_PREFIX
 from operators.spark.options import sink_config
 from operators.spark.sink import HdfsSinkStreamWriter, SinkTaskMessage, TaskIds
+from region.errors import ConfigError
 from tests.spark.test_commit import Crash, CrashingFS
 
 _SCHEMA = StructType([StructField("value", StringType())])
@@ -317,3 +318,12 @@ def test_a_name_readers_skip_or_inside_the_sinks_own_folder_fails_the_batch(
     with pytest.raises(ValueError, match=f"file name '{name}' in 'name' has a component starting"):
         writer.write_task(named([("ok.csv", "7"), (name, "8")]), TaskIds(0, 0, 4, 2))
     assert in_progress(tmp_path) == [] and not (tmp_path / "_hdfs_sink").exists()
+
+
+@pytest.mark.parametrize("file", ["out/data.txt", "out/f-%TIME.txt"])
+def test_a_template_without_filenum_is_refused_at_start_on_spark(file: str) -> None:
+    """Every micro-batch and task writes files of its own: the second would need the name of
+    the first (it used to fail at that commit, 'exists (never overwritten)')."""
+    with pytest.raises(ConfigError, match=rf"file='{file}' has no %FILENUM.*add %FILENUM"):
+        sink_config({"file": file})
+    sink_config({"file": file.replace(".txt", "-%FILENUM.txt")})
