@@ -322,7 +322,8 @@ SINK = Group(
             "file_attribute_name",
             "name",
             "records are `(name, value)`; needs `directory`; a returning name rolls to a "
-            "numbered file (`on_returning_name`), never drops records; IBM overwrote",
+            "numbered file (`on_returning_name`), never drops records; IBM overwrote; up "
+            "to `max_open_files` files stay open (IBM closed the file at each change of name)",
             file=None,
             directory="out",
         ),

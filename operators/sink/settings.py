@@ -65,6 +65,13 @@ class SinkSettings(BaseModel):
     on_returning_name: Literal["new_file", "overwrite"] = Field(
         "new_file", validation_alias=_alias("on_returning_name", "onReturningName")
     )
+    #: File-attribute mode: how many files stay open at once, so that interleaved names
+    #: (``A, B, A, B``) write one file each instead of one per change of name. When a new name
+    #: needs a place, the least recently written file is closed (published at the next cut;
+    #: the name returning goes to a numbered file, with a WARNING the first time); a file that
+    #: got no record since the previous cut is closed at the cut. 1: IBM's behaviour, a change
+    #: of name closes the file.
+    max_open_files: int = Field(32, ge=1)
     time_format: str = Field(
         "yyyyMMdd_HHmmss", validation_alias=_alias("time_format", "timeFormat")
     )
@@ -144,6 +151,12 @@ class SinkSettings(BaseModel):
             msg = (
                 f"on_returning_name={self.on_returning_name!r} needs file_attribute_name "
                 "(a template's files are never overwritten)"
+            )
+            raise ValueError(msg)
+        if "max_open_files" in self.model_fields_set and self.file_attribute_name is None:
+            msg = (
+                f"max_open_files={self.max_open_files!r} needs file_attribute_name (a template "
+                "writes one file at a time)"
             )
             raise ValueError(msg)
         if self.file_attribute_name is not None:

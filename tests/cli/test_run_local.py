@@ -400,3 +400,16 @@ def test_records_naming_the_sinks_own_folder_or_a_skipped_name_go_to_the_rejects
     assert all("starting with '_'" in r["reason"] for r in rejected)
     listed = read_manifests(LocalFileSystem(), manifest_dir(str(pdir.out)))
     assert [Path(f.path).name for _, fs in listed for f in fs] == ["a.csv", "b.csv"]
+
+
+def test_interleaved_names_write_one_file_per_name_not_one_per_record(pdir: PipelineDir) -> None:
+    pdir.add_file("one.txt", [f"{'ab'[i % 2]}.csv {i}" for i in range(400)])
+    config = pdir.write_config(NAMED)
+    (pdir.root / "names.py").write_text(ROUTE, encoding="utf-8")
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = {p.name: p.read_text().split() for p in pdir.out.iterdir() if p.is_file()}
+    assert files == {
+        "a.csv": [str(i) for i in range(0, 400, 2)],
+        "b.csv": [str(i) for i in range(1, 400, 2)],
+    }

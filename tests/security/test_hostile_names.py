@@ -154,7 +154,7 @@ def test_records_that_cannot_be_encoded_are_rejected_and_the_rest_written(
 def test_a_name_written_before_goes_to_a_numbered_file_and_nothing_is_overwritten(
     sink_local: SinkEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
-    run = SinkRun(sink_local, attr(sink_local, on_bad_record="skip"))
+    run = SinkRun(sink_local, attr(sink_local, on_bad_record="skip", max_open_files=1))
     run.write([("a", "1"), ("b", "2")])
     with caplog.at_level(logging.INFO, logger="operators.sink"):
         run.write([("a", "3"), ("c", "4")])

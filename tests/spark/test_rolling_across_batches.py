@@ -327,3 +327,26 @@ def test_a_template_without_filenum_is_refused_at_start_on_spark(file: str) -> N
     with pytest.raises(ConfigError, match=rf"file='{file}' has no %FILENUM.*add %FILENUM"):
         sink_config({"file": file})
     sink_config({"file": file.replace(".txt", "-%FILENUM.txt")})
+
+
+@pytest.mark.parametrize(
+    ("max_open", "expected"),
+    [
+        (None, {"a.csv": "1\n4\n", "b.csv": "2\n", "c.csv": "3\n"}),
+        ("2", {"a.csv": "1\n", "b.csv": "2\n", "c.csv": "3\n", "a-1.csv": "4\n"}),
+    ],
+)
+def test_a_task_keeps_a_bounded_number_of_named_files_open(
+    tmp_path: Path, max_open: str | None, expected: dict[str, str]
+) -> None:
+    options = {"directory": str(tmp_path), "file_attribute_name": "name"}
+    if max_open is not None:
+        options["max_open_files"] = max_open
+    schema = StructType([StructField("name", StringType()), StructField("value", StringType())])
+    writer = HdfsSinkStreamWriter(sink_config(options), schema)
+    writer._fs = LocalFileSystem()
+    pairs = [("a.csv", "1"), ("b.csv", "2"), ("c.csv", "3"), ("a.csv", "4")]
+    batches = [b for pair in pairs for b in named([pair])]  # one Arrow batch per record
+    writer.commit([writer.write_task(iter(batches), TaskIds(0, 0, 1, 0))], 0)
+    files = {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()}
+    assert files == expected
