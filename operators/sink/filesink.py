@@ -325,8 +325,9 @@ class HDFS2FileSink(SinkOperator):
         limit = self.settings.max_open_files
         while len(self._idle) > limit - 1:
             name = next(iter(self._idle))
-            evicted = self._idle.pop(name)
+            evicted = self._idle[name]
             self._close_file(evicted)
+            del self._idle[name]
             if limit > 1 and not self._evicted:
                 self._evicted = True
                 logger.warning(
@@ -468,19 +469,20 @@ class HDFS2FileSink(SinkOperator):
             logger.info("sink %s: overwriting %s (not published yet)", self.name, done.work)
 
     def _close_current(self) -> None:
-        cur, self._cur = self._cur, None
-        if cur is not None:
-            self._close_file(cur)
+        if self._cur is not None:
+            self._close_file(self._cur)
+            self._cur = None
 
     def _close_all(self) -> None:
         """Close every open file (punctuation, final punctuation)."""
-        idle, self._idle = list(self._idle.values()), {}
-        for f in idle:
+        for name, f in list(self._idle.items()):
             self._close_file(f)
+            del self._idle[name]
         self._close_current()
 
     def _close_file(self, cur: OpenFile) -> None:
-        """Close an open file (no longer current nor in the pool): it waits for a cut."""
+        """Close an open file: it waits for a cut. The caller forgets it only afterwards: a
+        failed sync leaves it open, and the reset releases its writer (:meth:`_drop_writer`)."""
         if cur.writer is not None:
             if cur.dirty:
                 cur.writer.sync()  # pending files must survive a crash: the cut promises them
@@ -558,8 +560,8 @@ class HDFS2FileSink(SinkOperator):
         # publishes it (a name that is quiet for a whole cut does not wait for the stop).
         for name, f in list(self._idle.items()):
             if not f.touched:
-                del self._idle[name]
                 self._close_file(f)
+                del self._idle[name]
         for f in self._open_files():
             f.touched = False
         self._pending.extend((cut_id, c) for c in self._closed)

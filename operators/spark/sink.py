@@ -357,9 +357,10 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         opened_ns = time.time_ns()
 
         def close(name: str) -> None:
-            writer, (rows, size) = writers.pop(name)
+            writer, (rows, size) = writers[name]
             writer.sync()
             writer.close()
+            del writers[name]  # only now: a failure leaves it to the clean-up below
             files.append(
                 WrittenFile(writer.path, ids.partition, len(files), rows, size, opened_ns, name)
             )
