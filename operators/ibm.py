@@ -315,14 +315,15 @@ SINK = Group(
             "file",
             "out/f-%FILENUM.txt",
             "IBM's variables and `%PARTITION`; never overwrites a file, so rolling needs "
-            "`%FILENUM` or `%TIME`",
+            "`%FILENUM` (`%TIME` alone can repeat)",
         ),
         supported(
             "fileAttributeName",
             "file_attribute_name",
             "name",
             "records are `(name, value)`; needs `directory`; a returning name rolls to a "
-            "numbered file (`on_returning_name`), never drops records; IBM overwrote",
+            "numbered file (`on_returning_name`), never drops records; IBM overwrote; up "
+            "to `max_open_files` files stay open (IBM closed the file at each change of name)",
             file=None,
             directory="out",
         ),

@@ -7,7 +7,9 @@ publishes the files it kept open writes ``<id:020d>.stop.json``. Each manifest i
 atomically, and written again with the same content when a crash interrupted the cut's
 publication, so a reader that takes the names in sorted order, remembering the last one it
 read (:func:`read_manifests`), sees every published file exactly once, in publication order.
-The newest ``retain`` manifests are kept.
+The newest ``retain`` manifests are kept. Records never write into ``_hdfs_sink`` (names from
+data starting with ``_`` are refused, :mod:`operators.safepath`), and :func:`read_manifests`
+refuses a manifest naming a file outside the output or inside ``_hdfs_sink``.
 """
 
 from __future__ import annotations
@@ -97,11 +99,45 @@ def read_manifests(
     fs: FileSystem, directory: str, after: str | None = None
 ) -> list[tuple[str, list[Published]]]:
     """The manifests after the one named ``after`` (all when ``None``), oldest first, as
-    ``(name, files)``: a downstream job keeps the last name it processed and asks again."""
+    ``(name, files)``: a downstream job keeps the last name it processed and asks again.
+
+    ``directory`` is ``<output>/_hdfs_sink/published`` (:func:`manifest_dir`). A manifest that
+    is not JSON, or names a file outside ``<output>`` or inside the sink's own folder (no sink
+    writes such a manifest: it was put there by someone else), raises ValueError naming it
+    and the entry: a downstream job acting on it could read or delete any file."""
+    output = posixpath.dirname(posixpath.dirname(posixpath.normpath(directory)))
     out: list[tuple[str, list[Published]]] = []
     for name in _manifest_names(fs, directory):
         if after is not None and name <= after:
             continue
-        raw = json.loads(fs.read(posixpath.join(directory, name)))
-        out.append((name, [Published(str(f["path"]), int(f["size"]), int(f["cut"])) for f in raw]))
+        path = posixpath.join(directory, name)
+        out.append((name, _parse(fs, path, output, fs.read(path))))
     return out
+
+
+def _parse(fs: FileSystem, path: str, output: str, raw: bytes) -> list[Published]:
+    """The entries of the manifest at ``path``, each checked to name a file of ``output``."""
+    try:
+        entries = [(e["path"], int(e["size"]), int(e["cut"])) for e in json.loads(raw)]
+    except (KeyError, TypeError, ValueError) as exc:
+        msg = f"manifest {fs.display(path)} is not a list of published files ({exc!r})"
+        raise ValueError(msg) from None
+    # Compared as the filesystem shows them: relative and absolute spellings agree.
+    root = fs.display(output or ".").rstrip("/") + "/"
+    own = fs.display(posixpath.join(output, SINK_DIR)).rstrip("/") + "/"
+    files: list[Published] = []
+    for where, size, cut in entries:
+        if not isinstance(where, str) or not where:
+            problem = "which is not a path"
+        else:
+            shown = fs.display(posixpath.normpath(where)).rstrip("/") + "/"
+            if not shown.startswith(root) or shown == root:
+                problem = f"which is outside {root.rstrip('/')}"
+            elif shown.startswith(own):
+                problem = f"which is in the sink's own folder {own.rstrip('/')}"
+            else:
+                files.append(Published(where, size, cut))
+                continue
+        msg = f"manifest {fs.display(path)} lists {where!r}, {problem}: no sink wrote it"
+        raise ValueError(msg)
+    return files

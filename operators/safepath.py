@@ -5,6 +5,10 @@ Names are checked, never rewritten. A name is refused when
 - it is empty, absolute, ends with ``/`` or has an empty component (``a//b``);
 - a component is ``.`` or ``..`` or starts with ``.`` (hidden names are reserved for in-progress
   files; :func:`name_problem` only);
+- a component starts with ``_``, for names from data (``visible=True``: records naming their
+  file): plain directory readers (Spark, Hive, ``hdfs dfs -text``) skip such names as they skip
+  hidden ones, so the records would be published for nobody, and ``_hdfs_sink`` is the sink's
+  own folder (its manifests and owner record), which a record must never write into;
 - it contains a control or invisible format character (Unicode categories Cc, Cf, Cs, Zl, Zp:
   NUL, newlines, right-to-left overrides, zero-width spaces), a backslash or a character drawn
   as a slash (U+2215 DIVISION SLASH, U+2044 FRACTION SLASH, ...): a reader or a copy to another
@@ -91,8 +95,10 @@ def path_problem(path: object, *, reserve: int = 0) -> str | None:
     return None
 
 
-def name_problem(name: object, *, reserve: int = 0) -> str | None:
-    """Why ``name`` is not acceptable as a relative file name below a base, or ``None``."""
+def name_problem(name: object, *, reserve: int = 0, visible: bool = False) -> str | None:
+    """Why ``name`` is not acceptable as a relative file name below a base, or ``None``.
+    ``visible``: the name must also be one plain readers see (no component starting with
+    ``_``); the rule for file names from records, on both engines."""
     if not isinstance(name, str):
         return f"is a {type(name).__name__}, not a string"
     problem = path_problem(name, reserve=reserve)
@@ -109,13 +115,18 @@ def name_problem(name: object, *, reserve: int = 0) -> str | None:
         return "has a '.' or '..' component"
     if any(part.startswith(".") for part in parts):
         return "has a component starting with '.' (a hidden name)"
+    if visible and any(part.startswith("_") for part in parts):
+        return (
+            "has a component starting with '_' (plain readers skip such names, and _hdfs_sink "
+            "is the sink's own folder)"
+        )
     return None
 
 
-def confine(base: str, name: object, *, reserve: int = 0) -> str:
+def confine(base: str, name: object, *, reserve: int = 0, visible: bool = False) -> str:
     """``base/name``, normalised, after checking ``name`` (:func:`name_problem`) and that the
     result lies below ``base``. Raises ``ValueError`` saying what is wrong with the name."""
-    problem = name_problem(name, reserve=reserve)
+    problem = name_problem(name, reserve=reserve, visible=visible)
     if problem is None:
         assert isinstance(name, str)
         root = posixpath.normpath(base or ".")

@@ -240,6 +240,7 @@ class SparkPlan:
         if sink.file_attribute_name is not None:
             options["file_attribute_name"] = sink.file_attribute_name
             options["on_returning_name"] = sink.on_returning_name
+            options["max_open_files"] = str(sink.max_open_files)
         for field in ("time_format", "encoding", "format", "delivery"):
             options[field] = _text(getattr(sink, field))
         options["permission"] = oct(sink.permission)

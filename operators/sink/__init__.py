@@ -34,6 +34,11 @@ saw rejects and published when the cut completes). Default: ``reject`` when ``re
 else ``skip`` logged at ERROR. Either way bad records are counted in
 :attr:`SinkMetrics.bad_records`.
 
+In file-attribute mode up to ``max_open_files`` files stay open, so interleaved names write one
+file each; the least recently written closes when a new name needs a place, and a file that got
+no record since the previous cut closes at the cut. Each open file is in the state and comes
+back to its size at the cut on a reset, like the current one.
+
 A file name from data that was written before (``A, B, A``) or names an existing file is not a
 bad record: ``on_returning_name="new_file"`` (the default) writes its records to the first free
 numbered name (``orders.csv`` -> ``orders-1.csv``); ``"overwrite"`` replaces the earlier file.

@@ -141,15 +141,17 @@ class HDFS2FileSink(SinkOperator):
         # The files, all restored by reset() (reset_to_initial_state() included).
         self._ready = False
         self._cur: OpenFile | None = None
+        # File-attribute mode: the other open files by the name records use, least recently
+        # written first (at most max_open_files - 1 of them).
+        self._idle: dict[str, OpenFile] = {}
+        self._evicted = False  # the WARNING about a full pool is given once
         self._closed: list[ClosedFile] = []  # closed since the last checkpoint
         self._pending: list[tuple[int, ClosedFile]] = []  # (covering cut, file)
         self._next_filenum = 0
         self._marked: set[str] = set()  # visible files whose marker still exists
-        self._cut_current: dict[int, str | None] = {}
-        # The last cut taken, and the one taken before the open file's first record (-1: none,
-        # or not known): see published_through.
+        self._cut_open: dict[int, list[str]] = {}  # the files open at each cut taken
+        # The last cut taken (-1: none, or not known): see published_through.
         self._last_cut = -1
-        self._open_after = -1
         # Files published and announced by on_cut_completed since the last reset; and whether
         # the restored cut's completion is known to have finished (recall_completed): a reset
         # announces neither again.
@@ -205,7 +207,7 @@ class HDFS2FileSink(SinkOperator):
             else:
                 self._write_named(records)
         if batch.punctuation and self._rolling.on_punctuation:
-            self._close_current()
+            self._close_all()
 
     def on_tick(self, now: float) -> None:
         if self._ready:
@@ -217,7 +219,7 @@ class HDFS2FileSink(SinkOperator):
         Call it before the final cut of a graceful stop; :meth:`close` alone publishes nothing.
         """
         if self._ready:
-            self._close_current()
+            self._close_all()
         if self._rejects is not None:
             self._rejects.finish()
 
@@ -264,7 +266,7 @@ class HDFS2FileSink(SinkOperator):
             cur.writer.write(data)
             cur.size += len(data)
             cur.tuples += take
-            cur.dirty = True
+            cur.dirty = cur.touched = True
             self.metrics.tuples_written += take
             self.metrics.bytes_written += len(data)
             i += take
@@ -296,8 +298,7 @@ class HDFS2FileSink(SinkOperator):
             try:
                 path = self._layout.resolve(name, start, self._in_flight())
                 if self._cur is None or self._cur.name != path:
-                    self._close_current()
-                    self._open(path)
+                    self._switch(path)
             except (BadRecordError, FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
                 # A refused name, or a name that clashes with the tree (a file where a
                 # directory is needed, or the reverse): the records of this run cannot be
@@ -311,6 +312,35 @@ class HDFS2FileSink(SinkOperator):
             self._write_run(values, start, end, records)
             start = end
 
+    def _switch(self, path: str) -> None:
+        """Make the open file of the name ``path`` the current one: kept open in the pool,
+        or opened, after closing the least recently written files beyond max_open_files."""
+        if self._cur is not None:
+            self._idle[self._cur.name] = self._cur  # last written: the end of the order
+            self._cur = None
+        found = self._idle.pop(path, None)
+        if found is not None:
+            self._cur = found
+            return
+        limit = self.settings.max_open_files
+        while len(self._idle) > limit - 1:
+            name = next(iter(self._idle))
+            evicted = self._idle[name]
+            self._close_file(evicted)
+            del self._idle[name]
+            if limit > 1 and not self._evicted:
+                self._evicted = True
+                logger.warning(
+                    "sink %s: more than max_open_files=%s names are written between cuts: "
+                    "%s, the least recently written, is closed, and records naming it again "
+                    "go to a numbered file; raise max_open_files to keep more files open "
+                    "(logged once)",
+                    self.name,
+                    limit,
+                    self._fs.display(evicted.final),
+                )
+        self._open(path)
+
     def _refusal(self, exc: Exception, name: Any, index: int) -> Exception:
         """``exc`` for the record at ``index`` (a name check raised for the first of a run)."""
         if isinstance(exc, BadRecordError) and exc.offset != index:
@@ -323,9 +353,14 @@ class HDFS2FileSink(SinkOperator):
     def _in_flight(self) -> list[str]:
         """Final names of the files written and not published yet."""
         finals = [c.final for c in self._closed] + [c.final for _, c in self._pending]
+        return finals + [f.final for f in self._open_files()]
+
+    def _open_files(self) -> list[OpenFile]:
+        """Every open file: the pool's, least recently written first, then the current one."""
+        files = list(self._idle.values())
         if self._cur is not None:
-            finals.append(self._cur.final)
-        return finals
+            files.append(self._cur)
+        return files
 
     # -- files --------------------------------------------------------------------------------
 
@@ -384,9 +419,9 @@ class HDFS2FileSink(SinkOperator):
         if bom:
             writer.write(bom)
             cur.size = len(bom)
-        self._cur = cur
         # Opened for a record: its records come after the last cut taken (published_through).
-        self._open_after = self._last_cut
+        cur.open_after = self._last_cut
+        self._cur = cur
         self.metrics.files_opened += 1
         logger.debug("sink %s: opened %s", self.name, work)
         return cur
@@ -434,15 +469,25 @@ class HDFS2FileSink(SinkOperator):
             logger.info("sink %s: overwriting %s (not published yet)", self.name, done.work)
 
     def _close_current(self) -> None:
-        cur = self._cur
-        if cur is None:
-            return
+        if self._cur is not None:
+            self._close_file(self._cur)
+            self._cur = None
+
+    def _close_all(self) -> None:
+        """Close every open file (punctuation, final punctuation)."""
+        for name, f in list(self._idle.items()):
+            self._close_file(f)
+            del self._idle[name]
+        self._close_current()
+
+    def _close_file(self, cur: OpenFile) -> None:
+        """Close an open file: it waits for a cut. The caller forgets it only afterwards: a
+        failed sync leaves it open, and the reset releases its writer (:meth:`_drop_writer`)."""
         if cur.writer is not None:
             if cur.dirty:
                 cur.writer.sync()  # pending files must survive a crash: the cut promises them
             cur.writer.close()
             cur.writer = None
-        self._cur = None
         self._closed.append(ClosedFile(cur.final, cur.work, cur.size))
         self.metrics.files_written += 1
         logger.debug("sink %s: closed %s (%s bytes)", self.name, cur.work, cur.size)
@@ -480,9 +525,10 @@ class HDFS2FileSink(SinkOperator):
         )
 
     def _drop_writer(self) -> None:
-        """Release the open file's handle without publishing (reset and crash)."""
-        cur = self._cur
-        if cur is not None and cur.writer is not None:
+        """Release the open files' handles without publishing (reset and crash)."""
+        for cur in self._open_files():
+            if cur.writer is None:
+                continue
             writer, cur.writer = cur.writer, None
             try:
                 writer.close()
@@ -492,32 +538,41 @@ class HDFS2FileSink(SinkOperator):
     # -- state handler ------------------------------------------------------------------------
 
     def drain(self) -> None:
-        cur = self._cur
-        if cur is not None and cur.writer is not None and cur.dirty:
-            cur.writer.sync()  # durable (hsync), not only visible (hflush)
-            cur.dirty = False
+        for cur in self._open_files():
+            if cur.writer is not None and cur.dirty:
+                cur.writer.sync()  # durable (hsync), not only visible (hflush)
+                cur.dirty = False
         if self._rejects is not None:
             # Each cut that saw rejects publishes them in a file of their own.
             self._rejects.finish()
             self._rejects.drain()
 
     def published_through(self, cut_id: int) -> int:
-        """Every record written before cut ``cut_id`` (completed) is published, unless the open
-        file holds records: then only those before the cut taken before it was opened (-1: not
-        known, after a restart)."""
-        cur = self._cur
-        if cur is None or cur.tuples == 0:
-            return cut_id
-        return min(cut_id, self._open_after)
+        """Every record written before cut ``cut_id`` (completed) is published, unless an open
+        file holds records: then only those before the cut taken before the first of them was
+        opened (-1: not known, after a restart)."""
+        return min([cut_id, *(f.open_after for f in self._open_files() if f.tuples)])
 
     def checkpoint(self, cut_id: int) -> State:
         self._last_cut = cut_id
         self.drain()  # the state may only describe durable bytes; no-op after a drain
+        # A file of the pool that got no record since the previous cut is done: this cut
+        # publishes it (a name that is quiet for a whole cut does not wait for the stop).
+        for name, f in list(self._idle.items()):
+            if not f.touched:
+                self._close_file(f)
+                del self._idle[name]
+        for f in self._open_files():
+            f.touched = False
         self._pending.extend((cut_id, c) for c in self._closed)
         self._closed = []
-        self._cut_current[cut_id] = self._cur.final if self._cur is not None else None
+        self._cut_open[cut_id] = [f.final for f in self._open_files()]
         state = state_value(
-            self._next_filenum, self._cur, (c for _, c in self._pending), cut=cut_id
+            self._next_filenum,
+            self._cur,
+            (c for _, c in self._pending),
+            cut=cut_id,
+            others=self._idle.values(),
         )
         if self._rejects is not None:
             state["rejects"] = self._rejects.checkpoint(cut_id)
@@ -535,11 +590,11 @@ class HDFS2FileSink(SinkOperator):
         self._write_manifest(cut_id, covered)
         if not self._atomic:
             # The completed cut covers these files: recovery must no longer delete them.
-            for final in [*published, self._cut_current.get(cut_id)]:
-                if final is not None and final in self._marked:
+            for final in [*published, *self._cut_open.get(cut_id, [])]:
+                if final in self._marked:
                     self._fs.delete(self._layout.side(final, MARKER))
                     self._marked.discard(final)
-        self._cut_current = {k: v for k, v in self._cut_current.items() if k > cut_id}
+        self._cut_open = {k: v for k, v in self._cut_open.items() if k > cut_id}
         if self._rejects is not None:
             self._rejects.on_cut_completed(cut_id)
 
@@ -567,26 +622,26 @@ class HDFS2FileSink(SinkOperator):
         self._recalled = False
         self._announced = {done.final for done in restored.pending}  # a repeated reset
         # 2. Delete this sink's files the cut does not know (opened after it).
-        keep = {c.final for c in restored.pending}
-        extra_dirs = {posixpath.dirname(c.final) for c in restored.pending}
-        if restored.current is not None:
-            keep.add(restored.current.final)
-            extra_dirs.add(posixpath.dirname(restored.current.final))
+        opened = [*restored.others, *([restored.current] if restored.current else [])]
+        keep = {c.final for c in restored.pending} | {f.final for f in opened}
+        extra_dirs = {posixpath.dirname(final) for final in keep}
         self._recovery.delete_orphans(keep, extra_dirs)
-        # 3. Bring the open file back to its size at the cut (at_least_once goes on with a new
-        #    file when a lost newer cut published it; exactly_once raises).
+        # 3. Bring each open file back to its size at the cut (at_least_once goes on with a
+        #    new file when a lost newer cut published it; exactly_once raises).
         current = restored.current
         if current is not None:
             current = self._recovery.restore(current)
-        # 4. In-memory state. When the open file got its first record is not kept: the input
+        idle = [f for f in map(self._recovery.restore, restored.others) if f is not None]
+        # 4. In-memory state. When an open file got its first record is not kept: the input
         #    it holds is housekept only once it is published (published_through).
-        self._last_cut = self._open_after = -1
+        self._last_cut = -1
         self._cur = current
+        self._idle = {f.name: f for f in idle}
         self._closed = []
         self._pending = []
         self._next_filenum = restored.next_filenum
         self._marked = set()
-        self._cut_current = {}
+        self._cut_open = {}
         self._numbers = {}
         self._ready = True
         if self._rejects is not None:
@@ -609,13 +664,13 @@ class HDFS2FileSink(SinkOperator):
         self.reset(empty_state())
 
     def close(self) -> None:
-        cur = self._cur
-        if cur is not None and cur.writer is not None:
-            if cur.dirty:
-                cur.writer.sync()
-                cur.dirty = False
-            cur.writer.close()
-            cur.writer = None
+        for cur in self._open_files():
+            if cur.writer is not None:
+                if cur.dirty:
+                    cur.writer.sync()
+                    cur.dirty = False
+                cur.writer.close()
+                cur.writer = None
         self._ready = False
         if self._rejects is not None:
             self._rejects.close()

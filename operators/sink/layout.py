@@ -162,7 +162,7 @@ class SinkLayout:
         ``in_flight`` (files written but not published yet); BadRecordError otherwise."""
         problem: str | None
         try:
-            path = confine(self.base, name, reserve=self._reserve)
+            path = confine(self.base, name, reserve=self._reserve, visible=True)
         except ValueError as exc:
             problem = str(exc)
         else:

@@ -1,8 +1,9 @@
 """The sink's state and how a sink comes back to it after a failure or a crash.
 
 State (a plain value, see :func:`state_value`): the next file number, the open file (final and
-in-progress names, size, records, when it was opened, its number) and the pending files (closed
-and synced, waiting for the completion of the cut covering them).
+in-progress names, size, records, when it was opened, its number), in file-attribute mode the
+other open files (``others``, least recently written first), and the pending files (closed and
+synced, waiting for the completion of the cut covering them).
 
 :class:`Recovery` needs no memory of the crashed process: the state names the open file, its
 size and the pending files; every other side file of this sink belongs to work after the cut
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from operators.errors import OperatorError
@@ -40,7 +41,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-STATE_VERSION = 1
+#: 2: the state names other open files (``others``); written only when there are some, so a
+#: release that knows version 1 only refuses it rather than forgetting them.
+STATE_VERSION = 2
+_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,9 @@ class OpenFile:
     asked: str | None = None
     writer: FileWriter | None = None
     dirty: bool = False  # written since the last sync
+    touched: bool = False  # written since the last checkpoint
+    #: The last cut taken before its first record (-1: none, or not known after a reset).
+    open_after: int = -1
 
     @property
     def name(self) -> str:
@@ -98,6 +105,8 @@ class Restored:
     next_filenum: int
     #: The cut the state was taken at (``None``: a state from before it was recorded).
     cut: int | None = None
+    #: The other open files (file-attribute mode), least recently written first.
+    others: list[OpenFile] = field(default_factory=list)
 
 
 def state_value(
@@ -105,16 +114,20 @@ def state_value(
     current: OpenFile | None,
     pending: Iterable[ClosedFile],
     cut: int | None = None,
+    others: Iterable[OpenFile] = (),
 ) -> dict[str, Any]:
     """The state of a sink, as checkpointed at ``cut`` (kept only with pending files: the
     cut whose completion publishes them names their manifest)."""
     files = [c.to_dict() for c in pending]
+    idle = [f.to_dict() for f in others]
     state: dict[str, Any] = {
-        "version": STATE_VERSION,
+        "version": STATE_VERSION if idle else 1,
         "next_filenum": next_filenum,
         "current": current.to_dict() if current is not None else None,
         "pending": files,
     }
+    if idle:
+        state["others"] = idle
     if files and cut is not None:
         state["cut"] = cut
     return state
@@ -128,31 +141,38 @@ def empty_state() -> dict[str, Any]:
 def parse_state(sink: str, state: State) -> Restored:
     """The files a checkpointed state names; OperatorError naming the sink if it is damaged."""
     try:
-        if state.get("version") != STATE_VERSION:
-            msg = f"version {state.get('version')!r}, expected {STATE_VERSION}"
+        if state.get("version") not in _VERSIONS:
+            msg = f"version {state.get('version')!r}, expected one of {_VERSIONS}"
             raise ValueError(msg)
         cur = state["current"]
-        current = None
-        if cur is not None:
-            current = OpenFile(
-                str(cur["final"]),
-                str(cur["work"]),
-                int(cur["size"]),
-                int(cur["tuples"]),
-                float(cur["opened_at"]),
-                int(cur["filenum"]),
-                str(cur["asked"]) if cur.get("asked") is not None else None,
-            )
+        current = _open_file(cur) if cur is not None else None
         pending = [
             ClosedFile(str(p["final"]), str(p["work"]), int(p["size"])) for p in state["pending"]
         ]
         cut = state.get("cut")
+        others = [_open_file(f) for f in state.get("others", [])]
         return Restored(
-            current, pending, int(state["next_filenum"]), int(cut) if cut is not None else None
+            current,
+            pending,
+            int(state["next_filenum"]),
+            int(cut) if cut is not None else None,
+            others,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         msg = f"sink {sink!r}: checkpointed state is not understood ({exc!r}): {state!r}"
         raise OperatorError(msg) from None
+
+
+def _open_file(value: Any) -> OpenFile:
+    return OpenFile(
+        str(value["final"]),
+        str(value["work"]),
+        int(value["size"]),
+        int(value["tuples"]),
+        float(value["opened_at"]),
+        int(value["filenum"]),
+        str(value["asked"]) if value.get("asked") is not None else None,
+    )
 
 
 class Recovery:

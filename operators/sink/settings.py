@@ -9,12 +9,34 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from operators.owner import SINK_DIR
 from operators.rolling import RollingPolicy
 from operators.safepath import name_problem
 from operators.templating import FileNameTemplate
 from region.settings import Duration, Encoding, FileMode
 
-__all__ = ["SinkSettings"]
+__all__ = ["SinkSettings", "repeating_names"]
+
+
+def repeating_names(template: FileNameTemplate, why: str) -> str:
+    """The error for a template without %FILENUM that must name several files (``why``): the
+    one rule of both engines. %TIME alone does not make names unique: two files within one
+    step of the time format, a stop and a restart within one step, local time repeating an hour
+    when the clocks go back. %FILENUM continues from the checkpoint and is never reused."""
+    file = template.template
+    head, base = posixpath.split(file)
+    stem, ext = posixpath.splitext(base)
+    example = posixpath.join(head, f"{stem}-%FILENUM{ext}")
+    repeats = ""
+    if template.uses_time:
+        repeats = (
+            f"%TIME repeats within one step of time_format={template.time_format!r}, after a "
+            "restart and when clocks go back; "
+        )
+    return (
+        f"file={file!r} has no %FILENUM but {why}: their names would repeat ({repeats}files "
+        f"are never overwritten): add %FILENUM (e.g. {example!r})"
+    )
 
 
 def _alias(snake: str, camel: str) -> AliasChoices:
@@ -43,6 +65,13 @@ class SinkSettings(BaseModel):
     on_returning_name: Literal["new_file", "overwrite"] = Field(
         "new_file", validation_alias=_alias("on_returning_name", "onReturningName")
     )
+    #: File-attribute mode: how many files stay open at once, so that interleaved names
+    #: (``A, B, A, B``) write one file each instead of one per change of name. When a new name
+    #: needs a place, the least recently written file is closed (published at the next cut;
+    #: the name returning goes to a numbered file, with a WARNING the first time); a file that
+    #: got no record since the previous cut is closed at the cut. 1: IBM's behaviour, a change
+    #: of name closes the file.
+    max_open_files: int = Field(32, ge=1)
     #: Format of %TIME (IBM's Java-style pattern, e.g. yyyyMMdd_HHmmss).
     time_format: str = Field(
         "yyyyMMdd_HHmmss", validation_alias=_alias("time_format", "timeFormat")
@@ -108,6 +137,9 @@ class SinkSettings(BaseModel):
         if problem is not None:
             msg = f"rejects_file={rejects!r} {problem}; it must be a relative path in the base"
             raise ValueError(msg)
+        if SINK_DIR in rejects.split("/"):
+            msg = f"rejects_file={rejects!r} is inside {SINK_DIR}/, the sink's own folder"
+            raise ValueError(msg)
         if not FileNameTemplate(rejects, self.time_format).uses_filenum:
             msg = f"rejects_file={rejects!r} needs %FILENUM (files are never overwritten)"
             raise ValueError(msg)
@@ -131,6 +163,12 @@ class SinkSettings(BaseModel):
             msg = (
                 f"on_returning_name={self.on_returning_name!r} needs file_attribute_name "
                 "(a template's files are never overwritten)"
+            )
+            raise ValueError(msg)
+        if "max_open_files" in self.model_fields_set and self.file_attribute_name is None:
+            msg = (
+                f"max_open_files={self.max_open_files!r} needs file_attribute_name (a template "
+                "writes one file at a time)"
             )
             raise ValueError(msg)
         if self.file_attribute_name is not None:
@@ -157,17 +195,20 @@ class SinkSettings(BaseModel):
         if self.directory is not None and self.file.startswith("/"):
             msg = f"file={self.file!r} must be relative when directory={self.directory!r} is set"
             raise ValueError(msg)
+        if SINK_DIR in (self.template or "").split("/"):
+            msg = f"file={self.file!r} is inside {SINK_DIR}/, the sink's own folder"
+            raise ValueError(msg)
         if self.directory is not None and ".." in self.file.split("/"):
             msg = f"file={self.file!r} must stay inside directory={self.directory!r} (no '..')"
             raise ValueError(msg)
         rolls = given or self.close_on_punct
         template = FileNameTemplate(self.file, self.time_format)
-        if rolls and not template.uses_filenum and "TIME" not in template.variables:
+        if rolls and not template.uses_filenum:
+            # %TIME alone does not make names unique: two files within one step of the time
+            # format, a stop and restart within one step, local time repeating an hour when
+            # the clocks go back. %FILENUM continues from the checkpoint and is never reused.
             what = " and ".join([*given, *(["close_on_punct"] if self.close_on_punct else [])])
-            msg = (
-                f"file={self.file!r} has no %FILENUM (nor %TIME) but {what} rolls to new files: "
-                "they would all get the same name (files are never overwritten); add %FILENUM"
-            )
+            msg = repeating_names(template, f"{what} rolls to new files")
             raise ValueError(msg)
         base = self.file.rsplit("/", 1)[-1]
         if not base or base.startswith("."):

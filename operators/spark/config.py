@@ -88,6 +88,9 @@ class SinkConfig:
     #: The column naming each record's file (``file_attribute_name``; ``template`` is then
     #: empty and names are relative to ``output_dir``).
     attribute: str | None = None
+    #: With ``attribute``: how many files a task keeps open at once (the least recently
+    #: written closes when a new name needs a place; ``SinkSettings.max_open_files``).
+    max_open_files: int = 32
     #: A manifest of each batch's published files (operators.manifest), how many are kept.
     manifest: bool = False
     manifest_retain: int = 1000

@@ -24,9 +24,11 @@ from operators.fs.settings import FileSystemSettings, split_uri
 from operators.owner import Owner
 from operators.scan import ScanSettings
 from operators.sink import SinkSettings
+from operators.sink.settings import repeating_names
 from operators.source import SourceSettings
 from operators.spark.config import ScanConfig, SinkConfig
 from operators.spark.executors import check_shared_path
+from operators.templating import FileNameTemplate
 from region.errors import ConfigError
 from region.fs import FileSystem
 
@@ -233,6 +235,7 @@ _SINK_FIELDS = (
     "directory",
     "file_attribute_name",
     "on_returning_name",
+    "max_open_files",
     "time_format",
     "tuples_per_file",
     "bytes_per_file",
@@ -380,6 +383,10 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         sink = build(SinkSettings, {**values, "file": file_path}, source=_SINK)
         assert sink.template is not None
         template = sink.template
+        names = FileNameTemplate(template, sink.time_format)
+        if not names.uses_filenum:
+            why = "every micro-batch and task on Spark writes files of its own"
+            raise ConfigError(f"{_SINK}: {repeating_names(names, why)}")
         output_dir = posixpath.dirname(template) or "."
     if "%" in output_dir.replace("%%", ""):
         msg = (
@@ -408,6 +415,7 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         column=spark.column,
         span_batches=spark.span_batches,
         attribute=sink.file_attribute_name,
+        max_open_files=sink.max_open_files,
         manifest=sink.manifest,
         manifest_retain=sink.manifest_retain,
         on_published=sink.on_published,

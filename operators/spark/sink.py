@@ -344,16 +344,29 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         self, iterator: Iterator[pa.RecordBatch | EncodedLines | Punctuation], ids: TaskIds
     ) -> SinkTaskMessage:
         """``file_attribute_name``: each record to an in-progress file of the name in its
-        name column (one per name and task, closed at the end of the task); the commit gives
-        each its name, or the next numbered one when the name is taken."""
+        name column (one per name and task, closed at the end of the task, or earlier when
+        ``max_open_files`` are open and another name comes: the least recently written); the
+        commit gives each its name, or the next numbered one when the name is taken."""
         from operators.spark.arrow_io import encode_records
 
         sink = self.config
         attribute = sink.attribute
         assert attribute is not None
         task = f"p{ids.partition:05d}-t{ids.task_id}-a{ids.attempt}"
-        writers: dict[str, tuple[FileWriter, list[int]]] = {}  # name -> (writer, [rows, size])
+        # name -> (writer, [rows, size]), least recently written first.
+        writers: dict[str, tuple[FileWriter, list[int]]] = {}
+        files: list[WrittenFile] = []
         opened_ns = time.time_ns()
+
+        def close(name: str) -> None:
+            writer, (rows, size) = writers[name]
+            writer.sync()
+            writer.close()
+            del writers[name]  # only now: a failure leaves it to the clean-up below
+            files.append(
+                WrittenFile(writer.path, ids.partition, len(files), rows, size, opened_ns, name)
+            )
+
         try:
             for batch in iterator:
                 if isinstance(batch, Punctuation):
@@ -365,7 +378,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                 # The records of each name, in order: one encode and write per name and batch.
                 rows_of: dict[str, list[int]] = {}
                 for index, name in enumerate(names):
-                    problem = name_problem(name)
+                    problem = name_problem(name, visible=True)
                     if problem is not None:
                         msg = (
                             f"{_SINK}: record {index} of a batch: file name {name!r} in "
@@ -375,11 +388,14 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                         raise ValueError(msg)
                     rows_of.setdefault(name, []).append(index)
                 for name, picked in rows_of.items():
-                    entry = writers.get(name)
+                    entry = writers.pop(name, None)
                     if entry is None:
-                        path = posixpath.join(sink.output_dir, in_progress_name(task, len(writers)))
+                        while len(writers) >= sink.max_open_files:
+                            close(next(iter(writers)))
+                        number = len(files) + len(writers)
+                        path = posixpath.join(sink.output_dir, in_progress_name(task, number))
                         entry = (self.fs.create(path, permission=sink.permission), [0, 0])
-                        writers[name] = entry
+                    writers[name] = entry  # the end of the order: written last
                     data = encode_records(
                         values.take(picked), binary=sink.binary, encoding=sink.encoding
                     )
@@ -387,17 +403,13 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                         entry[0].write(buf)
                     entry[1][0] += len(picked)
                     entry[1][1] += sum(len(b) for b in data)
-            files: list[WrittenFile] = []
-            for i, (name, (writer, (rows, size))) in enumerate(writers.items()):
-                writer.sync()
-                writer.close()
-                files.append(
-                    WrittenFile(writer.path, ids.partition, i, rows, size, opened_ns, name)
-                )
+            for name in list(writers):
+                close(name)
         except BaseException:
             for writer, _ in writers.values():
                 writer.close()
-                self.fs.delete(writer.path)
+            for path in [f.path for f in files] + [w.path for w, _ in writers.values()]:
+                self.fs.delete(path)
             raise
         return SinkTaskMessage(ids.partition, ids.attempt, files)
 

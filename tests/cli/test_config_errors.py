@@ -43,6 +43,11 @@ CASES = [
         id="ibm-alias-kept",
     ),
     pytest.param(
+        {"sink": 'file = "out/f-%TIME.txt"\ntime_per_file = "1s"'},
+        "file='out/f-%TIME.txt' has no %FILENUM but time_per_file rolls to new files",
+        id="time-names-without-filenum",
+    ),
+    pytest.param(
         {"region": 'period = "5 parsecs"'},
         "[region] period: duration '5 parsecs' is not understood",
         id="duration",

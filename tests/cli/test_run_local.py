@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from operators.fs import LocalFileSystem
+from operators.manifest import manifest_dir, read_manifests
 from tests.cli.conftest import PipelineDir, cli, cut_files, start_cli, wait_for
 
 BASIC = """\
@@ -441,3 +443,66 @@ def test_the_spark_engine_refuses_checkpoints_of_the_local_engine(pdir: Pipeline
     assert "holds checkpoints of the local engine, which the spark engine cannot" in other.stderr
     assert "run with --engine local" in other.stderr
     assert len(pdir.output_lines()) == 5
+
+
+NAMED = """\
+    engine = "local"
+    [scan]
+    directory = "landing"
+    [transform]
+    function = "names:route"
+    [sink]
+    directory = "out"
+    file_attribute_name = "name"
+    manifest = true
+    rejects_file = "_rejects/r-%FILENUM.jsonl"
+"""
+
+ROUTE = """\
+def route(record):
+    name, value = record.split(" ", 1)
+    return (name, value)
+"""
+
+
+def test_records_naming_the_sinks_own_folder_or_a_skipped_name_go_to_the_rejects(
+    pdir: PipelineDir,
+) -> None:
+    forged = '[{"path": "/etc/shadow", "size": 1, "cut": 9}]'
+    records = [
+        "a.csv 1",
+        "_hdfs_sink/published/00000000000000000001.json lost",
+        f"_hdfs_sink/published/00000000000000000009.json {forged}",
+        "_hidden.csv 2",
+        "b.csv 3",
+    ]
+    pdir.add_file("one.txt", records)
+    config = pdir.write_config(NAMED)
+    (pdir.root / "names.py").write_text(ROUTE, encoding="utf-8")
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = {p.name: p.read_text() for p in pdir.out.iterdir() if p.is_file()}
+    assert files == {"a.csv": "1\n", "b.csv": "3\n"}
+    rejected = [
+        json.loads(line)
+        for path in sorted((pdir.out / "_rejects").iterdir())
+        if not path.name.startswith(".")
+        for line in path.read_text().splitlines()
+    ]
+    assert [r["record"] for r in rejected] == [repr(tuple(r.split(" ", 1))) for r in records[1:4]]
+    assert all("starting with '_'" in r["reason"] for r in rejected)
+    listed = read_manifests(LocalFileSystem(), manifest_dir(str(pdir.out)))
+    assert [Path(f.path).name for _, fs in listed for f in fs] == ["a.csv", "b.csv"]
+
+
+def test_interleaved_names_write_one_file_per_name_not_one_per_record(pdir: PipelineDir) -> None:
+    pdir.add_file("one.txt", [f"{'ab'[i % 2]}.csv {i}" for i in range(400)])
+    config = pdir.write_config(NAMED)
+    (pdir.root / "names.py").write_text(ROUTE, encoding="utf-8")
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = {p.name: p.read_text().split() for p in pdir.out.iterdir() if p.is_file()}
+    assert files == {
+        "a.csv": [str(i) for i in range(0, 400, 2)],
+        "b.csv": [str(i) for i in range(1, 400, 2)],
+    }

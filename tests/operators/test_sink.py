@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -389,7 +390,7 @@ def test_filenum_skips_names_that_exist_and_never_overwrites(sink_env: SinkEnv) 
 def test_weakness2_no_silent_overwrite_without_filenum(sink_env: SinkEnv) -> None:
     """IBM overwrites the same name on each roll. Rolling to a fixed name is refused with the
     settings; a fixed name that exists already is never overwritten."""
-    with pytest.raises(ValidationError, match=r"no %FILENUM \(nor %TIME\) but tuples_per_file"):
+    with pytest.raises(ValidationError, match=r"no %FILENUM but tuples_per_file"):
         SinkSettings(file=sink_env.path("fixed.txt"), tuples_per_file=1)
     run = SinkRun(sink_env, {"file": sink_env.path("fixed.txt")})
     run.write(["a"])
@@ -702,10 +703,77 @@ def test_file_attribute_name_recovers_like_the_template_mode(sink_env: SinkEnv) 
     assert sink_env.published(sink_env.path("d3")) == {"c": b"4\n"}
 
 
+def test_interleaved_names_keep_one_open_file_each(sink_env: SinkEnv) -> None:
+    """A file per name, not a file per record (IBM closes the file at each change of name)."""
+    run = SinkRun(sink_env, attr_settings(sink_env))
+    names = ["a.csv", "b.csv", "c.csv"]
+    run.write([(names[i % 3], str(i)) for i in range(300)])
+    run.cut()
+    assert sink_env.published() == {}  # all three are open, covered by the cut
+    run.write([("c.csv", "300")])
+    run.cut()  # a and b got no record since the last cut: closed, published on completion
+    assert sink_env.published() == {
+        "a.csv": "".join(f"{i}\n" for i in range(0, 300, 3)).encode(),
+        "b.csv": "".join(f"{i}\n" for i in range(1, 300, 3)).encode(),
+    }
+    run.stop()
+    c_records = [*range(2, 300, 3), 300]
+    assert sink_env.published()["c.csv"] == "".join(f"{i}\n" for i in c_records).encode()
+    assert run.sink.metrics.files_opened == 3 and sink_env.hidden() == []
+
+
+def test_every_open_file_comes_back_to_the_cut_after_a_crash(sink_env: SinkEnv) -> None:
+    run = SinkRun(sink_env, attr_settings(sink_env))
+    run.write([("a", "1"), ("b", "2"), ("a", "3"), ("d/c", "4")])
+    state = run.cut()
+    # Plain JSON: the file written last is "current", the others in order of their last write.
+    assert state["current"]["final"] == sink_env.path("d/c")
+    assert [f["final"] for f in state["others"]] == [sink_env.path("b"), sink_env.path("a")]
+    assert [(f["size"], f["tuples"]) for f in state["others"]] == [(2, 1), (4, 2)]
+    after = [("b", "5"), ("a", "6"), ("e", "7"), ("d/c", "8")]
+    run.write(after)
+    run.crash()  # each open file is cut back to its size at the cut; e is deleted
+    assert sink_env.hidden() == [".a~sink.inprogress", ".b~sink.inprogress"]
+    run.write(after)
+    run.stop()
+    assert sink_env.published() == {"a": b"1\n3\n6\n", "b": b"2\n5\n", "e": b"7\n"}
+    assert sink_env.published(sink_env.path("d")) == {"c": b"4\n8\n"}
+    assert sink_env.hidden() == [] and sink_env.hidden(sink_env.path("d")) == []
+
+
+def test_the_open_files_are_bounded_and_the_first_eviction_warns(
+    sink_local: SinkEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = SinkRun(sink_local, attr_settings(sink_local, max_open_files=2))
+    with caplog.at_level(logging.WARNING, logger="operators.sink"):
+        run.write([("a", "1"), ("b", "2"), ("a", "3"), ("c", "4"), ("a", "5"), ("b", "6")])
+        run.write([("c", "7"), ("b", "8")])
+    run.stop()
+    # a and b share the pool until c needs a place: the least recently written (b) closes,
+    # and b returning goes to a numbered file (c closes for it); then a closes for c.
+    assert sink_local.published() == {
+        "a": b"1\n3\n5\n",
+        "b": b"2\n",
+        "c": b"4\n",
+        "b-1": b"6\n8\n",
+        "c-1": b"7\n",
+    }
+    (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "max_open_files=2" in warning.getMessage()
+    assert sink_local.path("b") in warning.getMessage()
+
+
+def test_max_open_files_needs_file_attribute_name(sink_local: SinkEnv) -> None:
+    with pytest.raises(ValidationError, match="max_open_files=4 needs file_attribute_name"):
+        SinkSettings(**settings(sink_local, max_open_files=4))
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        SinkSettings(**attr_settings(sink_local, max_open_files=0))
+
+
 def test_a_returning_name_rolls_to_a_numbered_file_keeping_the_extension(
     sink_env: SinkEnv,
 ) -> None:
-    run = SinkRun(sink_env, attr_settings(sink_env, on_bad_record="fail"))
+    run = SinkRun(sink_env, attr_settings(sink_env, on_bad_record="fail", max_open_files=1))
     run.write([("o.csv", "1"), ("b", "2"), ("o.csv", "3")])
     run.cut()
     run.write([("o.csv", "4"), ("o.csv-1", "5"), ("o.csv", "6"), ("x.tar.gz", "7")])
@@ -737,7 +805,7 @@ def test_a_numbered_name_taken_by_a_record_or_a_file_is_skipped(sink_local: Sink
 
 
 def test_the_returning_file_goes_on_after_a_crash(sink_env: SinkEnv) -> None:
-    run = SinkRun(sink_env, attr_settings(sink_env))
+    run = SinkRun(sink_env, attr_settings(sink_env, max_open_files=1))
     run.write([("a", "1"), ("b", "2"), ("a", "3")])
     run.cut()
     run.write([("a", "4"), ("b", "5")])
@@ -750,7 +818,7 @@ def test_the_returning_file_goes_on_after_a_crash(sink_env: SinkEnv) -> None:
 
 def test_numbered_names_stay_within_the_name_limit(sink_local: SinkEnv) -> None:
     long = "y" * 230 + ".csv"  # fits with its in-progress name, not with "-1" added
-    run = SinkRun(sink_local, attr_settings(sink_local, on_bad_record="fail"))
+    run = SinkRun(sink_local, attr_settings(sink_local, on_bad_record="fail", max_open_files=1))
     run.write([(long, "1"), ("b", "2"), (long, "3")])
     run.stop()
     files = sink_local.published()
@@ -763,7 +831,8 @@ def test_overwrite_replaces_the_earlier_file_only_when_asked(
     sink_local: SinkEnv, publish: str
 ) -> None:
     run = SinkRun(
-        sink_local, attr_settings(sink_local, on_returning_name="overwrite", publish=publish)
+        sink_local,
+        attr_settings(sink_local, on_returning_name="overwrite", publish=publish, max_open_files=1),
     )
     run.write([("a", "1"), ("b", "2")])
     run.cut()

@@ -27,7 +27,12 @@ def test_a_sink_given_only_a_file_writes_utf8_lines_exactly_once_published_atomi
 
 def test_ibm_camel_case_names_are_aliases() -> None:
     s = SinkSettings.model_validate(
-        {"file": "/o/%TIME", "timeFormat": "yyyy", "timePerFile": "2m", "closeOnPunct": True}
+        {
+            "file": "/o/%TIME-%FILENUM",
+            "timeFormat": "yyyy",
+            "timePerFile": "2m",
+            "closeOnPunct": True,
+        }
     )
     assert (s.time_format, s.time_per_file, s.close_on_punct) == ("yyyy", 120.0, True)
     assert (
@@ -123,7 +128,31 @@ def test_rolling_to_one_fixed_name_is_refused_with_the_settings() -> None:
     """It used to start, then fail after five resets with 'p.txt already exists' and leave an
     in-progress file behind."""
     for limit in ({"tuples_per_file": 2}, {"bytes_per_file": 9}, {"close_on_punct": True}):
-        with pytest.raises(ValidationError, match=r"'/o/p.txt' has no %FILENUM \(nor %TIME\)"):
+        with pytest.raises(ValidationError, match=r"'/o/p.txt' has no %FILENUM but"):
             SinkSettings.model_validate({"file": "/o/p.txt", **limit})
-    SinkSettings(file="/o/p-%TIME.txt", time_per_file=60)  # IBM's usual: a name per roll
     SinkSettings(file="/o/p.txt")  # no rolling: one file
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        {"tuples_per_file": 2},
+        {"bytes_per_file": 9},
+        {"close_on_punct": True},
+        {"time_per_file": 60},
+        {"time_per_file": 1, "time_format": "yyyyMMdd_HHmmss.SSS"},
+    ],
+    ids=str,
+)
+def test_rolling_to_time_names_without_filenum_is_refused_naming_what_to_add(
+    limit: dict[str, Any],
+) -> None:
+    """%TIME alone repeats: two files within one step of time_format, a stop and a restart
+    within one step, a clock set back (local time repeats an hour each autumn). It used to
+    start and then fail at run time with 'already exists'."""
+    with pytest.raises(ValidationError) as info:
+        SinkSettings.model_validate({"file": "/o/f-%TIME.txt", **limit})
+    message = str(info.value)
+    assert "file='/o/f-%TIME.txt' has no %FILENUM" in message
+    assert "add %FILENUM (e.g. '/o/f-%TIME-%FILENUM.txt')" in message
+    SinkSettings.model_validate({"file": "/o/f-%TIME-%FILENUM.txt", **limit})

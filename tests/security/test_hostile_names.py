@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from operators.errors import BadRecordError
 from operators.fs import LocalFileSystem
+from operators.manifest import Published, manifest_dir, read_manifests, write_manifest
 from operators.safepath import confine
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.sink import HDFS2FileSink, SinkSettings
@@ -56,6 +57,11 @@ HOSTILE = [
     ("d/" * 2100 + "f", "bytes long"),
     (7, "not a string"),
     (None, "not a string"),
+    # Names plain readers skip, and the sink's own folder (manifests, owner record).
+    ("_hidden.csv", "starting with '_'"),
+    ("day/_tmp/a.csv", "starting with '_'"),
+    ("_hdfs_sink/published/00000000000000000001.json", "starting with '_'"),
+    ("_hdfs_sink/owner.json", "starting with '_'"),
 ]
 IDS = [repr(name)[:24] for name, _ in HOSTILE]
 
@@ -120,7 +126,7 @@ def test_rejected_records_are_kept_exactly_once_across_a_crash(sink_env: SinkEnv
         repr(("_rejects/rejects-9.jsonl", "5")),
     ]
     assert "'..'" in rejects[0]["reason"] and "is absolute" in rejects[1]["reason"]
-    assert "rejects files" in rejects[2]["reason"]
+    assert "starting with '_'" in rejects[2]["reason"]
     assert {r["sink"] for r in rejects} == {"sink"}
     assert run.sink.metrics.records_rejected == 2  # this sink object: the replayed two
     assert not [n for n in sink_env.names(sink_env.path("_rejects")) if n.startswith(".")]
@@ -148,7 +154,7 @@ def test_records_that_cannot_be_encoded_are_rejected_and_the_rest_written(
 def test_a_name_written_before_goes_to_a_numbered_file_and_nothing_is_overwritten(
     sink_local: SinkEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
-    run = SinkRun(sink_local, attr(sink_local, on_bad_record="skip"))
+    run = SinkRun(sink_local, attr(sink_local, on_bad_record="skip", max_open_files=1))
     run.write([("a", "1"), ("b", "2")])
     with caplog.at_level(logging.INFO, logger="operators.sink"):
         run.write([("a", "3"), ("c", "4")])
@@ -168,6 +174,61 @@ def test_the_longest_name_that_fits_its_in_progress_name_is_written(sink_local: 
     assert run.sink.metrics.bad_records == 1
 
 
+def test_a_record_cannot_write_into_the_sinks_own_folder_nor_forge_a_manifest(
+    sink_local: SinkEnv,
+) -> None:
+    published = "_hdfs_sink/published/"
+    forged = json.dumps([{"path": "/etc/shadow", "size": 1, "cut": 9}])
+    run = SinkRun(sink_local, attr(sink_local, manifest=True, rejects_file=REJECTS))
+    run.write([("a.csv", "1"), (published + "00000000000000000001.json", "lost?")])
+    run.cut()
+    run.write([("b.csv", "2"), (published + "00000000000000000009.json", forged)])
+    run.stop()
+    # Both records are in the rejects, naming the record and the value; nothing else moved.
+    rejects = [
+        json.loads(line)
+        for line in published_bytes(sink_local, sink_local.path("_rejects")).decode().splitlines()
+    ]
+    assert [(r["index"], r["record"]) for r in rejects] == [
+        (1, repr((published + "00000000000000000001.json", "lost?"))),
+        (1, repr((published + "00000000000000000009.json", forged))),
+    ]
+    assert all("starting with '_'" in r["reason"] for r in rejects)
+    assert sink_local.published() == {"a.csv": b"1\n", "b.csv": b"2\n"}
+    # The manifests are the sink's own and name exactly the published files.
+    listed = read_manifests(sink_local.fs, manifest_dir(sink_local.out))
+    assert [f.path for _, files in listed for f in files] == [
+        sink_local.path("a.csv"),
+        sink_local.path("b.csv"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("/etc/shadow", "outside"),
+        ("{out}/../elsewhere.txt", "outside"),
+        ("{out}/_hdfs_sink/owner.json", "the sink's own folder"),
+        (7, "not a path"),
+    ],
+)
+def test_read_manifests_refuses_a_manifest_naming_a_file_outside_the_output(
+    sink_local: SinkEnv, path: Any, problem: str
+) -> None:
+    directory = manifest_dir(sink_local.out)
+    write_manifest(sink_local.fs, directory, 1, [Published(sink_local.path("a.csv"), 2, 1)])
+    name = write_manifest(
+        sink_local.fs,
+        directory,
+        2,
+        [Published(path.format(out=sink_local.out) if isinstance(path, str) else path, 1, 2)],
+    )
+    assert name is not None
+    with pytest.raises(ValueError, match=problem) as info:
+        read_manifests(sink_local.fs, directory)
+    assert "00000000000000000002.json" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
@@ -178,6 +239,8 @@ def test_the_longest_name_that_fits_its_in_progress_name_is_written(sink_local: 
         ({"file": "out/x", "rejects_file": "r.jsonl"}, "needs %FILENUM"),
         ({"file": "out/x", "on_bad_record": "reject"}, "needs rejects_file"),
         ({"file": "out/x", "on_bad_record": "skip", "rejects_file": "r%FILENUM"}, "never"),
+        ({"file": "out/_hdfs_sink/published/%FILENUM.json"}, "the sink's own folder"),
+        ({"file": "out/x", "rejects_file": "_hdfs_sink/r-%FILENUM"}, "the sink's own folder"),
     ],
 )
 def test_settings_refuse_templates_that_leave_the_base(

@@ -31,6 +31,7 @@ from operators.spark import sink as sink_module
 from operators.spark.commit import IN_PROGRESS_PREFIX, WrittenFile, cut_back
 from operators.spark.options import sink_config
 from operators.spark.sink import HdfsSinkStreamWriter, SinkTaskMessage, TaskIds
+from region.errors import ConfigError
 from region.fs import FileSystem
 from tests.conftest import CLUSTER_USER, real_fs
 from tests.spark.test_commit import Crash, CrashingFS
@@ -423,3 +424,47 @@ def test_file_names_from_records_on_spark_never_drop_a_returning_name(tmp_path: 
     with pytest.raises(ValueError, match=r"file name '\.\./x' in 'name'"):
         writer.write_task(named([("ok.csv", "7"), ("../x", "8")]), TaskIds(0, 0, 4, 2))
     assert not (tmp_path / "ok.csv").exists() and in_progress(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["_hidden.csv", "day/_tmp.csv", "_hdfs_sink/published/00000000000000000001.json"]
+)
+def test_a_name_readers_skip_or_inside_the_sinks_own_folder_fails_the_batch(
+    tmp_path: Path, name: str
+) -> None:
+    writer = named_writer(tmp_path)
+    with pytest.raises(ValueError, match=f"file name '{name}' in 'name' has a component starting"):
+        writer.write_task(named([("ok.csv", "7"), (name, "8")]), TaskIds(0, 0, 4, 2))
+    assert in_progress(tmp_path) == [] and not (tmp_path / "_hdfs_sink").exists()
+
+
+@pytest.mark.parametrize("file", ["out/data.txt", "out/f-%TIME.txt"])
+def test_a_template_without_filenum_is_refused_at_start_on_spark(file: str) -> None:
+    """Every micro-batch and task writes files of its own: the second would need the name of
+    the first (it used to fail at that commit, 'exists (never overwritten)')."""
+    with pytest.raises(ConfigError, match=rf"file='{file}' has no %FILENUM.*add %FILENUM"):
+        sink_config({"file": file})
+    sink_config({"file": file.replace(".txt", "-%FILENUM.txt")})
+
+
+@pytest.mark.parametrize(
+    ("max_open", "expected"),
+    [
+        (None, {"a.csv": "1\n4\n", "b.csv": "2\n", "c.csv": "3\n"}),
+        ("2", {"a.csv": "1\n", "b.csv": "2\n", "c.csv": "3\n", "a-1.csv": "4\n"}),
+    ],
+)
+def test_a_task_keeps_a_bounded_number_of_named_files_open(
+    tmp_path: Path, max_open: str | None, expected: dict[str, str]
+) -> None:
+    options = {"directory": str(tmp_path), "file_attribute_name": "name"}
+    if max_open is not None:
+        options["max_open_files"] = max_open
+    schema = StructType([StructField("name", StringType()), StructField("value", StringType())])
+    writer = HdfsSinkStreamWriter(sink_config(options), schema)
+    writer._fs = LocalFileSystem()
+    pairs = [("a.csv", "1"), ("b.csv", "2"), ("c.csv", "3"), ("a.csv", "4")]
+    batches = [b for pair in pairs for b in named([pair])]  # one Arrow batch per record
+    writer.commit([writer.write_task(iter(batches), TaskIds(0, 0, 1, 0))], 0)
+    files = {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()}
+    assert files == expected
