@@ -264,8 +264,9 @@ class PipelineRunner:
         ``available_now``: stop (gracefully, with a final cut) as soon as the source has nothing
         more right now, like Spark's ``Trigger.AvailableNow``; a source that is exhausted stops
         the run the same way. Otherwise an idle source is polled every ``poll_interval()``.
-        Raises :class:`~region.errors.RegionFailedError` when the region gives up; the
-        operators are closed whichever way the run ends.
+        Raises :class:`~region.errors.RegionFailedError` when the region gives up, and
+        :class:`~region.errors.LockLostError` when the checkpoint directory lock was lost or
+        went unrenewed; the operators are closed whichever way the run ends.
         """
         signals = StopSignals(self.request_stop, lambda: self.request_stop(immediate=True))
         installed: AbstractContextManager[None] = (
@@ -280,6 +281,10 @@ class PipelineRunner:
         try:
             self.start()
             while True:
+                if self.lock is not None:
+                    # Lost, or not renewed for so long that another process may take it over
+                    # before this batch lands: stop before writing anything more.
+                    self.lock.check()
                 if self._stop is _Stop.IMMEDIATE:
                     logger.info("Stopping immediately (no final cut)")
                     self.controller.stop(graceful=False)

@@ -597,7 +597,8 @@ def run_spark(
         cp_dir,
         ttl=region.lock_ttl,
         permission=region.checkpoint_permission,
-        on_lost=lambda reason: stopper.request(),
+        # Another process may own the directory: no batch may commit after this.
+        on_lost=lambda reason: stopper.request(immediate=True),
     )
     lock.acquire()
     tokens: DelegationToken | None = None
