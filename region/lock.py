@@ -516,7 +516,9 @@ class CheckpointLock:
                 wait = max(0.0, min(self.heartbeat_interval, self.ttl * _RETRY_PART, until_unsafe))
             else:
                 self._failure = None
-                wait = self.heartbeat_interval
+                # The next beat is due an interval after this record's time, not after its
+                # (maybe slow) write: its time is what another process compares with the ttl.
+                wait = max(0.0, self._renewed + self.heartbeat_interval - self._clock())
 
     def release(self) -> None:
         """Give the lock up (publishing a released generation) and stop the heartbeat."""
