@@ -3,18 +3,21 @@ its errors to an exit code at this edge.
 
 Exit codes: 0 success; 1 runtime failure (the region failed after its reset attempts, the
 checkpoint directory is in use or unusable, an I/O error), with the cause; 2 configuration
-error, with one line per bad key naming it and its value.
+error, with one line per bad key naming it and its value; 128 + the signal's number (130 for
+SIGINT, 143 for SIGTERM) when ``run`` stopped without a final cut (a second signal: what was
+read after the last cut is not published, and the summary says how much).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from operators.app.config import ENGINES, load_pipeline
+from operators.app.config import ENGINES, PipelineConfig, load_pipeline
 from operators.app.console import (
     EXIT_CONFIG,
     EXIT_FAILURE,
@@ -26,6 +29,7 @@ from operators.app.console import (
 )
 from operators.app.progress import ProgressDisplay, summary_line
 from region.errors import ConfigError, RegionError
+from region.signals import hold_until_exit, last_signal
 
 __all__ = ["build_parser", "main"]
 
@@ -44,6 +48,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, display)
     # One named file ([source] file) is read, then the run ends, as IBM's source does.
     available_now = args.available_now or config.single_file is not None
+    hold_until_exit()
+    try:
+        return _run(config, available_now, display)
+    finally:
+        if last_signal() is not None:
+            # A signal stopped the job, and it has ended: the process only says how and exits.
+            # A later signal must not kill it then (the interpreter's exit puts the default
+            # actions back), or a stop that completed would look like a crash.
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_IGN)
+
+
+def _run(config: PipelineConfig, available_now: bool, display: ProgressDisplay) -> int:
     try:
         if config.engine == "local":
             from operators.app.engine_local import run_local
@@ -65,6 +82,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_FAILURE
     print(summary_line(final), flush=True)
+    if not final.final_cut:
+        signum = last_signal()
+        return EXIT_FAILURE if signum is None else 128 + signum
     return EXIT_OK
 
 
@@ -138,7 +158,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    import signal
     import subprocess
     import tempfile
 
@@ -191,7 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Move files from a landing directory to rolling output files, exactly once, in a "
             "checkpointed consistent region (on Spark or in-process)."
         ),
-        epilog="Exit codes: 0 success, 1 runtime failure, 2 configuration error.",
+        epilog=(
+            "Exit codes: 0 success, 1 runtime failure, 2 configuration error, 130 / 143 "
+            "(128 + SIGINT / SIGTERM) when a second signal stopped a run without a final cut."
+        ),
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     log_level = {

@@ -167,6 +167,14 @@ class HDFS2FileSink(SinkOperator):
     def files_published(self) -> int:
         return self.metrics.files_published
 
+    @property
+    def records_unpublished(self) -> int:
+        """Records in output files not published yet (the open file, and closed files waiting
+        for their cut), e.g. after an immediate stop: the next run publishes them."""
+        cur = self._cur
+        waiting = [*self._closed, *(c for _, c in self._pending)]
+        return (cur.tuples if cur is not None else 0) + sum(c.tuples for c in waiting)
+
     def bind_job(self, checkpoints: str, job_id: str | None = None) -> None:
         """Claim the output directory for the job keeping its checkpoints at ``checkpoints``
         (:mod:`operators.owner`): another job's is refused with ConfigError."""
@@ -443,7 +451,7 @@ class HDFS2FileSink(SinkOperator):
             cur.writer.close()
             cur.writer = None
         self._cur = None
-        self._closed.append(ClosedFile(cur.final, cur.work, cur.size))
+        self._closed.append(ClosedFile(cur.final, cur.work, cur.size, cur.tuples))
         self.metrics.files_written += 1
         logger.debug("sink %s: closed %s (%s bytes)", self.name, cur.work, cur.size)
 
