@@ -8,10 +8,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from operators.fs.local import LocalFileSystem
+from region.lock import CheckpointLock
 from tests.cli.conftest import PipelineDir, cli, cli_env, cut_files, wait_for
 
 SETTINGS = """\
-    engine = "local"
+    engine = "{engine}"
     [region]
     period = "100ms"
     lock_ttl = "3s"
@@ -29,7 +33,7 @@ SETTINGS = """\
 BROKEN_HEARTBEAT = """\
 import sys
 
-from operators.app import cli, engine_local
+from operators.app import cli, engine_local, engine_spark
 
 
 class LockWritesFail:
@@ -48,16 +52,20 @@ class LockWritesFail:
 
 
 real = engine_local.CheckpointLock
-engine_local.CheckpointLock = lambda fs, *a, **kw: real(LockWritesFail(fs), *a, lease=False, **kw)
+for engine in (engine_local, engine_spark):
+    engine.CheckpointLock = lambda fs, *a, **kw: real(LockWritesFail(fs), *a, lease=False, **kw)
 sys.exit(cli.main(sys.argv[1:]))
 """
 
 
+@pytest.mark.parametrize(
+    "engine", ["local", pytest.param("spark", marks=[pytest.mark.spark, pytest.mark.slow])]
+)
 def test_a_runner_whose_heartbeat_dies_stops_before_a_second_runner_takes_over(
-    pdir: PipelineDir,
+    pdir: PipelineDir, engine: str
 ) -> None:
     pdir.add_files(8, 40)
-    config = pdir.write_config(SETTINGS)
+    config = pdir.write_config(SETTINGS.format(engine=engine))
     checkpoints = pdir.root / "checkpoints" / "pipeline"
     script = pdir.root / "broken_heartbeat.py"
     script.write_text(BROKEN_HEARTBEAT, encoding="utf-8")
@@ -70,11 +78,20 @@ def test_a_runner_whose_heartbeat_dies_stops_before_a_second_runner_takes_over(
         text=True,
     )
     try:
-        wait_for(lambda: cut_files(checkpoints), what="a first cut", alive=first)
+        wait_for(
+            lambda: (
+                (h := CheckpointLock(LocalFileSystem(), str(checkpoints)).holder()) is not None
+                and h.pid == first.pid
+            ),
+            what="the first runner's lock",
+            alive=first,
+        )
+        if engine == "local":  # (a Spark run loses its lock while its JVM starts)
+            wait_for(lambda: cut_files(checkpoints), what="a first cut", alive=first)
         # 2. A second runner on the same settings, tried until it gets the lock.
         deadline = time.monotonic() + 60
         while True:
-            second = cli("run", str(config), "--available-now", "--no-progress")
+            second = cli("run", str(config), "--available-now", "--no-progress", timeout=300)
             if second.returncode == 0:
                 break
             assert "is locked by" in second.stderr, second.stderr
@@ -84,7 +101,7 @@ def test_a_runner_whose_heartbeat_dies_stops_before_a_second_runner_takes_over(
         first_code = first.poll()
         if first_code is None:
             first.send_signal(signal.SIGTERM)
-        _, err = first.communicate(timeout=60)
+        _, err = first.communicate(timeout=300)
         assert first_code == 1, err
         assert "hdfs-region: error:" in err and "ValueError" in err, err
     finally:
