@@ -47,3 +47,16 @@ def test_the_summary_counts_replayed_records_once_and_says_how_many_were_replaye
     assert summary.startswith("stopped: 200 records in, 200 out, 150 replayed after resets,")
     assert "1 resets" in summary
     assert sorted(pdir.output_lines()) == sorted(pdir.records)
+
+
+def test_a_spark_batch_run_again_after_a_restart_is_counted_once() -> None:
+    from operators.app.engine_spark import _Totals
+    from operators.app.progress import summary_line
+    from operators.spark.supervisor import BatchProgress
+
+    totals = _Totals(has_transform=False)
+    for batch_id, attempt in [(0, 1), (1, 1), (1, 2), (2, 2)]:  # batch 1 ran again
+        totals.on_batch(BatchProgress(batch_id, 100, 5, "", attempt))
+    totals.status = "stopped"
+    line = summary_line(totals.progress())
+    assert line.startswith("stopped: 300 records in, 300 out, 100 replayed after resets,"), line
