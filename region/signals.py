@@ -5,10 +5,10 @@ resumes from the last cut), a third gets the default action (KeyboardInterrupt, 
 The handlers only call the two callbacks given, which must take no lock and not log: the
 interrupted code may hold any lock. They are installed only on the main thread (Python allows
 no other) and restored when the ``with`` block ends. A program that ends with its job (the
-command line) calls :func:`hold_until_exit` first: a run a signal stopped then leaves them in
-place, and the count goes on until the process exits, so a second signal that comes after the
-run ended (nothing is left to stop) does not kill a process whose stop completed; a third
-still gets the default action. :func:`last_signal` says which signal stopped the run.
+command line) runs it inside :func:`held_until_exit`: a run a signal stopped then leaves them in
+place, and the count goes on, so a second signal that comes after the run ended (nothing is
+left to stop) does not kill a process whose stop completed; a third still gets the default
+action. :func:`last_signal` says which signal stopped the run.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from region import stopping
 
-__all__ = ["StopSignals", "hold_until_exit", "last_signal"]
+__all__ = ["StopSignals", "held_until_exit", "last_signal"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +35,21 @@ _last: int | None = None
 _hold = False
 
 
-def hold_until_exit() -> None:
-    """This process ends when its job ends: see the module doc."""
-    global _hold
-    _hold = True
+@contextmanager
+def held_until_exit() -> Iterator[None]:
+    """Run a job whose end ends the process (see the module doc). When the block ends after a
+    signal stopped the job, SIGINT and SIGTERM are ignored from then on: the process only says
+    how the job ended and exits (the interpreter's exit would put the default actions back, and
+    a late signal would make a stop that completed look like a crash)."""
+    global _hold, _last
+    _hold, _last = True, None
+    try:
+        yield
+    finally:
+        _hold = False
+        if last_signal() is not None and threading.current_thread() is threading.main_thread():
+            for signum in _SIGNALS:
+                signal.signal(signum, signal.SIG_IGN)
 
 
 def last_signal() -> int | None:

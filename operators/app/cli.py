@@ -29,7 +29,7 @@ from operators.app.console import (
 )
 from operators.app.progress import ProgressDisplay, summary_line
 from region.errors import ConfigError, RegionError
-from region.signals import hold_until_exit, last_signal
+from region.signals import held_until_exit, last_signal
 
 __all__ = ["build_parser", "main"]
 
@@ -48,16 +48,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, display)
     # One named file ([source] file) is read, then the run ends, as IBM's source does.
     available_now = args.available_now or config.single_file is not None
-    hold_until_exit()
-    try:
+    # A signal after the stop it asked for completed must not kill the process (exit 0).
+    with held_until_exit():
         return _run(config, available_now, display)
-    finally:
-        if last_signal() is not None:
-            # A signal stopped the job, and it has ended: the process only says how and exits.
-            # A later signal must not kill it then (the interpreter's exit puts the default
-            # actions back), or a stop that completed would look like a crash.
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(signum, signal.SIG_IGN)
 
 
 def _run(config: PipelineConfig, available_now: bool, display: ProgressDisplay) -> int:
