@@ -177,6 +177,12 @@ class RegionController:
         self._consecutive_resets = 0
         self._last_error: str | None = None
 
+        #: Called (no arguments) when a cut becomes durable and when a reset completes, while
+        #: permits are blocked: what was processed since the last durable cut is now covered by
+        #: one, or is discarded to be replayed. Must be quick and not raise (a runtime's counts).
+        self.on_cut: Callable[[], None] | None = None
+        self.on_reset: Callable[[], None] | None = None
+
         self._trigger_cond = threading.Condition(threading.Lock())
         self._trigger_thread: threading.Thread | None = None
         self._trigger_stop = False
@@ -413,6 +419,8 @@ class RegionController:
             return self._cut_failed(cut_id, _Failure(None, phase, exc))
         # From here the cut is durable: a reset or a restart returns to it.
         self._restore_point = _RestorePoint(cut_id, states)
+        if self.on_cut is not None:
+            self.on_cut()
         with self._state_lock:
             self._cuts += 1
             self._last_cut_id = cut_id
@@ -469,6 +477,8 @@ class RegionController:
         if latest is not None and latest.cut_id == cut_id:
             logger.warning("Cut %d is durable despite the write error; resetting to it", cut_id)
             self._restore_point = _RestorePoint(cut_id, states)
+            if self.on_cut is not None:
+                self.on_cut()
             with self._state_lock:
                 self._last_cut_id = cut_id
 
@@ -563,6 +573,8 @@ class RegionController:
         target = self._restore_point
         with self._state_lock:
             self._pending = None
+        if self.on_reset is not None:
+            self.on_reset()
         where = f"cut {target.cut_id}" if target else "the initial state"
         if failure is None:
             logger.info("Region recovered to %s at start in %.3f s", where, seconds)

@@ -25,6 +25,12 @@ expired and may be taken over. Two stronger signals refine that:
 
 Heartbeat times are wall-clock times of the writing host: hosts sharing a directory need clocks
 synchronised well within ``ttl``.
+
+A holder without a lease file must itself stop before its lock can be taken over: any heartbeat
+failure (whatever the exception) is retried every ``ttl / 10`` seconds at most, and once the last
+renewal is more than half the ``ttl`` old, :meth:`CheckpointLock.check` treats the lock as lost
+(``on_lost`` is called). The other half of the ttl covers a commit already past its check and
+clock differences between hosts.
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ _GEN_NAME = re.compile(r"^\.lock-(\d{12,})\.json$")
 _TMP_NAME = re.compile(r"^\.lock-[0-9a-f]{32}\.tmp$")
 # Each failed round means another process changed the lock meanwhile; give up after this many.
 _ACQUIRE_ROUNDS = 8
+#: Without a lease, the lock is unsafe once its last renewal is older than this part of the ttl.
+_SAFE_PART = 0.5
+#: A failed heartbeat is retried after at most this part of the ttl.
+_RETRY_PART = 0.1
 
 
 def _pid_namespace() -> str | None:
@@ -185,6 +195,12 @@ class CheckpointLock:
         self.owner = owner or f"{self.host}:{self.pid}"
         self.ttl = float(ttl)
         self.heartbeat_interval = ttl / 3 if heartbeat_interval is None else heartbeat_interval
+        if not 0 <= self.heartbeat_interval < ttl * _SAFE_PART:
+            msg = (
+                f"lock heartbeat_interval must be >= 0 and under half the ttl ({ttl:g}s), got "
+                f"{heartbeat_interval!r}: the lock counts as lost when not renewed for that long"
+            )
+            raise ValueError(msg)
         self.permission = permission
         self.on_lost = on_lost
         #: Keep a lease file open while holding (default: on local disk only).
@@ -197,6 +213,9 @@ class CheckpointLock:
         self._started = 0.0
         self._lease: FileWriter | None = None
         self._lost: str | None = None
+        #: Clock time written in our newest generation, and why the newest heartbeat failed.
+        self._renewed = 0.0
+        self._failure: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -344,6 +363,7 @@ class CheckpointLock:
             if not self.fs.exists(self.directory):
                 self.fs.mkdirs(self.directory, permission=dir_permission(self.permission))
             self._lost = None
+            self._failure = None
             for _round in range(_ACQUIRE_ROUNDS):
                 # 1. Who holds the newest generation?
                 generations = self._generations()
@@ -359,6 +379,7 @@ class CheckpointLock:
                     if previous is not None and previous.token == self._token:
                         # Ours: an earlier attempt renamed it but then failed (e.g. listing).
                         self._generation = base
+                        self._renewed = previous.heartbeat
                         previous = None
                         break
                     if not self._expired(previous, status, now):
@@ -366,9 +387,11 @@ class CheckpointLock:
                         raise LockedError(self._locked_message(previous, status, now))
                 # 3. Free, released or expired: take the next generation.
                 self._started = self._clock()
-                if not self._take(base + 1, self._record()):
+                record = self._record()
+                if not self._take(base + 1, record):
                     continue  # someone else was faster; the next round names them
                 self._generation = base + 1
+                self._renewed = record.heartbeat
                 break
             else:
                 raise LockedError(
@@ -431,13 +454,16 @@ class CheckpointLock:
                 raise LockLostError(
                     f"checkpoint directory {self.fs.display(self.directory)} is not locked"
                 )
-            if self._take(self._generation + 1, self._record()):
+            record = self._record()
+            if self._take(self._generation + 1, record):
                 self._generation += 1
+                self._renewed = record.heartbeat
                 return
             newest = self.holder()
             if newest is not None and newest.token == self._token and not newest.released:
                 # Our own newer generation, from a beat that failed after its rename.
                 self._generation = newest.generation
+                self._renewed = newest.heartbeat
                 return
             self._lost = self._lost_reason()
             raise LockLostError(self._lost)
@@ -456,12 +482,24 @@ class CheckpointLock:
         return reason
 
     def check(self) -> None:
-        """Raise :class:`LockLostError` when the lock has been lost."""
+        """Raise :class:`LockLostError` when the lock has been lost, or may be lost before the
+        caller's next write lands: without a lease, a lock whose last renewal is older than half
+        its ttl counts as lost from then on (another process may take it over at the ttl)."""
+        if self._lost is None and self._generation and self._lease is None:
+            age = self._clock() - self._renewed
+            if age > self.ttl * _SAFE_PART:
+                failure = f" (last heartbeat failure: {self._failure})" if self._failure else ""
+                self._lost = (
+                    f"the lock of checkpoint directory {self.fs.display(self.directory)} was "
+                    f"last renewed {age:.1f}s ago{failure}; another process may take it over "
+                    f"after its ttl of {self.ttl:g}s, so this one stops writing"
+                )
         if self._lost is not None:
             raise LockLostError(self._lost)
 
     def _heartbeat_loop(self) -> None:
-        while not self._stop.wait(self.heartbeat_interval):
+        wait = self.heartbeat_interval
+        while not self._stop.wait(wait):
             try:
                 self.refresh()
             except LockLostError as exc:
@@ -469,9 +507,18 @@ class CheckpointLock:
                 if self.on_lost is not None:
                     self.on_lost(str(exc))
                 return
-            except OSError as exc:
-                # Transient trouble: the next beat may get through before the ttl runs out.
-                logger.warning("Checkpoint directory lock heartbeat failed: %s", exc)
+            except Exception as exc:
+                # Any failure (an OSError, a backend's ValueError, a bug) is retried soon: a beat
+                # may get through while the lock is still safe; check() ends it when it is not.
+                self._failure = f"{type(exc).__name__}: {exc}"
+                logger.warning("Checkpoint directory lock heartbeat failed: %s", self._failure)
+                until_unsafe = self._renewed + self.ttl * _SAFE_PART - self._clock()
+                wait = max(0.0, min(self.heartbeat_interval, self.ttl * _RETRY_PART, until_unsafe))
+            else:
+                self._failure = None
+                # The next beat is due an interval after this record's time, not after its
+                # (maybe slow) write: its time is what another process compares with the ttl.
+                wait = max(0.0, self._renewed + self.heartbeat_interval - self._clock())
 
     def release(self) -> None:
         """Give the lock up (publishing a released generation) and stop the heartbeat."""

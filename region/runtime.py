@@ -95,7 +95,10 @@ class Pipeline:
 class PipelineStats:
     """Progress of a run: the region's snapshot plus the runtime's own counters.
 
-    Counters include records replayed after a reset (they count work done, not output).
+    ``records_in``, ``records_out`` and ``batches`` include records replayed after a reset (they
+    count work done); ``replayed_*`` say how many of them a reset discarded (read again later),
+    ``uncovered_*`` how many no durable cut covers yet (the next run reads them again if the
+    process ends now). What a cut covers is therefore ``records_* - replayed_* - uncovered_*``.
     """
 
     region: RegionSnapshot
@@ -110,6 +113,14 @@ class PipelineStats:
     bytes_in: int
     #: Seconds since :meth:`PipelineRunner.run` started (0 before).
     elapsed: float
+    #: Records read (handed to the sinks) that a reset discarded.
+    replayed_in: int = 0
+    replayed_out: int = 0
+    #: Records read (handed to the sinks) since the newest durable cut.
+    uncovered_in: int = 0
+    uncovered_out: int = 0
+    #: The run ended on a completed final cut: everything read is covered (and published).
+    final_cut: bool = False
 
 
 class StepOutcome(Enum):
@@ -198,6 +209,12 @@ class PipelineRunner:
         self._records_out = 0
         self._batches = 0
         self._bytes_in = 0
+        # Records since the newest durable cut, and those a reset discarded (see PipelineStats).
+        self._pending_in = self._pending_out = 0
+        self._replayed_in = self._replayed_out = 0
+        self._final_cut = False
+        self.controller.on_cut = self._on_cut
+        self.controller.on_reset = self._on_reset
 
     # ------------------------------------------------------------------ observation and control
 
@@ -211,7 +228,21 @@ class PipelineRunner:
             batches=self._batches,
             bytes_in=self._bytes_in,
             elapsed=0.0 if started is None else self._clock() - started,
+            replayed_in=self._replayed_in,
+            replayed_out=self._replayed_out,
+            uncovered_in=self._pending_in,
+            uncovered_out=self._pending_out,
+            final_cut=self._final_cut,
         )
+
+    def _on_cut(self) -> None:
+        # Called with permits blocked: no batch is being counted meanwhile.
+        self._pending_in = self._pending_out = 0
+
+    def _on_reset(self) -> None:
+        self._replayed_in += self._pending_in
+        self._replayed_out += self._pending_out
+        self._pending_in = self._pending_out = 0
 
     def request_stop(self, *, immediate: bool = False) -> None:
         """Ask :meth:`run` to stop: gracefully after the batch in flight (one final cut), or
@@ -249,6 +280,7 @@ class PipelineRunner:
                     records = batch.records
                     self._batches += 1
                     self._records_in += len(records)
+                    self._pending_in += len(records)
                     if batch.size is not None:
                         self._bytes_in += batch.size  # counted by the source, where it is cheap
                     elif records and isinstance(records[0], bytes | str):
@@ -259,6 +291,7 @@ class PipelineRunner:
                         with doing(f"{_stage_name(transform)} over {of_batch}"):
                             records = [out for out in map(transform, records) if out is not None]
                     self._records_out += len(records)
+                    self._pending_out += len(records)
                     if records is not batch.records:
                         batch = Batch(records, batch.punctuation, batch.origin, batch.size)
                     if records or batch.punctuation:
@@ -300,8 +333,9 @@ class PipelineRunner:
         ``available_now``: stop (gracefully, with a final cut) as soon as the source has nothing
         more right now, like Spark's ``Trigger.AvailableNow``; a source that is exhausted stops
         the run the same way. Otherwise an idle source is polled every ``poll_interval()``.
-        Raises :class:`~region.errors.RegionFailedError` when the region gives up; the
-        operators are closed whichever way the run ends.
+        Raises :class:`~region.errors.RegionFailedError` when the region gives up, and
+        :class:`~region.errors.LockLostError` when the checkpoint directory lock was lost or
+        went unrenewed; the operators are closed whichever way the run ends.
         """
         signals = StopSignals(self.request_stop, lambda: self.request_stop(immediate=True))
         installed: AbstractContextManager[None] = (
@@ -389,6 +423,10 @@ class PipelineRunner:
         try:
             self.start()
             while True:
+                if self.lock is not None:
+                    # Lost, or not renewed for so long that another process may take it over
+                    # before this batch lands: stop before writing anything more.
+                    self.lock.check()
                 if self._stop is _Stop.IMMEDIATE:
                     logger.info("Stopping immediately (no final cut)")
                     self.controller.stop(graceful=False)
@@ -397,7 +435,8 @@ class PipelineRunner:
                     logger.info("Stopping gracefully: final cut, then close")
                     if not self._finish_sinks():
                         continue  # the region was reset; the sinks finish again next time
-                    if not self.controller.stop(graceful=True):
+                    self._final_cut = self.controller.stop(graceful=True)
+                    if not self._final_cut:
                         logger.warning("The final cut did not complete: the next run redoes it")
                     break
                 outcome = self.step()
@@ -407,6 +446,7 @@ class PipelineRunner:
                 if available_now or source.exhausted():
                     # The final cut; if it resets instead, the source replays and we retry.
                     if self._finish_sinks() and self.controller.cut(final=True):
+                        self._final_cut = True
                         break
                     continue
                 self._sleep(source.poll_interval())
@@ -420,12 +460,15 @@ class PipelineRunner:
                 self._acquired = False
         stats = self.stats()
         logger.info(
-            "Pipeline finished: %d records in, %d out, %d batches, %d cuts, %d resets",
+            "Pipeline finished: %d records in, %d out, %d batches, %d cuts, %d resets "
+            "(%d records replayed after them), %d records read after the last cut",
             stats.records_in,
             stats.records_out,
             stats.batches,
             stats.region.cuts,
             stats.region.resets,
+            stats.replayed_in,
+            stats.uncovered_in,
         )
         return stats
 

@@ -4,18 +4,21 @@ its errors to an exit code at this edge.
 Exit codes: 0 success; 1 runtime failure (the region failed after its reset attempts, the
 checkpoint directory is in use or unusable, an I/O error), with the cause; 2 configuration
 error, with one line per bad key naming it and its value; 3 (``switch`` only) the request is
-written but no job runs: it is pending until the next start.
+written but no job runs: it is pending until the next start; 128 + the signal's number (130 for
+SIGINT, 143 for SIGTERM) when ``run`` stopped without a final cut (a second signal: what was
+read after the last cut is not published, and the summary says how much).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from operators.app.config import ENGINES, check_default_fs_input, load_pipeline
+from operators.app.config import ENGINES, PipelineConfig, check_default_fs_input, load_pipeline
 from operators.app.console import (
     EXIT_CONFIG,
     EXIT_FAILURE,
@@ -28,6 +31,7 @@ from operators.app.console import (
 )
 from operators.app.progress import ProgressDisplay, summary_line
 from region.errors import ConfigError, RegionError
+from region.signals import held_until_exit, last_signal
 
 __all__ = ["build_parser", "main"]
 
@@ -48,6 +52,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return config_error(exc)
     # One named file ([source] file) is read, then the run ends, as IBM's source does.
     available_now = args.available_now or config.single_file is not None
+    # A signal after the stop it asked for completed must not kill the process (exit 0).
+    with held_until_exit():
+        return _run(config, available_now, display)
+
+
+def _run(config: PipelineConfig, available_now: bool, display: ProgressDisplay) -> int:
     try:
         check_default_fs_input(config)
         if config.engine == "local":
@@ -70,6 +80,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_FAILURE
     print(summary_line(final), flush=True)
+    if not final.final_cut:
+        signum = last_signal()
+        return EXIT_FAILURE if signum is None else 128 + signum
     return EXIT_OK
 
 
@@ -160,7 +173,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    import signal
     import subprocess
     import tempfile
 
@@ -239,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "Exit codes: 0 success, 1 runtime failure, 2 configuration error, 3 (switch) "
-            "no job runs: the switch is pending until the next start."
+            "no job runs: the switch is pending until the next start, 130 / 143 "
+            "(128 + SIGINT / SIGTERM) when a second signal stopped a run without a final cut."
         ),
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

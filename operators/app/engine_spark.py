@@ -531,15 +531,22 @@ class _Totals:
         self.has_transform = has_transform
         self.passed_over = 0
         self.modified = 0
+        self.replayed = 0
+        #: The query stopped at once: the batch in flight (if any) was not committed.
+        self.stopped_now = False
 
     def on_batch(self, batch: BatchProgress) -> None:
-        self.records += batch.num_input_rows
+        if self.last_batch is not None and batch.batch_id <= self.last_batch:
+            # A batch run again after a restart (its commit was not recorded): counted once.
+            self.replayed += batch.num_input_rows
+        else:
+            self.records += batch.num_input_rows
         if batch.passed_over is not None:
             self.passed_over = batch.passed_over
         if batch.modified is not None:
             self.modified = batch.modified
         self.batches += 1
-        self.last_batch = batch.batch_id
+        self.last_batch = max(batch.batch_id, self.last_batch or 0)
         self.status = "processing"
 
     def on_restart(self, attempt: int, error: BaseException) -> None:
@@ -555,6 +562,9 @@ class _Totals:
             files_modified=self.modified,
             records_in=self.records,
             records_out=None if self.has_transform else self.records,
+            records_replayed=self.replayed,
+            records_unpublished=None if self.stopped_now else 0,
+            final_cut=not self.stopped_now,
             bytes_in=None,
             cuts=self.batches,
             resets=self.restarts,
@@ -602,7 +612,8 @@ def run_spark(
         cp_dir,
         ttl=region.lock_ttl,
         permission=region.checkpoint_permission,
-        on_lost=lambda reason: stopper.request(),
+        # Another process may own the directory: no batch may commit after this.
+        on_lost=lambda reason: stopper.request(immediate=True),
     )
     lock.acquire()
     tokens: DelegationToken | None = None
@@ -670,6 +681,7 @@ def run_spark(
                 display.start(totals.progress)
             try:
                 supervisor.run()
+                totals.stopped_now = stopper.now  # before a late signal could change it
                 if not stopper.now:
                     from operators.spark.fused import FusedRunner
                     from operators.spark.sink import close_open_files

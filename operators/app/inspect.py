@@ -6,6 +6,7 @@ operators' state in the newest valid cut. For the Spark engine the cuts are its 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -66,6 +67,18 @@ def _print_state(name: str, state: Any, out: TextIO) -> None:
 
 def inspect(target: str) -> int:
     """Print what a checkpoint directory (or a pipeline TOML's) holds; return the exit code."""
+    # The local disk's listings warn about the entries they leave out (symbolic links): that
+    # is about a job's input, and says nothing about checkpoints. Errors still show.
+    listing = logging.getLogger("operators.fs.local")
+    level = listing.level
+    listing.setLevel(logging.ERROR)
+    try:
+        return _inspect(target)
+    finally:
+        listing.setLevel(level)
+
+
+def _inspect(target: str) -> int:
     from operators.app.engines import read_identity
     from operators.fs import open_path
     from region.lock import CheckpointLock

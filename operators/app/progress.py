@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """Counters of a run so far (they include work replayed after a reset)."""
+    """Counters of a run so far. Records replayed after a reset are counted once."""
 
     status: str = "starting"
     #: Input files read / output files published (``None``: the engine does not count them).
@@ -41,9 +41,20 @@ class Progress:
     #: changed after they were read (not read again), each logged.
     files_passed_over: int = 0
     files_modified: int = 0
+    #: Records read (each once, however often a reset replayed it).
     records_in: int = 0
-    #: Records handed to the sink (``None``: unknown, e.g. after a Spark SQL transform).
+    #: Records handed to the sink, each once (``None``: unknown, e.g. after a Spark SQL
+    #: transform).
     records_out: int | None = 0
+    #: Records read again after resets (not counted in ``records_in``).
+    records_replayed: int = 0
+    #: Records in output files not published when the run ended (``None``: unknown); of them,
+    #: those read after the last completed cut (the next run reads those again).
+    records_unpublished: int | None = 0
+    records_after_cut: int = 0
+    #: The run ended on a completed final cut (everything read is published). ``False`` after
+    #: an immediate stop.
+    final_cut: bool = True
     #: Input bytes read (line ends included); ``None``: not counted by the engine.
     bytes_in: int | None = 0
     #: Cuts completed (Spark: micro-batches committed) and resets (Spark: restarts).
@@ -315,6 +326,19 @@ def summary_line(final: Progress) -> str:
     parts = [f"{format_count(final.records_in)} records in"]
     if final.records_out is not None:
         parts[0] += f", {format_count(final.records_out)} out"
+    if not final.final_cut:
+        left = final.records_unpublished
+        if left is None:
+            what = "the batch in flight is not published (the next run reads it again)"
+        else:
+            what = f"{format_count(left)} records not published yet (the next run publishes them"
+            if final.records_after_cut:
+                what += f", reading again the {format_count(final.records_after_cut)} read"
+                what += " after the last cut"
+            what += ")"
+        parts.append(f"stopped without a final cut: {what}")
+    if final.records_replayed:
+        parts.append(f"{format_count(final.records_replayed)} replayed after resets")
     if final.files_in is not None and final.files_out is not None:
         parts.append(f"{final.files_in} files read, {final.files_out} published")
     parts.append(f"{final.cuts} cuts, {final.resets} resets in {final.elapsed:.1f}s")

@@ -169,6 +169,15 @@ class HDFS2FileSink(SinkOperator):
     def files_published(self) -> int:
         return self.metrics.files_published
 
+    @property
+    def records_unpublished(self) -> int:
+        """Records in output files not published yet (the open files, and closed files waiting
+        for their cut), e.g. after an immediate stop: the next run publishes them."""
+        cur = self._cur
+        open_files = [*([cur] if cur is not None else []), *self._idle.values()]
+        waiting = [*self._closed, *(c for _, c in self._pending)]
+        return sum(f.tuples for f in open_files) + sum(c.tuples for c in waiting)
+
     def bind_job(self, checkpoints: str, job_id: str | None = None) -> None:
         """Claim the output directory for the job keeping its checkpoints at ``checkpoints``
         (:mod:`operators.owner`): another job's is refused with ConfigError."""
@@ -488,7 +497,7 @@ class HDFS2FileSink(SinkOperator):
                 cur.writer.sync()  # pending files must survive a crash: the cut promises them
             cur.writer.close()
             cur.writer = None
-        self._closed.append(ClosedFile(cur.final, cur.work, cur.size))
+        self._closed.append(ClosedFile(cur.final, cur.work, cur.size, cur.tuples))
         self.metrics.files_written += 1
         logger.debug("sink %s: closed %s (%s bytes)", self.name, cur.work, cur.size)
 

@@ -54,6 +54,8 @@ class ClosedFile:
     final: str
     work: str
     size: int
+    #: Records in it, for progress only (not checkpointed: 0 for a file a recovery brought back).
+    tuples: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"final": self.final, "work": self.work, "size": self.size}

@@ -80,6 +80,21 @@ def test_inspect_through_the_settings_file_and_of_nothing(
     assert "no checkpoint directory file://" in capsys.readouterr().err
 
 
+def test_inspect_of_a_directory_without_checkpoints_lists_none_of_its_links(
+    tmp_path: Path,
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "hosts").write_text("127.0.0.1 localhost\n", encoding="utf-8")
+    (plain / "os-release").symlink_to(plain / "hosts")
+    (plain / "mtab").symlink_to("/proc/mounts")
+    done = cli("inspect", str(plain))
+    assert done.returncode == 0, done.stderr
+    assert "no checkpoints" in done.stdout
+    assert "os-release" not in done.stdout + done.stderr
+    assert "mtab" not in done.stdout + done.stderr
+
+
 def test_inspect_names_the_running_holder(pdir: PipelineDir) -> None:
     import signal
 

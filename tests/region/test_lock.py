@@ -328,3 +328,87 @@ def test_a_holder_that_lost_the_lock_publishes_no_more_cuts(any_fs: FsHandle) ->
         store.write(2, {"op": {"n": 2}})
     assert [i.cut_id for i in store.list()] == [1]
     assert not [s.name for s in any_fs.fs.list_dir(directory) if s.name.startswith(".cut-")]
+
+
+class _LockWritesFail:
+    """The real filesystem, except that writing a lock generation raises ``error`` while
+    ``broken`` is set (as a WebHDFS backend maps IllegalArgumentException to ValueError)."""
+
+    def __init__(self, fs: FileSystem, error: Exception) -> None:
+        self._fs, self.error, self.broken = fs, error, False
+        self.failed = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+    def create(self, path: str, *args: Any, **kw: Any) -> Any:
+        if self.broken and "/.lock-" in path:
+            self.failed.set()
+            raise self.error
+        return self._fs.create(path, *args, **kw)
+
+
+@pytest.mark.parametrize("error", [ValueError("CREATE: UnknownHostException"), RuntimeError("x")])
+def test_a_heartbeat_failing_with_any_exception_stops_the_holder_before_its_ttl(
+    any_fs: FsHandle, error: Exception
+) -> None:
+    directory, clock = _dir(any_fs), ManualClock(T0)
+    failing = _LockWritesFail(any_fs.fs, error)
+    lost = threading.Event()
+    lock = CheckpointLock(
+        failing,  # type: ignore[arg-type]
+        directory,
+        owner="job-a",
+        ttl=30.0,
+        heartbeat_interval=0.01,
+        clock=clock,
+        lease=False,  # as on a remote filesystem: nothing but the heartbeat keeps the lock
+        on_lost=lambda reason: lost.set(),
+    )
+    lock.acquire()
+    store = CheckpointStore(any_fs.fs, directory, guard=lock.check)
+    failing.broken = True
+    assert failing.failed.wait(10), "no heartbeat ran"
+    clock.now += 14  # the heartbeat keeps failing (and retrying); the lock is still safe
+    lock.check()
+    store.write(1, {"op": {"n": 1}})
+    clock.now += 2  # 16 s without a renewal: more than half the ttl
+    with pytest.raises(LockLostError, match=type(error).__name__):
+        lock.check()
+    assert lost.wait(10), "the heartbeat thread did not report the lost lock"
+    with pytest.raises(LockLostError):
+        store.write(2, {"op": {"n": 2}})
+    assert [i.cut_id for i in store.list()] == [1]
+    # All this happened before anyone else could take the lock over.
+    with pytest.raises(LockedError, match="job-a"):
+        _lock(any_fs, directory, "job-b", clock).acquire()
+    failing.broken = False
+    lock.release()
+    clock.now += 15  # the ttl ran out: the next process takes over
+    with _lock(any_fs, directory, "job-b", clock) as taker:
+        assert taker.held
+
+
+def test_a_heartbeat_that_fails_once_is_retried_and_keeps_the_lock(any_fs: FsHandle) -> None:
+    directory = _dir(any_fs)
+    failing = _LockWritesFail(any_fs.fs, ValueError("CREATE: UnknownHostException"))
+    lock = CheckpointLock(
+        failing,  # type: ignore[arg-type]
+        directory,
+        owner="job-a",
+        ttl=30.0,
+        heartbeat_interval=0.01,
+        lease=False,
+    )
+    lock.acquire()
+    first = lock.holder()
+    failing.broken = True
+    assert failing.failed.wait(10), "no heartbeat ran"
+    failing.broken = False
+    deadline = time.monotonic() + 10
+    while (h := lock.holder()) is None or first is None or h.generation <= first.generation + 2:
+        assert time.monotonic() < deadline, "the heartbeat did not come back"
+        time.sleep(0.005)
+    lock.check()
+    assert lock.held
+    lock.release()
