@@ -9,12 +9,19 @@ archive redoes the step on recovery. The step is idempotent:
 
 1. The file is gone: done before (a crash after the move) or removed by someone else: nothing
    to do (logged at DEBUG).
-2. The file is not the one read (another size, mtime or file id: replaced or appended to since):
-   it stays, with a WARNING naming it and a count (``files_kept_changed``).
-3. ``delete``: delete it. ``archive``: move it to ``archive_dir`` (``strftime`` tokens of the
+2. Another file stands under its name (another file id: the one read was archived or deleted
+   before a stop or a crash, and a new file landed under the same name since): nothing to do to
+   it; it is a new file, which the scan reads.
+3. The file is the one read but changed (the same file id, another size or mtime: appended to
+   since): it stays, with a WARNING naming it and a count (``files_kept_changed``).
+4. ``delete``: delete it. ``archive``: move it to ``archive_dir`` (``strftime`` tokens of the
    time of the move, e.g. ``/archive/%Y-%m-%d``; created when missing) under its name, or, when
    that name is taken there, under the first free ``name-1.ext``, ``name-2.ext`` (a log line
    says so): an archived file never overwrites another.
+
+:meth:`AfterRead.handle` says whether the file read left its path (cases 1, 2 and 4): the scan
+then forgets its name (:meth:`operators.cursor.ScanCursor.forget`), so that a file landing later
+under that name is read as a new file.
 
 An archive directory that cannot be written (or made: a file stands in its path) is an error
 naming it (permanent: a retry fails the same); the input file stays where it is.
@@ -108,16 +115,34 @@ class AfterRead:
     def apply(self, read: ReadFile) -> str | None:
         """Archive or delete ``read`` when it is still the file that was read; the archived
         path (or the deleted one), or ``None`` when nothing was done."""
+        return self._apply(read)[0]
+
+    def handle(self, read: ReadFile) -> bool:
+        """:meth:`apply`, then whether the file read is no longer at its path (moved, deleted,
+        gone already, or another file stands under its name now)."""
+        return self._apply(read)[1]
+
+    def _apply(self, read: ReadFile) -> tuple[str | None, bool]:
         if not self.active:
-            return None
+            return None, False
         fs, path = self._fs, read.path
         try:
             status = fs.status(path)
         except FileNotFoundError:
             logger.debug("%s: %s is gone already (after_read=%s)", self._name, path, self.mode)
-            return None
-        same_id = read.file_id is None or status.file_id is None or status.file_id == read.file_id
-        if not same_id or status.size != read.size or status.mtime_ns != read.mtime_ns:
+            return None, True
+        if read.file_id is not None and status.file_id not in (None, read.file_id):
+            logger.info(
+                "%s: %s is another file than the one read (file id %s, read: %s): the one read "
+                "left before; this one is new (after_read=%s)",
+                self._name,
+                fs.display(path),
+                status.file_id,
+                read.file_id,
+                self.mode,
+            )
+            return None, True
+        if status.size != read.size or status.mtime_ns != read.mtime_ns:
             self.files_kept_changed += 1
             logger.warning(
                 "%s: %s changed since it was read (%s bytes, mtime %s ns; read: %s bytes, mtime "
@@ -130,13 +155,13 @@ class AfterRead:
                 read.mtime_ns,
                 self.mode,
             )
-            return None
+            return None, False
         if self.mode == "delete":
             fs.delete(path)
             self.files_deleted += 1
             logger.info("%s: deleted %s (read and published)", self._name, fs.display(path))
-            return path
-        return self._archive(path)
+            return path, True
+        return self._archive(path), True
 
     def _archive(self, path: str) -> str:
         fs = self._fs

@@ -45,6 +45,10 @@ def _alias(*names: str) -> Any:
     return AliasChoices(*names)
 
 
+def _same_dir(a: str, b: str) -> bool:
+    return posixpath.normpath(a or ".") == posixpath.normpath(b or ".")
+
+
 def within_roots(path: str, roots: tuple[str, ...]) -> bool:
     """Whether ``path`` is one of ``roots`` or below one (lexically, after folding ``..``)."""
     norm = posixpath.normpath(path)
@@ -280,7 +284,7 @@ class HDFS2DirectoryScan(StartOperator):
         else:
             self._missing_warned = False
         self.files_scanned += len(listing)
-        self._new = self._cursor.new_files(listing)
+        self._new = self._cursor.new_files(listing, now_ns=round(now * _NS))
         self._pos = 0
 
     # -- control input ----------------------------------------------------------------------
@@ -394,7 +398,12 @@ class HDFS2DirectoryScan(StartOperator):
         is done). The rest stay in the state for a later cut."""
         # Oldest first: the files a cut covers are a prefix of the list.
         while self._read and self._read[0][0] is not None and self._read[0][0] <= cut_id:
-            self._after_read.apply(self._read[0][1])
+            read = self._read[0][1]
+            folder, name = posixpath.split(read.path)
+            left = self._after_read.handle(read)
+            if left and self._directory is not None and _same_dir(folder, self._directory):
+                # Gone from the directory: a file landing under its name later is new.
+                self._cursor.forget([name])
             self._read.pop(0)
 
     def poll_interval(self) -> float:

@@ -25,6 +25,7 @@ from operators.app.engines import (
     claim_checkpoint_dir,
     load_function,
     read_identity,
+    refuse_linked_single_file,
     warn_files_left,
 )
 from operators.app.progress import Progress, ProgressDisplay
@@ -181,6 +182,8 @@ def run_local(
     :class:`~region.errors.LockLostError`.
     """
     run = build_local(config)
+    if run.scan.directory is not None:
+        refuse_linked_single_file(run.scan.fs, run.scan.directory, config.single_name)
     run.lock.acquire()
     try:
         if read_identity(run.checkpoint_fs, run.checkpoint_dir) is None:
@@ -211,6 +214,7 @@ def run_local(
                     run.scan.settings,
                     run.scan.directory,
                     config.single_name,
+                    read_any=run.scan.files_emitted > 0,
                 )
         finally:
             final = run.progress()

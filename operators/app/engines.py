@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from operators.owner import SINK_DIR, Owner, check_output, claim_output, read_ow
 from operators.plugins import load_callable
 from operators.scan import ScanSettings, young_files
 from region.atomic import write_atomically
-from region.errors import CheckpointError
+from region.errors import CheckpointError, ConfigError
 from region.fs import FileSystem
 
 __all__ = [
@@ -223,14 +224,38 @@ def warn_young_files_left(fs: FileSystem, settings: ScanSettings, directory: str
     return left
 
 
+def refuse_linked_single_file(fs: FileSystem, directory: str, single: str | None) -> None:
+    """At start: a ``[source] file`` that is a symbolic link is refused (ConfigError naming it
+    and its target). The scan lists no links (they could lead out of the directory), so the
+    run would read nothing from it; the file itself can be named instead."""
+    if single is None:
+        return
+    path = _join(directory, single)
+    if not fs.display(path).startswith("file:") or not os.path.islink(path):
+        return
+    target = os.path.realpath(path)
+    msg = (
+        f"[source] file {fs.display(path)} is a symbolic link (to {target}): links are not "
+        f"read, so nothing would be. Name the file itself ([source] file = {target!r}) or "
+        "put a copy of it there"
+    )
+    raise ConfigError(msg)
+
+
 def warn_files_left(
-    fs: FileSystem, settings: ScanSettings, directory: str, single: str | None
+    fs: FileSystem,
+    settings: ScanSettings,
+    directory: str,
+    single: str | None,
+    *,
+    read_any: bool = False,
 ) -> None:
     """After an ``available_now`` run (every run of a ``[source] file`` pipeline): the files
     left because they are too young, and the single file (its name: ``single``) when it is not
-    there, each in a WARNING."""
+    there and this run read nothing (``read_any``: it did, and ``after_read`` may have moved
+    the file away since), each in a WARNING."""
     warn_young_files_left(fs, settings, directory)
-    if single is not None and not fs.exists(_join(directory, single)):
+    if single is not None and not read_any and not fs.exists(_join(directory, single)):
         logger.warning(
             "[source] file %s does not exist: nothing was read from it; run again once it is there",
             fs.display(_join(directory, single)),
