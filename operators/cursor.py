@@ -293,19 +293,23 @@ class ScanCursor:
         own, so it is emitted whole (no batch ends inside it)."""
         return self._now_ns is not None and entry[0] > self._now_ns
 
-    def forget(self, names: Iterable[str]) -> None:
-        """Names whose file left the directory by the scan's own doing (``after_read``): they
-        leave the cursor's memory, as names that vanished from a listing do, so a file landing
-        later under one of them is new."""
+    def forget(self, files: Iterable[tuple[str, int]]) -> None:
+        """Files (name, mtime_ns when read) that left the directory by the scan's own doing
+        (``after_read``): their names leave the cursor's memory, as names that vanished from a
+        listing do, so a file landing later under one of them is new. A name the cursor holds
+        at another mtime stays: that is a file read since under the same name."""
         seen = self._seen
-        for n in names:
-            if n in self._window:
-                self._window.drop(n)
-                if seen is not None:
-                    seen.pop(n, None)
+        window = self._window
+        for n, mtime in files:
+            if n in window:
+                if window.mtime(n) == mtime:
+                    window.drop(n)
+                    if seen is not None:
+                        seen.pop(n, None)
             elif seen is None:
-                self._forgotten.add(n)  # the census may hold it: the first listing settles it
-            elif n in seen:
+                # After a reset: the census may hold it; the first listing settles it.
+                self._forgotten.add(n)
+            elif seen.get(n) == mtime:
                 # Accounted for and listed, not in the window: below the floor, in the census.
                 del seen[n]
                 if self.census is not None:
@@ -489,11 +493,9 @@ class ScanCursor:
         assert self.floor is not None
         floor = self.floor
         window = self._window
-        # Names whose file after_read moved away while the scan was stopped (forget): a file
-        # listed under one now is new, wherever its mtime puts it.
+        # Names below the floor whose file after_read moved away (forget): a file listed
+        # under one now is new, wherever its mtime puts it.
         forgotten, self._forgotten = self._forgotten, set()
-        for n in forgotten & window.where.keys():
-            window.drop(n)
         low = self._regions(listing)[0]
         below = [e[1] for e in listing[:low] if e[1] not in window]
         # Names of the window that left the directory while the scan was stopped leave the

@@ -403,7 +403,7 @@ class HDFS2DirectoryScan(StartOperator):
             left = self._after_read.handle(read)
             if left and self._directory is not None and _same_dir(folder, self._directory):
                 # Gone from the directory: a file landing under its name later is new.
-                self._cursor.forget([name])
+                self._cursor.forget([(name, read.mtime_ns)])
             self._read.pop(0)
 
     def poll_interval(self) -> float:

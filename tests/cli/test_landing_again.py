@@ -141,8 +141,8 @@ def test_a_file_with_an_mtime_a_day_ahead_hides_none_of_the_files_after_it(
     log = run(config, "--available-now")
     assert "skewed.txt" in log and "ahead" in log, log  # named once, in a WARNING
     # More files than the census below the late window tells apart (CAPACITY) land meanwhile.
-    for i in range(400):
-        land_now(pdir, f"late-{i:03d}.txt", [f"late-{i}"])
+    for i in range(1000):
+        land_now(pdir, f"late-{i:04d}.txt", [f"late-{i}"])
     log = run(config, "--available-now")
     assert "passed over" not in log and "skewed.txt" not in log, log
     assert sorted(pdir.output_lines()) == sorted(pdir.records)
