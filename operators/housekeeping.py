@@ -14,10 +14,15 @@ archive redoes the step on recovery. The step is idempotent:
    it; it is a new file, which the scan reads.
 3. The file is the one read but changed (the same file id, another size or mtime: appended to
    since): it stays, with a WARNING naming it and a count (``files_kept_changed``).
-4. ``delete``: delete it. ``archive``: move it to ``archive_dir`` (``strftime`` tokens of the
-   time of the move, e.g. ``/archive/%Y-%m-%d``; created when missing) under its name, or, when
-   that name is taken there, under the first free ``name-1.ext``, ``name-2.ext`` (a log line
-   says so): an archived file never overwrites another.
+4. ``delete``: move it to a hidden name beside it (``.NAME.<mtime_ns>.read``, which no scan
+   lists), deleted for good once the state that forgot its name is durable
+   (:meth:`AfterRead.recorded`, then :meth:`AfterRead.purge`). Until then its file id stays
+   taken, so a new file landing under the name after a crash has another one (case 2); after
+   a crash the hidden file, when there, is the file read, moved. ``archive``: move it to
+   ``archive_dir`` (``strftime`` tokens of the time of the move, e.g. ``/archive/%Y-%m-%d``;
+   created when missing) under its name, or, when that name is taken there, under the first
+   free ``name-1.ext``, ``name-2.ext`` (a log line says so): an archived file never
+   overwrites another.
 
 :meth:`AfterRead.handle` says whether the file read left its path (cases 1, 2 and 4): the scan
 then forgets its name (:meth:`operators.cursor.ScanCursor.forget`), so that a file landing later
@@ -29,6 +34,7 @@ naming it (permanent: a retry fails the same); the input file stays where it is.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import posixpath
 import time
@@ -78,6 +84,12 @@ class ReadFile:
         )
 
 
+def _hidden_of(read: ReadFile) -> str:
+    """Where ``delete`` moves a file read before deleting it (a name no scan lists)."""
+    folder, base = posixpath.split(read.path)
+    return posixpath.join(folder, f".{base}.{read.mtime_ns}.read")
+
+
 def archive_folder(template: str, now: float) -> str:
     """``archive_dir`` with its ``strftime`` tokens filled in for ``now`` (local time)."""
     return datetime.fromtimestamp(now).strftime(template) if "%" in template else template
@@ -107,6 +119,9 @@ class AfterRead:
         self.files_archived = 0
         self.files_deleted = 0
         self.files_kept_changed = 0
+        # delete: files moved to their hidden name, not yet recorded; recorded, not yet purged.
+        self._moved: list[str] = []
+        self._recorded: list[str] = []
 
     @property
     def active(self) -> bool:
@@ -129,6 +144,7 @@ class AfterRead:
         try:
             status = fs.status(path)
         except FileNotFoundError:
+            self._found_moved(read)
             logger.debug("%s: %s is gone already (after_read=%s)", self._name, path, self.mode)
             return None, True
         if read.file_id is not None and status.file_id not in (None, read.file_id):
@@ -141,6 +157,7 @@ class AfterRead:
                 read.file_id,
                 self.mode,
             )
+            self._found_moved(read)
             return None, True
         if status.size != read.size or status.mtime_ns != read.mtime_ns:
             self.files_kept_changed += 1
@@ -157,11 +174,48 @@ class AfterRead:
             )
             return None, False
         if self.mode == "delete":
-            fs.delete(path)
+            hidden = _hidden_of(read)
+            try:
+                fs.rename(path, hidden)
+            except FileExistsError:  # a file read earlier under that name and mtime: done
+                fs.delete(hidden)
+                fs.rename(path, hidden)
+            self._moved.append(hidden)
             self.files_deleted += 1
             logger.info("%s: deleted %s (read and published)", self._name, fs.display(path))
             return path, True
         return self._archive(path), True
+
+    def _found_moved(self, read: ReadFile) -> None:
+        """``delete``: the file read, moved to its hidden name before a crash, is deleted once
+        the state is recorded again."""
+        if self.mode != "delete":
+            return
+        hidden = _hidden_of(read)
+        try:
+            status = self._fs.status(hidden)
+        except FileNotFoundError:
+            return
+        if status.size == read.size and status.mtime_ns == read.mtime_ns:
+            self._moved.append(hidden)
+
+    def recorded(self) -> None:
+        """The state taken now forgets every file moved so far (``delete``): :meth:`purge`
+        deletes them once that state is durable."""
+        self._recorded += self._moved
+        self._moved = []
+
+    def purge(self) -> None:
+        """Delete the files :meth:`recorded` set aside (``delete``)."""
+        while self._recorded:
+            hidden = self._recorded.pop()
+            with contextlib.suppress(FileNotFoundError):
+                self._fs.delete(hidden)
+
+    def forget_moves(self) -> None:
+        """After a reset: what was set aside is found again from the state."""
+        self._moved = []
+        self._recorded = []
 
     def _archive(self, path: str) -> str:
         fs = self._fs

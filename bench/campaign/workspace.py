@@ -168,11 +168,18 @@ class Workspace:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
         return env
 
-    def start(self, *, available_now: bool = False, paced: bool = True) -> subprocess.Popen[bytes]:
+    def start(
+        self,
+        *,
+        available_now: bool = False,
+        paced: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
         """Start a run in its own process group (a kill takes Spark's JVM down with it).
-        ``paced``: at ``records_per_s`` (so that faults land mid-run), else at full speed."""
+        ``paced``: at ``records_per_s`` (so that faults land mid-run), else at full speed;
+        ``env``: more environment (a fault point to stop at)."""
         self.runs += 1
-        env = self._env()
+        env = {**self._env(), **(env or {})}
         if not paced:
             env["CAMPAIGN_RECORDS_PER_S"] = "0"
         with open(self.log, "ab") as log:

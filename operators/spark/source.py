@@ -422,6 +422,8 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             overwrite=True,
             permission=_PLAN_PERMISSION,
         )
+        after.recorded()  # deleted files, moved aside until this record was written
+        after.purge()
 
     def commit(self, end: dict[str, Any]) -> None:
         """Drop plans of batches older than ``plan_retain`` committed ones (and never one whose

@@ -108,3 +108,17 @@ def test_sigkills_around_the_archive_step_archive_nothing_unread(campaign: dict[
     assert row["lost"] == 0 and row["duplicated"] == 0 and row["corrupt"] == 0
     assert row["details"]["archived_unread"] == [] and row["details"]["left_unarchived"] == []
     assert row["details"]["runs"] == 3
+
+
+def test_cron_style_runs_with_sigkills_read_every_export_once(campaign: dict[str, Any]) -> None:
+    for prefix in (
+        "after_read = archive: an export landing again under its name",
+        "after_read = delete: an export landing again under its name",
+        "[source] file with after_read = delete: the hourly export",
+        "a file with an mtime a day ahead, then 600 files",
+    ):
+        (row,) = rows(campaign, prefix)
+        assert (row["lost"], row["duplicated"], row["corrupt"]) == (0, 0, 0), row
+        assert row["ok"], row
+    (archived,) = rows(campaign, "after_read = archive: an export landing again")
+    assert len(archived["details"]["archived"]) == 3

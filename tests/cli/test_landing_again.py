@@ -85,6 +85,22 @@ def test_a_name_landing_again_after_its_file_was_archived_or_deleted_is_read(
         assert archived == ["a-1.txt", "a-2.txt", "a.txt"]
 
 
+@pytest.mark.parametrize("mode", ["archive", "delete"])
+def test_the_last_checkpoint_of_a_run_already_forgot_the_names_it_moved_away(
+    pdir: PipelineDir, mode: str
+) -> None:
+    # The next file under the name may get the inode number of a deleted one: the next run
+    # must not need to tell them apart, so the run records what it moved before it ends.
+    config = pdir.write_config(CRON.format(engine="local", scan=after_read(mode)))
+    land_now(pdir, "a.txt", ["a"])
+    run(config, "--available-now")
+    shown = cli("inspect", str(pdir.root / "checkpoints" / "pipeline"))
+    assert shown.returncode == 0, shown.stderr
+    assert '"names_in_window": 0' in shown.stdout and '"after_read"' not in shown.stdout, (
+        shown.stdout
+    )
+
+
 def test_the_hourly_export_of_a_single_file_with_delete_is_read_each_hour(
     pdir: PipelineDir,
 ) -> None:
