@@ -10,10 +10,11 @@ A file is new when
    name absent from the previous listing; after a restart, a name the *census* (a fixed-size
    summary of every name accounted for below the floor, :mod:`operators.census`) does not hold.
 
-A file whose mtime is ahead of the listing time (a writer on a skewed clock, ``touch -d``,
-``cp -p`` from such a host) is emitted in its place in the order, but the key it leaves is
-clamped to the listing time: its name is kept in the window until the floor passes its real
-mtime, and files landing after it (mtime now) still sort after the key. A WARNING names it once.
+A file whose mtime is ahead of the listing time by more than half the late window (a writer on
+a skewed clock, ``touch -d``, ``cp -p`` from such a host) is emitted in its place in the order,
+but the key it leaves is clamped to the listing time: its name is kept in the window until the
+floor passes its real mtime, and files landing after it (mtime now) still sort after the key. A
+WARNING names it once.
 Without the clamp one such file would drag the key, and the floor with it, a day ahead: every
 ordinary file after it would count as late and, after a restart, overflow the census.
 
@@ -217,6 +218,10 @@ class ScanCursor:
         display: Callable[[str], str] = str,
     ) -> None:
         self.window_ns = max(0, window_ns)
+        # How far ahead of the listing time an mtime may be and still move the key: half the
+        # window keeps the files after it inside the window (a NameNode's clock a few seconds
+        # ahead of this host's is common, and harmless).
+        self._ahead_ns = self.window_ns // 2
         self.on_late_file = on_late_file
         self.on_modified = on_modified
         self.name = name
@@ -291,7 +296,7 @@ class ScanCursor:
     def is_ahead(self, entry: ListingEntry) -> bool:
         """Whether a file's mtime is ahead of the last listing's time: it leaves no key of its
         own, so it is emitted whole (no batch ends inside it)."""
-        return self._now_ns is not None and entry[0] > self._now_ns
+        return self._now_ns is not None and entry[0] > self._now_ns + self._ahead_ns
 
     def forget(self, files: Iterable[tuple[str, int]]) -> None:
         """Files (name, mtime_ns when read) that left the directory by the scan's own doing
@@ -391,7 +396,7 @@ class ScanCursor:
         if self._seen is not None:
             self._seen[name] = mtime
         now = self._now_ns
-        if now is not None and mtime > now:
+        if now is not None and mtime > now + self._ahead_ns:
             self._emit_ahead(entry, now)
             return
         key = self.key

@@ -336,7 +336,7 @@ def test_a_name_deleted_after_it_was_read_and_landing_again_later_is_a_new_file(
 _arrivals = st.lists(
     st.tuples(
         st.sampled_from(
-            ["land", "land", "ahead", "reland", "tick", "scan", "cut", "leave", "crash"]
+            ["land", "land", "ahead", "skew", "reland", "tick", "scan", "cut", "leave", "crash"]
         ),
         st.integers(1, 30),
         st.integers(0, 1000),
@@ -410,6 +410,8 @@ def test_with_after_read_and_skewed_clocks_every_file_is_emitted_once(
             run.land(f"f{len(run.landed):03d}", run.now)
         elif op == "ahead":  # a writer whose clock is hours ahead
             run.land(f"f{len(run.landed):03d}", run.now + amount * 3600 * S)
+        elif op == "skew":  # seconds ahead (a NameNode's clock)
+            run.land(f"f{len(run.landed):03d}", run.now + amount * S)
         elif op == "reland":  # the next export, under a name whose file left
             gone = sorted({n for n, _ in run.landed} - run.directory.keys())
             if gone:
