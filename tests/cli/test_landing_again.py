@@ -162,3 +162,16 @@ def test_a_file_with_an_mtime_a_day_ahead_hides_none_of_the_files_after_it(
     log = run(config, "--available-now")
     assert "passed over" not in log and "skewed.txt" not in log, log
     assert sorted(pdir.output_lines()) == sorted(pdir.records)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_spark_cron_style_runs_read_a_name_landing_again_after_delete(pdir: PipelineDir) -> None:
+    scan = after_read("delete") + '\n[spark]\nmaster = "local[2]"'
+    config = pdir.write_config(CRON.format(engine="spark", scan=scan))
+    for hour in range(2):
+        land_now(pdir, "a.txt", [f"hour{hour}-{i}" for i in range(10)])
+        log = run(config, "--available-now")
+        assert "changed" not in log, log[-3000:]
+        assert not (pdir.landing / "a.txt").exists()
+    assert sorted(pdir.output_lines()) == sorted(pdir.records)
