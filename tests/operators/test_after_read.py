@@ -191,3 +191,25 @@ def test_settings_name_what_is_missing() -> None:
     with pytest.raises(ValueError, match="is the watched directory itself"):
         ScanSettings(directory="/in", after_read="archive", archive_dir="/in/")
     assert ScanSettings(directory="/in", afterRead="delete").after_read == "delete"
+
+
+def test_delete_keeps_the_inode_taken_until_the_state_is_recorded(tmp_path: Path) -> None:
+    # A kill -9 after the delete, before the next checkpoint, and the next export landing under
+    # the same name: it must never get the inode number of the file read, or the restart would
+    # take it for that file, grown.
+    fs = LocalFileSystem()
+    path = land(tmp_path, "a.txt", 3, 1_700_000_000)
+    status = fs.status(str(path))
+    read = ReadFile(str(path), status.mtime_ns, status.size, status.file_id)
+    assert AfterRead("delete", fs).handle(read) is True
+    assert not path.exists()
+    (hidden,) = [p for p in (tmp_path / "in").iterdir() if p.name.startswith(".a.txt.")]
+    assert hidden.stat().st_ino == status.file_id  # still taken
+    land(tmp_path, "a.txt", 5, 1_700_000_100)  # the next export, while the job is down
+    assert fs.status(str(path)).file_id != status.file_id
+    restarted = AfterRead("delete", fs)  # the restart applies the state's entry again
+    assert restarted.handle(read) is True  # the file read left: the new one is new
+    restarted.recorded()  # the next checkpoint forgot the name
+    restarted.purge()
+    assert sorted(p.name for p in (tmp_path / "in").iterdir()) == ["a.txt"]
+    assert len(path.read_text().splitlines()) == 5
