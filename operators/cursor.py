@@ -10,6 +10,18 @@ A file is new when
    name absent from the previous listing; after a restart, a name the *census* (a fixed-size
    summary of every name accounted for below the floor, :mod:`operators.census`) does not hold.
 
+A file whose mtime is ahead of the listing time by more than half the late window (a writer on
+a skewed clock, ``touch -d``, ``cp -p`` from such a host) is emitted in its place in the order,
+but the key it leaves is clamped to the listing time: its name is kept in the window until the
+floor passes its real mtime, and files landing after it (mtime now) still sort after the key. A
+WARNING names it once.
+Without the clamp one such file would drag the key, and the floor with it, a day ahead: every
+ordinary file after it would count as late and, after a restart, overflow the census.
+
+Names whose file left the directory by ``after_read`` (archived or deleted by the scan itself)
+are forgotten at once (:meth:`ScanCursor.forget`), as names that vanished from a listing are:
+a file landing later under such a name is a new file, whether or not the scan restarted.
+
 Case 3 is how a file that lands late, by any amount (``cp -p``, ``distcp -p``, write elsewhere
 then rename), is still read once. With ``late_window = 0`` (strict, as IBM Streams' scan) no
 file that sorts before the key is read: such a file is *passed over*. A file is also passed
@@ -20,7 +32,7 @@ count is in the state (``passed_over``), and ``on_late_file = "fail"`` makes it 
 State (plain values, JSON)::
 
     {"key": {"mtime_ns", "name"} | null, "floor": int | null, "window": [text, ...],
-     "census": text | null, "passed_over": int}
+     "ahead": [text, ...], "census": text | null, "passed_over": int}
 
 The window is stored in segments of names in the order they were emitted: a segment is encoded
 once when it fills, so a cut encodes only the last one, however many files a burst brought.
@@ -85,11 +97,17 @@ class _Segment:
 
 
 class _Window:
-    """The names emitted at or above the floor (name -> mtime), kept in segments."""
+    """The names emitted at or above the floor (name -> mtime), kept in segments.
+
+    A name emitted with an mtime ahead of its listing's time has a segment of its own, aside
+    (``ahead``): it leaves when the floor passes its mtime, and the names emitted after it do
+    not wait for it.
+    """
 
     def __init__(self) -> None:
         self.where: dict[str, _Segment] = {}
         self.segments: deque[_Segment] = deque()
+        self.ahead: list[_Segment] = []
 
     def __contains__(self, name: object) -> bool:
         return name in self.where
@@ -113,6 +131,14 @@ class _Window:
         tail.text = None
         tail.top = max(tail.top, mtime)
         self.where[name] = tail
+
+    def put_ahead(self, name: str, mtime: int) -> None:
+        """:meth:`put` for a name whose mtime is ahead of its listing's time."""
+        if name in self.where:
+            self.drop(name)
+        segment = _Segment({name: mtime})
+        self.ahead.append(segment)
+        self.where[name] = segment
 
     def put_many(self, entries: Sequence[ListingEntry]) -> None:
         """:meth:`put` for entries whose names are not in the window, in bulk."""
@@ -148,11 +174,18 @@ class _Window:
             out += segment.names
             for n in segment.names:
                 del self.where[n]
+        if self.ahead:
+            passed = [s for s in self.ahead if s.top < floor or not s.names]
+            self.ahead = [s for s in self.ahead if s.top >= floor and s.names]
+            for segment in passed:
+                out += segment.names
+                for n in segment.names:
+                    del self.where[n]
         return out
 
-    def encode(self) -> list[str]:
+    def encode(self, *, ahead: bool = False) -> list[str]:
         out = []
-        for segment in self.segments:
+        for segment in self.ahead if ahead else self.segments:
             if not segment.names:
                 continue
             if segment.text is None:
@@ -160,11 +193,11 @@ class _Window:
             out.append(segment.text)
         return out
 
-    def load(self, texts: Iterable[str]) -> None:
+    def load(self, texts: Iterable[str], *, ahead: bool = False) -> None:
         for text in texts:
             names = dict(_decode_names(text))
             segment = _Segment(names, text)
-            self.segments.append(segment)
+            (self.ahead.append if ahead else self.segments.append)(segment)
             self.where.update(dict.fromkeys(names, segment))
 
 
@@ -185,12 +218,18 @@ class ScanCursor:
         display: Callable[[str], str] = str,
     ) -> None:
         self.window_ns = max(0, window_ns)
+        # How far ahead of the listing time an mtime may be and still move the key: half the
+        # window keeps the files after it inside the window (a NameNode's clock a few seconds
+        # ahead of this host's is common, and harmless).
+        self._ahead_ns = self.window_ns // 2
         self.on_late_file = on_late_file
         self.on_modified = on_modified
         self.name = name
         self._display = display
         self.passed_over_now = 0  # this object's counts (metrics), not state
         self.modified_now = 0
+        # The time of the last listing (ns), when the caller gave it: no key goes past it.
+        self._now_ns: int | None = None
         self.reset(None)
 
     # -- state ------------------------------------------------------------------------------
@@ -206,6 +245,8 @@ class ScanCursor:
         # The last listing's files that are accounted for (emitted, or not new): name -> mtime;
         # None after a reset: the next listing is checked against the census instead.
         self._seen: dict[str, int] | None = None
+        # Names forgotten (forget) after a reset, before the first listing settles them.
+        self._forgotten: set[str] = set()
         if state is None:
             return
         key = state.get("key")
@@ -223,6 +264,7 @@ class ScanCursor:
             floor = state.get("floor")
             self.floor = None if floor is None else int(floor)
             self._window.load(state.get("window") or ())
+            self._window.load(state.get("ahead") or (), ahead=True)
             self.passed_over = int(state.get("passed_over", 0))
             self.modified = int(state.get("modified", 0))
         if self.key is not None:
@@ -235,6 +277,7 @@ class ScanCursor:
             "key": None if self.key is None else {"mtime_ns": self.key[0], "name": self.key[1]},
             "floor": self.floor,
             "window": window,
+            "ahead": self._window.encode(ahead=True),
             "census": None if self.census is None else self.census.encode(),
             "passed_over": self.passed_over,
             "modified": self.modified,
@@ -250,13 +293,47 @@ class ScanCursor:
         """Whether a new file sorts before the key (it is emitted whole, out of order)."""
         return self.key is not None and (entry[0], entry[1]) < self.key
 
-    def new_files(self, listing: list[ListingEntry]) -> list[ListingEntry]:
+    def is_ahead(self, entry: ListingEntry) -> bool:
+        """Whether a file's mtime is ahead of the last listing's time: it leaves no key of its
+        own, so it is emitted whole (no batch ends inside it)."""
+        return self._now_ns is not None and entry[0] > self._now_ns + self._ahead_ns
+
+    def forget(self, files: Iterable[tuple[str, int]]) -> None:
+        """Files (name, mtime_ns when read) that left the directory by the scan's own doing
+        (``after_read``): their names leave the cursor's memory, as names that vanished from a
+        listing do, so a file landing later under one of them is new. A name the cursor holds
+        at another mtime stays: that is a file read since under the same name."""
+        seen = self._seen
+        window = self._window
+        for n, mtime in files:
+            if n in window:
+                if window.mtime(n) == mtime:
+                    window.drop(n)
+                    if seen is not None:
+                        seen.pop(n, None)
+            elif seen is None:
+                # After a reset: the census may hold it; the first listing settles it.
+                self._forgotten.add(n)
+            elif seen.get(n) == mtime:
+                # Accounted for and listed, not in the window: below the floor, in the census.
+                del seen[n]
+                if self.census is not None:
+                    self.census.remove(n)
+
+    def new_files(
+        self, listing: list[ListingEntry], *, now_ns: int | None = None
+    ) -> list[ListingEntry]:
         """The new files of ``listing`` (in any order), sorted by (mtime_ns, name).
+
+        ``now_ns``: the time of the listing; a file emitted with an mtime ahead of it is kept
+        by name and leaves the key at ``now_ns`` (see the module's docstring).
 
         Files that can only be passed over, and files changed after they were read, are
         reported here (WARNING and count, or an error) and accounted for, so each is reported
         once; with ``on_modified = "reread"`` a changed file is new again.
         """
+        if now_ns is not None:
+            self._now_ns = now_ns
         key = self.key
         seen = self._seen
         if key is None:
@@ -318,6 +395,10 @@ class ScanCursor:
         mtime, name = entry[0], entry[1]
         if self._seen is not None:
             self._seen[name] = mtime
+        now = self._now_ns
+        if now is not None and mtime > now + self._ahead_ns:
+            self._emit_ahead(entry, now)
+            return
         key = self.key
         if key is None or (mtime, name) > key:
             self.key = (mtime, name)
@@ -337,8 +418,10 @@ class ScanCursor:
             return
         first = entries[0]
         where = self._window.where
-        if (self.key is not None and (first[0], first[1]) <= self.key) or (
-            where and not where.keys().isdisjoint(map(_name, entries))
+        if (
+            (self.key is not None and (first[0], first[1]) <= self.key)
+            or (where and not where.keys().isdisjoint(map(_name, entries)))
+            or self.is_ahead(entries[-1])
         ):
             for entry in entries:
                 self.emit(entry)
@@ -351,6 +434,26 @@ class ScanCursor:
         self._advance_floor()
 
     # -- steps ------------------------------------------------------------------------------
+
+    def _emit_ahead(self, entry: ListingEntry, now: int) -> None:
+        """A file whose mtime is ahead of its listing's time: kept by name until the floor
+        passes its mtime; the key goes no further than the listing's time."""
+        mtime, name = entry[0], entry[1]
+        logger.warning(
+            "%s: file %s has an mtime %s ahead of the time it was listed (a skewed clock, "
+            "touch -d, cp -p from such a host): it is read now and kept by name; files landing "
+            "after it are read as usual",
+            self.name,
+            self._display(entry[2]),
+            _seconds(mtime - now),
+        )
+        clamped = (now, name)
+        if self.key is None or clamped > self.key:
+            self.key = clamped
+            if self.floor is None:
+                self.floor = self._floor_for(clamped)
+        self._window.put_ahead(name, mtime)
+        self._advance_floor()
 
     def _regions(self, listing: list[ListingEntry]) -> tuple[int, int]:
         """(end of the census region, end of the files up to the key) in a sorted listing.
@@ -395,6 +498,9 @@ class ScanCursor:
         assert self.floor is not None
         floor = self.floor
         window = self._window
+        # Names below the floor whose file after_read moved away (forget): a file listed
+        # under one now is new, wherever its mtime puts it.
+        forgotten, self._forgotten = self._forgotten, set()
         low = self._regions(listing)[0]
         below = [e[1] for e in listing[:low] if e[1] not in window]
         # Names of the window that left the directory while the scan was stopped leave the
@@ -420,11 +526,14 @@ class ScanCursor:
         diff = current.subtract(previous)
         by_key = {name_key(n): n for n in below} if diff.added else {}
         fresh = {by_key[k] for k in diff.added if k in by_key}
+        fresh.update(forgotten.intersection(below))
         if diff.removed:
             # A name read below the floor that is now listed above it: its file changed.
             inside = set(below)
             moved = {name_key(n): n for n in listed if n not in inside and n not in window}
-            changed.update((moved[k], None) for k in diff.removed if k in moved)
+            changed.update(
+                (moved[k], None) for k in diff.removed if k in moved and moved[k] not in forgotten
+            )
         for n in fresh:
             current.remove(n)
         self.census = current
@@ -525,7 +634,7 @@ def _decode_names(text: str) -> list[tuple[str, int]]:
 
 
 #: The keys :meth:`ScanCursor.state` writes (an operator may nest them among its own).
-_STATE_FIELDS = frozenset({"key", "floor", "window", "census", "passed_over", "modified"})
+_STATE_FIELDS = frozenset({"key", "floor", "window", "ahead", "census", "passed_over", "modified"})
 
 
 def describe_state(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -533,7 +642,8 @@ def describe_state(state: Mapping[str, Any]) -> dict[str, Any]:
     cursor's compressed window and census as counts, the operator's other keys as they are."""
     if "census" not in state:
         return dict(state)
-    window = sum(len(_decode_names(t)) for t in state.get("window") or ())
+    texts = [*(state.get("window") or ()), *(state.get("ahead") or ())]
+    window = sum(len(_decode_names(t)) for t in texts)
     census = state.get("census")
     return {
         **{k: v for k, v in state.items() if k not in _STATE_FIELDS},

@@ -9,12 +9,24 @@ archive redoes the step on recovery. The step is idempotent:
 
 1. The file is gone: done before (a crash after the move) or removed by someone else: nothing
    to do (logged at DEBUG).
-2. The file is not the one read (another size, mtime or file id: replaced or appended to since):
-   it stays, with a WARNING naming it and a count (``files_kept_changed``).
-3. ``delete``: delete it. ``archive``: move it to ``archive_dir`` (``strftime`` tokens of the
-   time of the move, e.g. ``/archive/%Y-%m-%d``; created when missing) under its name, or, when
-   that name is taken there, under the first free ``name-1.ext``, ``name-2.ext`` (a log line
-   says so): an archived file never overwrites another.
+2. Another file stands under its name (another file id: the one read was archived or deleted
+   before a stop or a crash, and a new file landed under the same name since): nothing to do to
+   it; it is a new file, which the scan reads.
+3. The file is the one read but changed (the same file id, another size or mtime: appended to
+   since): it stays, with a WARNING naming it and a count (``files_kept_changed``).
+4. ``delete``: move it to a hidden name beside it (``.NAME.<mtime_ns>.read``, which no scan
+   lists), deleted for good once the state that forgot its name is durable
+   (:meth:`AfterRead.recorded`, then :meth:`AfterRead.purge`). Until then its file id stays
+   taken, so a new file landing under the name after a crash has another one (case 2); after
+   a crash the hidden file, when there, is the file read, moved. ``archive``: move it to
+   ``archive_dir`` (``strftime`` tokens of the time of the move, e.g. ``/archive/%Y-%m-%d``;
+   created when missing) under its name, or, when that name is taken there, under the first
+   free ``name-1.ext``, ``name-2.ext`` (a log line says so): an archived file never
+   overwrites another.
+
+:meth:`AfterRead.handle` says whether the file read left its path (cases 1, 2 and 4): the scan
+then forgets its name (:meth:`operators.cursor.ScanCursor.forget`), so that a file landing later
+under that name is read as a new file.
 
 An archive directory that cannot be written (or made: a file stands in its path) is an error
 naming it (permanent: a retry fails the same); the input file stays where it is. The engines
@@ -24,6 +36,7 @@ read rather than at the first archive (or the first recovery that redoes it).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import posixpath
 import time
@@ -74,6 +87,12 @@ class ReadFile:
         )
 
 
+def _hidden_of(read: ReadFile) -> str:
+    """Where ``delete`` moves a file read before deleting it (a name no scan lists)."""
+    folder, base = posixpath.split(read.path)
+    return posixpath.join(folder, f".{base}.{read.mtime_ns}.read")
+
+
 def archive_folder(template: str, now: float) -> str:
     """``archive_dir`` with its ``strftime`` tokens filled in for ``now`` (local time)."""
     return datetime.fromtimestamp(now).strftime(template) if "%" in template else template
@@ -103,6 +122,9 @@ class AfterRead:
         self.files_archived = 0
         self.files_deleted = 0
         self.files_kept_changed = 0
+        # delete: files moved to their hidden name, not yet recorded; recorded, not yet purged.
+        self._moved: list[str] = []
+        self._recorded: list[str] = []
 
     @property
     def active(self) -> bool:
@@ -133,16 +155,36 @@ class AfterRead:
     def apply(self, read: ReadFile) -> str | None:
         """Archive or delete ``read`` when it is still the file that was read; the archived
         path (or the deleted one), or ``None`` when nothing was done."""
+        return self._apply(read)[0]
+
+    def handle(self, read: ReadFile) -> bool:
+        """:meth:`apply`, then whether the file read is no longer at its path (moved, deleted,
+        gone already, or another file stands under its name now)."""
+        return self._apply(read)[1]
+
+    def _apply(self, read: ReadFile) -> tuple[str | None, bool]:
         if not self.active:
-            return None
+            return None, False
         fs, path = self._fs, read.path
         try:
             status = fs.status(path)
         except FileNotFoundError:
+            self._found_moved(read)
             logger.debug("%s: %s is gone already (after_read=%s)", self._name, path, self.mode)
-            return None
-        same_id = read.file_id is None or status.file_id is None or status.file_id == read.file_id
-        if not same_id or status.size != read.size or status.mtime_ns != read.mtime_ns:
+            return None, True
+        if read.file_id is not None and status.file_id not in (None, read.file_id):
+            logger.info(
+                "%s: %s is another file than the one read (file id %s, read: %s): the one read "
+                "left before; this one is new (after_read=%s)",
+                self._name,
+                fs.display(path),
+                status.file_id,
+                read.file_id,
+                self.mode,
+            )
+            self._found_moved(read)
+            return None, True
+        if status.size != read.size or status.mtime_ns != read.mtime_ns:
             self.files_kept_changed += 1
             logger.warning(
                 "%s: %s changed since it was read (%s bytes, mtime %s ns; read: %s bytes, mtime "
@@ -155,13 +197,50 @@ class AfterRead:
                 read.mtime_ns,
                 self.mode,
             )
-            return None
+            return None, False
         if self.mode == "delete":
-            fs.delete(path)
+            hidden = _hidden_of(read)
+            try:
+                fs.rename(path, hidden)
+            except FileExistsError:  # a file read earlier under that name and mtime: done
+                fs.delete(hidden)
+                fs.rename(path, hidden)
+            self._moved.append(hidden)
             self.files_deleted += 1
             logger.info("%s: deleted %s (read and published)", self._name, fs.display(path))
-            return path
-        return self._archive(path)
+            return path, True
+        return self._archive(path), True
+
+    def _found_moved(self, read: ReadFile) -> None:
+        """``delete``: the file read, moved to its hidden name before a crash, is deleted once
+        the state is recorded again."""
+        if self.mode != "delete":
+            return
+        hidden = _hidden_of(read)
+        try:
+            status = self._fs.status(hidden)
+        except FileNotFoundError:
+            return
+        if status.size == read.size and status.mtime_ns == read.mtime_ns:
+            self._moved.append(hidden)
+
+    def recorded(self) -> None:
+        """The state taken now forgets every file moved so far (``delete``): :meth:`purge`
+        deletes them once that state is durable."""
+        self._recorded += self._moved
+        self._moved = []
+
+    def purge(self) -> None:
+        """Delete the files :meth:`recorded` set aside (``delete``)."""
+        while self._recorded:
+            hidden = self._recorded.pop()
+            with contextlib.suppress(FileNotFoundError):
+                self._fs.delete(hidden)
+
+    def forget_moves(self) -> None:
+        """After a reset: what was set aside is found again from the state."""
+        self._moved = []
+        self._recorded = []
 
     def _archive(self, path: str) -> str:
         fs = self._fs

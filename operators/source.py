@@ -644,6 +644,10 @@ class HDFS2FileSource(StartOperator):
         if self._stateful_feed is not None:
             self._stateful_feed.on_cut_published(cut_id)
 
+    def changed_after_publish(self) -> bool:
+        feed = self._stateful_feed
+        return feed is not None and feed.changed_after_publish()
+
     def retire_checkpoint(self, cut_id: int) -> None:
         if self._stateful_feed is not None:
             self._stateful_feed.retire_checkpoint(cut_id)

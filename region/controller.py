@@ -351,7 +351,7 @@ class RegionController:
         if not self._started:
             raise RuntimeError("call RegionController.start() first")
 
-    def _cut_locked(self, *, final: bool, trigger: str) -> bool:
+    def _cut_locked(self, *, final: bool, trigger: str, settled: bool = False) -> bool:
         self._raise_if_terminal()
         self._check_stop_now()
         cut_id = self._next_cut_id
@@ -456,6 +456,11 @@ class RegionController:
             self._last_cut_seconds = seconds
         logger.info("Cut %d completed in %.3f s (trigger: %s)", cut_id, seconds, trigger)
         # 10. Resume (or, for the final cut of a graceful stop, close and stop).
+        if final and not settled and any(op.changed_after_publish() for op in self.operators):
+            # 7b changed state after the checkpoint (files archived leave a source's memory):
+            # one more cut records it, so that the next run starts from it, not from before.
+            self._set_status(RegionStatus.PROCESSING)  # permits stay blocked
+            return self._cut_locked(final=True, trigger=trigger, settled=True)
         if final:
             self._close_operators()
             self._set_status(RegionStatus.STOPPED)

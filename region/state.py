@@ -87,6 +87,12 @@ class StateHandler(ABC):
         it again, so an operator keeps what it still owes in its state. Must be safe to run
         twice, and with an id smaller than one before."""
 
+    def changed_after_publish(self) -> bool:
+        """Whether :meth:`on_cut_published` changed the state since the last :meth:`checkpoint`
+        (a source that archived a file forgets its name). The final cut of a graceful stop is
+        then followed by one more, so that the next run starts from that state."""
+        return False
+
     def recall_completed(self, cut_id: int) -> None:  # noqa: B027 - optional hook
         """Called just before :meth:`reset` to the state of ``cut_id`` when that cut's
         :meth:`on_cut_completed` is known to have run to the end, in this process or in one

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bench.campaign.carried import carried_file_killed
 from bench.campaign.checkpoint import corrupt_checkpoint
+from bench.campaign.cron import cron
 from bench.campaign.decode import undecodable
 from bench.campaign.disk import disk_full
 from bench.campaign.kills import kill_campaign
@@ -45,6 +46,7 @@ SCENARIOS = (
     "disk",
     "operations",
     "archive",
+    "cron",
 )
 
 #: A scenario name and the call that runs it: one row of the table, or several.
@@ -133,6 +135,7 @@ def plan(work: Path, args: argparse.Namespace, only: list[str]) -> list[Step]:
         ("permission", lambda: permission_denied(work, args)),
         ("disk", lambda: disk_full(work, args)),
         ("operations", lambda: operations(work, args)),
+        ("cron", lambda: cron(work, args)),
     ):
         if name in only:
             steps.append((name, func))

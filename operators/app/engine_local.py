@@ -176,6 +176,11 @@ def build_local(config: PipelineConfig) -> LocalRun:
     return LocalRun(config, scan, source, sink, store, lock, runner, cp_fs, cp_dir)
 
 
+def _moved(metrics: dict[str, int]) -> bool:
+    """Whether the run's after_read archived or deleted a file."""
+    return metrics["files_archived"] + metrics["files_deleted"] > 0
+
+
 def run_local(
     config: PipelineConfig,
     *,
@@ -223,6 +228,7 @@ def run_local(
                     run.scan.settings,
                     run.scan.directory,
                     config.single_name,
+                    read_any=run.scan.files_emitted > 0 or _moved(run.scan.metrics()),
                 )
         finally:
             final = run.progress()

@@ -602,8 +602,8 @@ def run_spark(
         _check_jvm_environment(plan.jvm_env)
     else:
         _check_remote(plan, remote)
-    if config.single_name is not None:
-        check_single_file(*open_path(config.scan_directory, config.filesystem), config.single_name)
+    scan_fs, scan_dir = open_path(config.scan_directory, config.filesystem)
+    check_single_file(scan_fs, scan_dir, config.single_name)
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
     region = config.region
     stopper = _Stop()
@@ -690,8 +690,13 @@ def run_spark(
                     if close_open_files(plan.sink_options) and isinstance(supervisor, FusedRunner):
                         supervisor.housekeep()  # the input behind them may leave now
                 if available_now:
-                    scan_fs, scan_dir = open_path(config.scan_directory, config.filesystem)
-                    warn_files_left(scan_fs, config.scan, scan_dir, config.single_name)
+                    warn_files_left(
+                        scan_fs,
+                        config.scan,
+                        scan_dir,
+                        config.single_name,
+                        read_any=totals.batches > 0,
+                    )
             finally:
                 totals.status = "stopped"
                 final = totals.progress()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -53,13 +54,22 @@ def _join(directory: str, name: str) -> str:
 
 
 def check_single_file(fs: FileSystem, directory: str, single: str | None) -> None:
-    """Refuse a ``[source] file`` that is a named pipe, a socket or a device (ConfigError): the
-    scan leaves such files out, so the run would read nothing. Opening it is the check (the
-    backend refuses what is not a regular file, without waiting on a pipe). A missing file is
-    left to :func:`warn_files_left`."""
+    """At start: refuse a ``[source] file`` that is a symbolic link, a named pipe, a socket or
+    a device (ConfigError naming it). The scan lists only regular files (links could lead out
+    of the directory; a pipe would block a read), so the run would read nothing from it. For a
+    special file opening it is the check (the backend refuses what is not a regular file,
+    without waiting on a pipe). A missing file is left to :func:`warn_files_left`."""
     if single is None:
         return
     path = _join(directory, single)
+    if fs.display(path).startswith("file:") and os.path.islink(path):
+        target = os.path.realpath(path)
+        msg = (
+            f"[source] file {fs.display(path)} is a symbolic link (to {target}): links are not "
+            f"read, so nothing would be. Name the file itself ([source] file = {target!r}) or "
+            "put a copy of it there"
+        )
+        raise ConfigError(msg)
     try:
         fs.read(path, 0, 0)
     except FileNotFoundError:
@@ -256,13 +266,19 @@ def warn_young_files_left(fs: FileSystem, settings: ScanSettings, directory: str
 
 
 def warn_files_left(
-    fs: FileSystem, settings: ScanSettings, directory: str, single: str | None
+    fs: FileSystem,
+    settings: ScanSettings,
+    directory: str,
+    single: str | None,
+    *,
+    read_any: bool = False,
 ) -> None:
     """After an ``available_now`` run (every run of a ``[source] file`` pipeline): the files
     left because they are too young, and the single file (its name: ``single``) when it is not
-    there, each in a WARNING."""
+    there and this run read nothing (``read_any``: it did, and ``after_read`` may have moved
+    the file away since), each in a WARNING."""
     warn_young_files_left(fs, settings, directory)
-    if single is not None and not fs.exists(_join(directory, single)):
+    if single is not None and not read_any and not fs.exists(_join(directory, single)):
         logger.warning(
             "[source] file %s does not exist: nothing was read from it; run again once it is there",
             fs.display(_join(directory, single)),

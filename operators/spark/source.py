@@ -112,6 +112,10 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # last listing, so names new since then are found whatever their mtime.
         self._cursor: ScanCursor | None = None
         self._at: tuple[Any, Any] | None = None
+        #: ``housekept`` of the offset last planned from: a restart starts there or later.
+        self._start_housekept: int | None = None
+        #: The time of the last listing (ns).
+        self._listed_at: int | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -156,13 +160,14 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def _list(self) -> list[ListingEntry]:
+        self._listed_at = now_ns = time.time_ns()
         try:
             listing = list_ready_keyed(
                 self.fs,
                 self.config.directory,
                 pattern=self._pattern,
                 min_file_age_ns=self.config.min_file_age_ns,
-                now_ns=time.time_ns(),
+                now_ns=now_ns,
                 ordered=False,  # the cursor orders the new files
             )
         except FileNotFoundError:
@@ -196,6 +201,15 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
             self._cursor.reset(start)
             self._at = at
+            since = start.get("housekept")
+            if since is not None:
+                # Files after_read moved away after this offset was planned: their names are
+                # forgotten, as they were in the memory of the run that moved them.
+                for seq, files in self._after_read_record().get("left", {}).items():
+                    if int(seq) > int(since):
+                        self._cursor.forget((str(n), int(m)) for n, m in files)
+        if start.get("housekept") is not None:
+            self._start_housekept = int(start["housekept"])
         return self._cursor
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
@@ -210,11 +224,12 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         listing = self._list()
         # 1. Candidates in scan order: late files (whole), the rest of a file cut by the last
         #    batch, then the files after the key.
-        new = cursor.new_files(listing)
+        new = cursor.new_files(listing, now_ns=self._listed_at)
         candidates = [(e, 0, True) for e in new if cursor.is_late(e)]
         if key is not None and pos is not None:
             candidates += [(e, pos, False) for e in listing if (e[0], e[1]) == key and pos < e[3]]
-        candidates += [(e, 0, False) for e in new if not cursor.is_late(e)]
+        # A file with an mtime ahead of the listing leaves no key of its own: read whole.
+        candidates += [(e, 0, cursor.is_ahead(e)) for e in new if not cursor.is_late(e)]
         # 2. Admission control: the engine's limit (ReadAllAvailable ignores the options).
         max_files = max_bytes = None
         if not isinstance(limit, ReadAllAvailable):
@@ -247,7 +262,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # not report them again and progress shows the count.
             seq = int(start["seq"]) + 1
             self._at = (seq, None)
-            return {"v": 2, "seq": seq, "pos": pos, "plan": None, **cursor.state()}
+            return {"v": 2, "seq": seq, "pos": pos, "plan": None, **self._state_of(cursor)}
         # 3. The new offset and its plan.
         new_pos = pos
         for r in planned:
@@ -268,9 +283,18 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         body = json.dumps(plan, sort_keys=True).encode()
         digest = hashlib.sha256(body).hexdigest()[:16]
         self._write_plan(seq, digest, body)
-        offset = {"v": 2, "seq": seq, "pos": new_pos, "plan": digest, **cursor.state()}
+        offset = {"v": 2, "seq": seq, "pos": new_pos, "plan": digest, **self._state_of(cursor)}
         self._at = (seq, digest)
         return offset
+
+    def _state_of(self, cursor: ScanCursor) -> dict[str, Any]:
+        """The cursor's state for an offset; with ``after_read``, also the last batch whose
+        files it handled (``housekept``): names it moves away later are forgotten at a
+        restart from this offset."""
+        state = cursor.state()
+        if self.config.after_read != "keep":
+            state["housekept"] = int(self._after_read_record()["through"])
+        return state
 
     def _plan_path(self, seq: int, digest: str) -> str:
         return posixpath.join(self.config.plan_dir, f"{seq:020d}-{digest}.json")
@@ -334,12 +358,19 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _after_read_path(self) -> str:
         return posixpath.join(self.config.plan_dir, _AFTER_READ_FILE)
 
+    def _after_read_record(self) -> dict[str, Any]:
+        """``{"through": the last batch seq whose files after_read handled (0: none), "left":
+        {seq: [[name, mtime_ns], ...]}}``: the files of the recent batches that left the
+        directory."""
+        try:
+            record: dict[str, Any] = json.loads(self.plan_fs.read(self._after_read_path()))
+        except FileNotFoundError:
+            return {"through": 0}
+        return record
+
     def _housekept_through(self) -> int:
         """The last batch ``seq`` whose files after_read has handled (0: none)."""
-        try:
-            return int(json.loads(self.plan_fs.read(self._after_read_path()))["through"])
-        except FileNotFoundError:
-            return 0
+        return int(self._after_read_record()["through"])
 
     def housekeep(self, through_seq: int) -> None:
         """``after_read``: archive or delete the files read to their end by the batches up to
@@ -350,7 +381,8 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         config = self.config
         if config.after_read == "keep":
             return
-        done = self._housekept_through()
+        record = self._after_read_record()
+        done = int(record["through"])
         if through_seq <= done:
             return
         after = AfterRead(
@@ -364,19 +396,34 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for st in self.plan_fs.list_dir(config.plan_dir)
             if st.name[:1].isdigit() and st.name.endswith(".json")
         )
+        left: dict[str, list[list[Any]]] = record.get("left", {})
         for seq, path in plans:
             if done < seq <= through_seq:
                 plan = json.loads(self.plan_fs.read(path))
+                gone: list[list[Any]] = []
                 for file, mtime_ns in plan.get("mtimes", {}).items():
                     size = next(int(z) for p, _, e, z in plan["ranges"] if p == file and e >= z)
-                    after.apply(ReadFile(file, int(mtime_ns), size))
+                    if after.handle(ReadFile(file, int(mtime_ns), size)):
+                        gone.append([posixpath.basename(file), int(mtime_ns)])
+                if gone:
+                    # Gone from the directory: a file landing under the name later is new.
+                    left[str(seq)] = gone
+                    if self._cursor is not None:
+                        self._cursor.forget((n, m) for n, m in gone)
+        # A restart starts from an offset planned after _start_housekept: older entries are
+        # in every such offset's cursor already.
+        oldest = self._start_housekept
+        if oldest is not None:
+            left = {seq: files for seq, files in left.items() if int(seq) > oldest}
         write_atomically(
             self.plan_fs,
             self._after_read_path(),
-            json.dumps({"through": through_seq}).encode(),
+            json.dumps({"through": through_seq, "left": left}).encode(),
             overwrite=True,
             permission=_PLAN_PERMISSION,
         )
+        after.recorded()  # deleted files, moved aside until this record was written
+        after.purge()
 
     def commit(self, end: dict[str, Any]) -> None:
         """Drop plans of batches older than ``plan_retain`` committed ones (and never one whose

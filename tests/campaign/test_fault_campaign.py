@@ -128,3 +128,17 @@ def test_a_sigkill_while_a_file_spans_spark_batches_duplicates_nothing(
     assert row["details"]["appended_after_log"] > 0, row
     assert (row["lost"], row["duplicated"], row["corrupt"]) == (0, 0, 0), row
     assert row["ok"] and row["details"]["runs"] == 2, row
+
+
+def test_cron_style_runs_with_sigkills_read_every_export_once(campaign: dict[str, Any]) -> None:
+    for prefix in (
+        "after_read = archive: an export landing again under its name",
+        "after_read = delete: an export landing again under its name",
+        "[source] file with after_read = delete: the hourly export",
+        "a file with an mtime a day ahead, then 600 files",
+    ):
+        (row,) = rows(campaign, prefix)
+        assert (row["lost"], row["duplicated"], row["corrupt"]) == (0, 0, 0), row
+        assert row["ok"], row
+    (archived,) = rows(campaign, "after_read = archive: an export landing again")
+    assert len(archived["details"]["archived"]) == 3

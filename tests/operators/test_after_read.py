@@ -123,26 +123,43 @@ def test_a_dated_archive_folder_and_delete(tmp_path: Path) -> None:
     assert outputs(tmp_path) == ["a.txt 0", "b.txt 0"]
 
 
-def test_a_file_replaced_before_its_archive_stays_where_it_is(
+def test_a_file_replaced_before_its_archive_stays_where_it_is_as_a_new_file(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     fs = LocalFileSystem()
     path = land(tmp_path, "a.txt", 3, 1_700_000_000)
     status = fs.status(str(path))
     read = ReadFile(str(path), status.mtime_ns, status.size, status.file_id)
-    # Replaced (write-then-rename over it) after it was read, before the cut's archive step.
+    # Replaced (write-then-rename over it) after it was read, before the cut's archive step:
+    # another file id. It is not the file read, and it is a new file (the scan reads it).
     new = tmp_path / "in" / ".a.txt.tmp"
     new.write_text("a new a.txt\n")
     os.utime(new, ns=(status.mtime_ns, status.mtime_ns))
     os.rename(new, path)
     after = AfterRead("archive", fs, archive_dir=str(tmp_path / "archive"))
-    assert after.apply(read) is None
+    with caplog.at_level(logging.INFO, logger="operators.housekeeping"):
+        assert after.handle(read) is True
     assert path.read_text() == "a new a.txt\n" and not (tmp_path / "archive").exists()
+    assert after.files_kept_changed == 0 and "this one is new" in caplog.text
+    # Gone already (a crash after the move): nothing to do, no error; the file left.
+    path.unlink()
+    assert after.apply(read) is None and after.handle(read) is True
+
+
+def test_a_file_appended_to_before_its_archive_stays_where_it_is(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fs = LocalFileSystem()
+    path = land(tmp_path, "a.txt", 3, 1_700_000_000)
+    status = fs.status(str(path))
+    read = ReadFile(str(path), status.mtime_ns, status.size, status.file_id)
+    with path.open("a") as f:  # the same file (same inode), grown since it was read
+        f.write("more\n")
+    after = AfterRead("archive", fs, archive_dir=str(tmp_path / "archive"))
+    assert after.handle(read) is False
+    assert path.exists() and not (tmp_path / "archive").exists()
     assert after.files_kept_changed == 1
     assert "changed since it was read" in caplog.text and "it stays" in caplog.text
-    # Gone already (a crash after the move): nothing to do, no error.
-    path.unlink()
-    assert after.apply(read) is None
 
 
 def test_an_archive_directory_that_cannot_be_made_is_a_clear_error_and_the_input_stays(
@@ -174,3 +191,25 @@ def test_settings_name_what_is_missing() -> None:
     with pytest.raises(ValueError, match="is the watched directory itself"):
         ScanSettings(directory="/in", after_read="archive", archive_dir="/in/")
     assert ScanSettings(directory="/in", afterRead="delete").after_read == "delete"
+
+
+def test_delete_keeps_the_inode_taken_until_the_state_is_recorded(tmp_path: Path) -> None:
+    # A kill -9 after the delete, before the next checkpoint, and the next export landing under
+    # the same name: it must never get the inode number of the file read, or the restart would
+    # take it for that file, grown.
+    fs = LocalFileSystem()
+    path = land(tmp_path, "a.txt", 3, 1_700_000_000)
+    status = fs.status(str(path))
+    read = ReadFile(str(path), status.mtime_ns, status.size, status.file_id)
+    assert AfterRead("delete", fs).handle(read) is True
+    assert not path.exists()
+    (hidden,) = [p for p in (tmp_path / "in").iterdir() if p.name.startswith(".a.txt.")]
+    assert hidden.stat().st_ino == status.file_id  # still taken
+    land(tmp_path, "a.txt", 5, 1_700_000_100)  # the next export, while the job is down
+    assert fs.status(str(path)).file_id != status.file_id
+    restarted = AfterRead("delete", fs)  # the restart applies the state's entry again
+    assert restarted.handle(read) is True  # the file read left: the new one is new
+    restarted.recorded()  # the next checkpoint forgot the name
+    restarted.purge()
+    assert sorted(p.name for p in (tmp_path / "in").iterdir()) == ["a.txt"]
+    assert len(path.read_text().splitlines()) == 5

@@ -329,3 +329,126 @@ def test_a_name_deleted_after_it_was_read_and_landing_again_later_is_a_new_file(
     with caplog.at_level(logging.WARNING, logger="operators.cursor"):
         assert run.scan() == ["data.csv"]
     assert caplog.text == "" and run.cursor.modified == 0
+
+
+# -- after_read and skewed clocks ---------------------------------------------------------------
+
+_arrivals = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["land", "land", "ahead", "skew", "reland", "tick", "scan", "cut", "leave", "crash"]
+        ),
+        st.integers(1, 30),
+        st.integers(0, 1000),
+    ),
+    max_size=60,
+)
+
+
+class LeavingRun:
+    """A scan with ``after_read``: files a completed cut covers leave the directory (the scan
+    forgets their names), exports land again under names that left, some writers' clocks are
+    hours ahead, and the process restarts from its last cut (whose state still lists the files
+    it had not moved yet, as the scan's does)."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_ns = round(window_s * S)
+        self.cursor = ScanCursor(window_ns=self.window_ns)
+        self.now = T0
+        self.directory: dict[str, tuple[int, int]] = {}  # name -> (mtime, generation)
+        self.landed: list[tuple[str, int]] = []
+        self.committed: list[tuple[str, int]] = []
+        self.uncommitted: list[tuple[str, int, int]] = []  # name, generation, mtime
+        self.pending: list[tuple[str, int, int]] = []  # covered by a cut, not moved yet
+        self.state: dict[str, Any] | None = None
+        self.state_pending: list[tuple[str, int, int]] = []
+
+    def land(self, name: str, mtime: int) -> None:
+        self.now += S // 1000  # every write has its own mtime (ns clocks)
+        generation = len(self.landed)
+        self.directory[name] = (mtime, generation)
+        self.landed.append((name, generation))
+
+    def scan(self) -> None:
+        listed = sorted((m, n, "/in/" + n, 1, False) for n, (m, _) in self.directory.items())
+        for entry in self.cursor.new_files(listed, now_ns=self.now):
+            self.cursor.emit(entry)
+            self.uncommitted.append((entry[1], self.directory[entry[1]][1], entry[0]))
+
+    def cut(self) -> None:
+        self.pending += self.uncommitted
+        self.committed += [(n, g) for n, g, _ in self.uncommitted]
+        self.uncommitted = []
+        self.state = json.loads(json.dumps(self.cursor.state()))
+        self.state_pending = list(self.pending)
+
+    def leave(self) -> None:
+        """after_read for the files the last cut covers (AfterRead.handle, then forget)."""
+        for name, generation, mtime in self.pending:
+            if self.directory.get(name, (0, generation))[1] == generation:
+                self.directory.pop(name, None)  # archived (or gone already)
+            # else: another file stands under the name: the one read left before.
+            self.cursor.forget([(name, mtime)])
+        self.pending = []
+
+    def crash(self) -> None:
+        self.cursor = ScanCursor(window_ns=self.window_ns)
+        self.cursor.reset(self.state)
+        self.uncommitted = []
+        self.pending = list(self.state_pending)
+        self.leave()  # a reset to the cut finishes its after_read before the first listing
+
+
+@settings(max_examples=800, deadline=None)
+@given(ops=_arrivals, window_s=st.sampled_from([0.0, 5.0, 600.0]))
+def test_with_after_read_and_skewed_clocks_every_file_is_emitted_once(
+    ops: list[tuple[str, int, int]], window_s: float
+) -> None:
+    run = LeavingRun(window_s)
+    for op, amount, pick in ops:
+        if op == "land":
+            run.land(f"f{len(run.landed):03d}", run.now)
+        elif op == "ahead":  # a writer whose clock is hours ahead
+            run.land(f"f{len(run.landed):03d}", run.now + amount * 3600 * S)
+        elif op == "skew":  # seconds ahead (a NameNode's clock)
+            run.land(f"f{len(run.landed):03d}", run.now + amount * S)
+        elif op == "reland":  # the next export, under a name whose file left
+            gone = sorted({n for n, _ in run.landed} - run.directory.keys())
+            if gone:
+                run.land(gone[pick % len(gone)], run.now)
+        elif op == "tick":
+            run.now += amount * S
+        elif op == "scan":
+            run.scan()
+        elif op == "cut":
+            run.cut()
+        elif op == "leave":
+            run.leave()
+        elif op == "crash":
+            run.crash()
+    run.scan()
+    run.cut()
+    assert sorted(run.committed) == sorted(run.landed)
+    assert run.cursor.passed_over == 0 and run.cursor.modified == 0
+
+
+def test_a_future_mtime_leaves_the_key_at_the_listing_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cursor = ScanCursor(window_ns=600 * S)
+    ahead = T0 + 86_400 * S
+    first = [(T0 - S, "a", "/in/a", 1, False), (ahead, "skewed", "/in/skewed", 1, False)]
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        new = cursor.new_files(first, now_ns=T0)
+        cursor.emit_many(new)
+    assert [e[1] for e in new] == ["a", "skewed"]
+    assert cursor.key == (T0, "skewed") and cursor.floor == T0 - 600 * S
+    assert caplog.text.count("/in/skewed has an mtime 86400.000s ahead") == 1
+    # A file landing after it (mtime now) is new, also after a restart; the skewed one is not.
+    later = [*first, (T0 + 10 * S, "b", "/in/b", 1, False)]
+    state = json.loads(json.dumps(cursor.state()))
+    restarted = ScanCursor(window_ns=600 * S)
+    restarted.reset(state)
+    for c in (cursor, restarted):
+        assert [e[1] for e in c.new_files(later, now_ns=T0 + 20 * S)] == ["b"]
+    assert describe_state(state)["names_in_window"] == 2

@@ -441,3 +441,44 @@ def test_only_sql_without_state_across_batches_runs_fused(
 def test_wrong_sql_is_a_config_error_naming_it(spark: Any) -> None:
     with pytest.raises(ConfigError, match=r"\[transform\] sql: .*no_such_column"):
         stateful_part(spark, "SELECT no_such_column FROM input", binary=False)
+
+
+@pytest.mark.parametrize("mode", ["archive", "delete"])
+def test_cron_style_runs_read_a_name_that_lands_again_after_after_read(
+    spark: Any, tmp_path: Path, mode: str
+) -> None:
+    # hdfs-region run --available-now again and again: each run ends after the last batch's
+    # after_read, which moved a.txt away after the batch's offset was written.
+    lay = Layout(tmp_path)
+    archive = tmp_path / "archive"
+    scan = {"after_read": mode, **({"archive_dir": str(archive)} if mode == "archive" else {})}
+    landed: dict[str, bytes] = {}
+    for run in range(3):
+        data = "".join(f"run {run} line {j}\n" for j in range(10)).encode()
+        write_inputs(lay.src, {"a.txt": data}, T0 + run * 1_000_000_000)
+        landed[f"a{run}"] = data
+        lay.runner(spark, scan=scan).run()
+        assert os.listdir(lay.src) == []
+    assert published_lines(lay.out) == expected(landed)
+    if mode == "archive":
+        assert sorted(os.listdir(archive)) == ["a-1.txt", "a-2.txt", "a.txt"]
+
+
+def test_a_file_with_an_mtime_a_day_ahead_hides_none_of_the_files_after_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    lay = Layout(tmp_path)
+    now = time.time_ns()
+    files = inputs(0, 3)
+    write_inputs(lay.src, files, now - 60_000_000_000)
+    ahead = {"skewed.txt": b"skewed\n"}
+    write_inputs(lay.src, ahead, now + 86_400_000_000_000)
+    lay.runner(spark).run()
+    # More files than the census below the late window tells apart land meanwhile.
+    later = {f"g{i:03d}.txt": f"later {i}\n".encode() for i in range(1000)}
+    for name, data in later.items():
+        (lay.src / name).write_bytes(data)  # mtime now
+    restarted = lay.runner(spark)
+    restarted.run()
+    assert sorted(published_lines(lay.out)) == sorted(expected({**files, **ahead, **later}))
+    assert restarted.progress[-1].passed_over == 0
