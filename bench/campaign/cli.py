@@ -16,6 +16,7 @@ from bench.campaign.checkpoint import corrupt_checkpoint
 from bench.campaign.cron import cron
 from bench.campaign.decode import undecodable
 from bench.campaign.disk import disk_full
+from bench.campaign.heartbeat import heartbeat_dies
 from bench.campaign.kills import kill_campaign
 from bench.campaign.operations import operations
 from bench.campaign.outcome import Outcome
@@ -42,6 +43,7 @@ SCENARIOS = (
     "decode",
     "vanish",
     "special",
+    "heartbeat",
     "permission",
     "disk",
     "operations",
@@ -132,6 +134,7 @@ def plan(work: Path, args: argparse.Namespace, only: list[str]) -> list[Step]:
         ("decode", lambda: undecodable(work, args)),
         ("vanish", lambda: vanished(work, args)),
         ("special", lambda: named_pipe(work, args)),
+        ("heartbeat", lambda: heartbeat_dies(work, args)),
         ("permission", lambda: permission_denied(work, args)),
         ("disk", lambda: disk_full(work, args)),
         ("operations", lambda: operations(work, args)),

@@ -74,6 +74,7 @@ class Workspace:
         checkpoint_dir: Path | None = None,
         output_dir: Path | None = None,
         after_read: str = "keep",
+        lock_ttl: str | None = None,
     ) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
@@ -114,6 +115,7 @@ class Workspace:
             "on_decode_error": on_decode_error,
             "max_resets": max_resets,
             "after_read": after_read,
+            "lock_ttl": lock_ttl,
         }
         #: Where ``after_read = "archive"`` moves the landing files.
         self.archive = self.data_root / "archive"
@@ -134,6 +136,7 @@ class Workspace:
             f'checkpoint_dir = "{self.remote_path("ck") if remote else self.checkpoints}"',
             f"max_consecutive_reset_attempts = {s['max_resets']}",
             'drain_timeout = "60s"',
+            *([f'lock_ttl = "{s["lock_ttl"]}"'] if s["lock_ttl"] is not None else []),
             "[scan]",
             f'directory = "{landing}"',
             f'sleep_time = "{s["sleep_time"]}"',

@@ -29,7 +29,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cmd = [sys.executable, str(REPO / "bench" / "fault_campaign.py")]
     cmd += ["--kills", "2", "--spark-kills", "0", "--backlog", "8", "--lines", "200"]
     cmd += ["--timeout", "120", "--json", str(out), "--work", str(work)]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1500)
     assert out.exists(), f"no results:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     data: dict[str, Any] = json.loads(out.read_text())
     data["_exit"] = done.returncode
@@ -142,3 +142,12 @@ def test_cron_style_runs_with_sigkills_read_every_export_once(campaign: dict[str
         assert row["ok"], row
     (archived,) = rows(campaign, "after_read = archive: an export landing again")
     assert len(archived["details"]["archived"]) == 3
+
+
+def test_a_runner_whose_heartbeat_dies_stops_by_itself_and_nothing_is_lost_or_doubled(
+    campaign: dict[str, Any],
+) -> None:
+    (row,) = rows(campaign, "lock heartbeat dies")
+    assert (row["lost"], row["duplicated"], row["corrupt"]) == (0, 0, 0), row
+    assert row["ok"], row
+    assert "ValueError" in row["message"] and "stops writing" in row["message"], row
