@@ -117,7 +117,9 @@ def _parse(value: str) -> tuple[str, str, str] | None:
             raise ValueError(f"uri: unknown filesystem scheme {scheme!r} (known: {known})")
         return None  # a local path (a ':' is legal in a file name)
     scheme = match.group("scheme").lower()
-    return scheme, match.group("authority") or "", unquote(match.group("path"))
+    # Escapes that are not UTF-8 (``caf%E9``) name a local file's own bytes, as os.fsdecode.
+    path = unquote(match.group("path"), errors="surrogateescape")
+    return scheme, match.group("authority") or "", path
 
 
 def _strip_userinfo(authority: str) -> tuple[str, str | None, str | None]:
