@@ -519,7 +519,8 @@ def _hadoop_user(filesystem: FileSystemSettings) -> str:
 def resolve_path(path: str, *, key: str, base: Path | str, filesystem: FileSystemSettings) -> str:
     """A path as written in the settings file (or given to ``switch``), as the job uses it.
 
-    1. A URI (``hdfs://…``, ``file:///…``) names its own filesystem: used as written.
+    1. A URI (``hdfs://…``, ``file:///…``) names its own filesystem: used as written; a
+       relative ``file:`` path (``file:landing``) is taken from ``base`` as in 3.
     2. A plain absolute path is on ``filesystem``.
     3. A relative path (or ``~``) is taken from ``base`` (the settings file's folder) on the
        local disk, when ``filesystem`` is the local disk. On a cluster, given as ``uri`` or
@@ -527,7 +528,12 @@ def resolve_path(path: str, *, key: str, base: Path | str, filesystem: FileSyste
        this folder is on another disk, and guessing either way reads or writes somewhere the
        user did not look. ValueError naming ``key``, the value and both ways to write it.
     """
-    if _is_uri(path) or (filesystem.kind != "local" and path.startswith("/")):
+    if _is_uri(path):
+        fs_uri, on_fs = split_uri(path)
+        if fs_uri == "file:///" and not on_fs.startswith("/"):
+            return "file://" + _absolute(on_fs, base)  # ``file:landing``: relative, as rule 3
+        return path
+    if filesystem.kind != "local" and path.startswith("/"):
         return path
     if filesystem.kind == "local":
         return _absolute(path, base)

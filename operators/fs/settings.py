@@ -143,6 +143,14 @@ def split_uri(uri_or_path: str) -> tuple[str, str]:
         return "file:///", uri_or_path
     scheme, authority, path = parsed
     if scheme == "file":
+        host = authority.lower()
+        if host not in ("", "localhost"):
+            # Hadoop refuses it too ("Wrong FS"); taking the path alone would read another place.
+            msg = (
+                f"{uri_or_path!r} names the host {authority!r}, and the local disk has none: "
+                f"write 'file:///' and an absolute path, or a relative path without 'file:'"
+            )
+            raise ValueError(msg)
         return "file:///", path or "/"
     gateway, path = _split_gateway(scheme, path)
     return f"{scheme}://{authority}{gateway}", path or "/"
