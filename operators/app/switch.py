@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from operators.app.config import PipelineConfig, resolve_path
 from operators.app.engines import read_identity
 from operators.control import CONTROL_FILE, ControlFile, SwitchRequest, request_switch
+from operators.copy.identity import mark, same_file
 from operators.fs import open_path
 from operators.scan import within_roots
 from region.errors import ConfigError
@@ -59,6 +60,19 @@ def _directory_problem(fs: FileSystem, path: str) -> str | None:
     return None
 
 
+def _is_output(config: PipelineConfig, fs: FileSystem, path: str, output: str) -> bool:
+    """Whether ``path`` on ``fs`` is the output directory: by name, or by identity when both
+    exist (a link to it, another URI of its NameNode)."""
+    out_fs, out_path = open_path(output or ".", config.filesystem)
+    if posixpath.normpath(fs.display(path)) == posixpath.normpath(out_fs.display(out_path)):
+        return True
+    try:
+        here, there = mark(fs, path), mark(out_fs, out_path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return bool(same_file(fs, path, here, out_fs, out_path, there))
+
+
 def switch_directory(config: PipelineConfig, directory: str) -> Switch:
     """Request the switch. ConfigError naming what stands in the way."""
     if config.single_file is not None:
@@ -90,10 +104,8 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
             raise ConfigError(msg)
     sink = config.sink
     output = posixpath.dirname(sink.template) if sink.template is not None else sink.directory
-    shown_target = target_settings.display(target)
-    if output is not None and posixpath.normpath(shown_target) == posixpath.normpath(
-        config.display(output or ".")
-    ):
+    scan_fs, _ = open_path(config.scan_directory, config.filesystem)
+    if output is not None and _is_output(config, scan_fs, target, output):
         msg = f"{directory!r} is the output directory: the scan would read the job's own output"
         raise ConfigError(msg)
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
@@ -106,7 +118,6 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
         )
         raise ConfigError(msg)
     # 2. What is there: a directory, or nothing yet (as [scan] directory, unless strict).
-    scan_fs, _ = open_path(config.scan_directory, config.filesystem)
     problem = _directory_problem(scan_fs, target)
     if problem:
         raise ConfigError(problem)

@@ -145,7 +145,8 @@ def test_a_relative_file_uri_is_the_settings_files_folder_too(
     # ``file:landing`` is a relative path on the local disk, written as a URI: taken from the
     # settings file's folder as ``landing`` is, never from the shell's.
     pdir.add_files(1, 10)
-    config = pdir.write_config(RELATIVE.format(filesystem="").replace('"landing"', '"file:landing"'))
+    body = RELATIVE.format(filesystem="").replace('"landing"', '"file:landing"')
+    config = pdir.write_config(body)
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "landing").mkdir(parents=True)  # the shell's folder has one too: not meant
     done = cli("run", str(config), "--available-now", "--no-progress", cwd=elsewhere)

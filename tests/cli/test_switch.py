@@ -65,6 +65,12 @@ def test_switch_refuses_directories_outside_the_roots_and_the_output(pdir: Pipel
     assert outside.returncode == 2 and "outside [scan] roots" in outside.stderr
     output = cli("switch", str(config), str(pdir.out))
     assert output.returncode == 2 and "is the output directory" in output.stderr
+    # The output directory under another name (a link to it) is the output directory too.
+    pdir.out.mkdir(parents=True, exist_ok=True)
+    (pdir.root / "out-link").symlink_to(pdir.out)
+    alias = cli("switch", str(config), str(pdir.root / "out-link"))
+    assert alias.returncode == 2 and "is the output directory" in alias.stderr
+    assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
 
 
 def test_switch_is_refused_for_a_single_file_pipeline(pdir: PipelineDir) -> None:
