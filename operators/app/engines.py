@@ -219,13 +219,15 @@ def claim_checkpoint_dir(
     return job_id
 
 
-def check_after_read(fs: FileSystem, after_read: str, archive_dir: str | None) -> None:
+def check_after_read(
+    fs: FileSystem, after_read: str, archive_dir: str | None, watched: str | None = None
+) -> None:
     """At start: the archive directory (``archive_dir`` on ``fs``) of ``after_read =
-    "archive"`` takes files. A run reads first and archives after its cut, and every recovery
-    redoes the archive: a directory found unusable only then fails every restart. Raises
-    ``ConfigError`` naming it."""
+    "archive"`` takes files moved from ``watched``. A run reads first and archives after its
+    cut, and every recovery redoes the archive: a directory found unusable only then fails
+    every restart. Raises ``ConfigError`` naming it."""
     if after_read == "archive":
-        AfterRead("archive", fs, archive_dir=archive_dir).check()
+        AfterRead("archive", fs, archive_dir=archive_dir).check(watched)
 
 
 def _write_identity(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -228,6 +230,40 @@ def test_an_archive_directory_that_cannot_take_files_is_refused_at_start(
     assert "/blocked/" in last and "after_read = 'keep'" in last
     assert pdir.output_lines() == []
     assert (pdir.landing / "a.txt").exists()
+
+
+def test_an_archive_directory_on_another_filesystem_is_refused_at_start(
+    pdir: PipelineDir,
+) -> None:
+    """A file is archived by a rename, which cannot cross filesystems: an archive directory on
+    another one (here /dev/shm) is refused before anything is read, not after the first cut
+    where every restart would fail again."""
+    pdir.add_file("a.txt", ["one", "two"])
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(pdir.root).st_dev:
+        pytest.skip("needs /dev/shm on a filesystem of its own")
+    archive = Path(tempfile.mkdtemp(dir=shm))
+    try:
+        config = pdir.write_config(
+            f"""\
+            engine = "local"
+            [scan]
+            directory = "landing"
+            after_read = "archive"
+            archive_dir = "{archive}/%Y"
+            [sink]
+            file = "out/part-%FILENUM.txt"
+            """
+        )
+        done = cli("run", str(config), "--available-now", "--no-progress")
+        assert done.returncode == 2, done.stderr[-3000:]
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("hdfs-region: configuration error: [scan] archive_dir:"), last
+        assert str(archive) in last and "another filesystem" in last
+        assert pdir.output_lines() == []
+        assert sorted(p.name for p in pdir.landing.iterdir()) == ["a.txt"]
+    finally:
+        shutil.rmtree(archive, ignore_errors=True)
 
 
 def test_sigterm_stops_gracefully_and_a_second_process_is_refused(pdir: PipelineDir) -> None:
