@@ -60,17 +60,16 @@ def _directory_problem(fs: FileSystem, path: str) -> str | None:
     return None
 
 
-def _is_output(config: PipelineConfig, fs: FileSystem, path: str, output: str) -> bool:
-    """Whether ``path`` on ``fs`` is the output directory: by name, or by identity when both
-    exist (a link to it, another URI of its NameNode)."""
-    out_fs, out_path = open_path(output or ".", config.filesystem)
-    if posixpath.normpath(fs.display(path)) == posixpath.normpath(out_fs.display(out_path)):
+def _same_directory(fs: FileSystem, path: str, other_fs: FileSystem, other: str) -> bool:
+    """Whether ``path`` on ``fs`` is ``other`` on ``other_fs``: by name, or by identity when
+    both exist (a link to it, another URI of its NameNode)."""
+    if posixpath.normpath(fs.display(path)) == posixpath.normpath(other_fs.display(other)):
         return True
     try:
-        here, there = mark(fs, path), mark(out_fs, out_path)
+        here, there = mark(fs, path), mark(other_fs, other)
     except (FileNotFoundError, NotADirectoryError):
         return False
-    return bool(same_file(fs, path, here, out_fs, out_path, there))
+    return bool(same_file(fs, path, here, other_fs, other, there))
 
 
 def switch_directory(config: PipelineConfig, directory: str) -> Switch:
@@ -105,10 +104,18 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
     sink = config.sink
     output = posixpath.dirname(sink.template) if sink.template is not None else sink.directory
     scan_fs, _ = open_path(config.scan_directory, config.filesystem)
-    if output is not None and _is_output(config, scan_fs, target, output):
+    if output is not None and _same_directory(
+        scan_fs, target, *open_path(output or ".", config.filesystem)
+    ):
         msg = f"{directory!r} is the output directory: the scan would read the job's own output"
         raise ConfigError(msg)
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
+    if _same_directory(scan_fs, target, cp_fs, cp_dir):
+        msg = (
+            f"{directory!r} is the job's checkpoint directory: the scan would read (and "
+            "after_read archive or delete) the checkpoint files"
+        )
+        raise ConfigError(msg)
     identity = read_identity(cp_fs, cp_dir)
     engine = identity.get("engine") if identity is not None else config.engine
     if engine == "spark":

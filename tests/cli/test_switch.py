@@ -70,6 +70,11 @@ def test_switch_refuses_directories_outside_the_roots_and_the_output(pdir: Pipel
     (pdir.root / "out-link").symlink_to(pdir.out)
     alias = cli("switch", str(config), str(pdir.root / "out-link"))
     assert alias.returncode == 2 and "is the output directory" in alias.stderr
+    # Its own checkpoint directory: the scan would read (and archive) the checkpoint files.
+    checkpoints = pdir.root / "checkpoints" / "pipeline"
+    checkpoints.mkdir(parents=True)
+    own = cli("switch", str(config), str(checkpoints))
+    assert own.returncode == 2 and "is the job's checkpoint directory" in own.stderr
     assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
 
 
