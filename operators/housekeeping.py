@@ -136,10 +136,11 @@ class AfterRead:
                     fs.delete(start)  # left only when the rename failed
             fs.delete(probe)
         except (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
+            origin = f" from {fs.display(watched or '.')}" if start != probe else ""
             msg = (
-                f"[scan] archive_dir: cannot write files into {fs.display(folder)} ({exc}), "
-                "where every file read goes: make it writable (or set [scan] after_read = "
-                "'keep')"
+                f"[scan] archive_dir: cannot move files{origin} into {fs.display(folder)} "
+                f"({exc}), where every file read goes: make both writable (or set [scan] "
+                "after_read = 'keep')"
             )
             raise ConfigError(msg) from None
         except OSError as exc:
