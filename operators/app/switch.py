@@ -24,7 +24,7 @@ from operators.app.engines import read_identity
 from operators.control import CONTROL_FILE, ControlFile, SwitchRequest, request_switch
 from operators.copy.identity import mark, same_file
 from operators.fs import open_path
-from operators.scan import within_roots
+from operators.scan import roots_problem, within_roots
 from region.errors import ConfigError
 from region.fs import FileSystem
 from region.lock import CheckpointLock
@@ -95,15 +95,19 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
             f"{config.display(config.scan_directory)!r}: a scan switches within its filesystem"
         )
         raise ConfigError(msg)
+    scan_fs, _ = open_path(config.scan_directory, config.filesystem)
     roots = config.scan.roots
     if roots is not None:
         on_fs = tuple(config.locate(root)[1] for root in roots)
         if not within_roots(target, on_fs):
             msg = f"{directory!r} is outside [scan] roots {list(roots)!r}"
             raise ConfigError(msg)
+        # As the scan checks a request (a link inside a root may lead out of it).
+        problem = roots_problem(scan_fs, target, on_fs)
+        if problem is not None:
+            raise ConfigError(f"{directory!r} {problem} ([scan] roots)")
     sink = config.sink
     output = posixpath.dirname(sink.template) if sink.template is not None else sink.directory
-    scan_fs, _ = open_path(config.scan_directory, config.filesystem)
     if output is not None and _same_directory(
         scan_fs, target, *open_path(output or ".", config.filesystem)
     ):

@@ -63,6 +63,11 @@ def test_switch_refuses_directories_outside_the_roots_and_the_output(pdir: Pipel
     config = pdir.write_config(STREAMING.format(root=pdir.root))
     outside = cli("switch", str(config), "/etc")
     assert outside.returncode == 2 and "outside [scan] roots" in outside.stderr
+    # A link inside the roots that leads out of them: refused as the scan would refuse it.
+    pdir.root.mkdir(parents=True, exist_ok=True)
+    (pdir.root / "escape").symlink_to(pdir.root.parent)
+    linked = cli("switch", str(config), str(pdir.root / "escape"))
+    assert linked.returncode == 2 and "through a symbolic link" in linked.stderr
     output = cli("switch", str(config), str(pdir.out))
     assert output.returncode == 2 and "is the output directory" in output.stderr
     # The output directory under another name (a link to it) is the output directory too.
