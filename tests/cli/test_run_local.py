@@ -266,6 +266,38 @@ def test_an_archive_directory_on_another_filesystem_is_refused_at_start(
         shutil.rmtree(archive, ignore_errors=True)
 
 
+def test_the_output_or_checkpoints_under_another_name_of_the_watched_directory_are_refused(
+    pdir: PipelineDir,
+) -> None:
+    """The watched directory a link to the output directory: the scan would read its own output
+    at every run (one record becomes one more per run). Refused at start as the same names are,
+    and so are checkpoints in the watched directory under another name."""
+    pdir.add_file("a.txt", ["a1"])
+    pdir.out.mkdir(parents=True)
+    (pdir.root / "out-link").symlink_to(pdir.out)
+    (pdir.root / "landing-link").symlink_to(pdir.landing)
+    body = """\
+        engine = "local"
+        [region]
+        checkpoint_dir = "{checkpoints}"
+        [scan]
+        directory = "{directory}"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    own_output = pdir.write_config(body.format(checkpoints="checkpoints", directory="out-link"))
+    done = cli("run", str(own_output), "--available-now", "--no-progress")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "writes into the watched directory" in done.stderr and "/out-link'" in done.stderr
+    checkpoints = pdir.write_config(
+        body.format(checkpoints="landing-link", directory="landing"), "in-landing.toml"
+    )
+    done = cli("run", str(checkpoints), "--available-now", "--no-progress")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "[region] checkpoint_dir:" in done.stderr and "is the watched directory" in done.stderr
+    assert pdir.output_lines() == []
+
+
 def test_sigterm_stops_gracefully_and_a_second_process_is_refused(pdir: PipelineDir) -> None:
     pdir.add_files(3, 50)
     config = pdir.write_config(BASIC.format(trigger="periodic"))
