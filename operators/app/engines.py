@@ -53,10 +53,10 @@ def _join(directory: str, name: str) -> str:
 
 
 def check_single_file(fs: FileSystem, directory: str, single: str | None) -> None:
-    """Refuse a ``[source] file`` that is a named pipe, a socket or a device (ConfigError): the
-    scan leaves such files out, so the run would read nothing. Opening it is the check (the
-    backend refuses what is not a regular file, without waiting on a pipe). A missing file is
-    left to :func:`warn_files_left`."""
+    """Refuse a ``[source] file`` that is a directory, a named pipe, a socket or a device
+    (ConfigError): the scan leaves such files out, so the run would read nothing. Opening it is
+    the check (the backend refuses what is not a regular file, without waiting on a pipe). A
+    missing file is left to :func:`warn_files_left`."""
     if single is None:
         return
     path = _join(directory, single)
@@ -64,6 +64,12 @@ def check_single_file(fs: FileSystem, directory: str, single: str | None) -> Non
         fs.read(path, 0, 0)
     except FileNotFoundError:
         return
+    except IsADirectoryError:
+        msg = (
+            f"[source] file: {fs.display(path)} is a directory; name a regular file (or set "
+            "[scan] directory to read the files in it)"
+        )
+        raise ConfigError(msg) from None
     except OSError as exc:
         if exc.errno == errno.EINVAL:  # what the backend answers for a special file
             msg = f"[source] file: {fs.display(path)} {exc.strerror}; name a regular file"
