@@ -129,6 +129,14 @@ class AfterRead:
             if not fs.exists(folder):
                 fs.mkdirs(folder, permission=dir_permission(self._permission))
             fs.create(start, permission=self._permission).close()
+            if start != probe and fs.exists(probe):
+                fs.delete(start)
+                msg = (
+                    f"[scan] archive_dir: {fs.display(folder)} is the watched directory "
+                    f"{fs.display(watched or '.')} under another name: an archived file would "
+                    "stay there, renamed, and be read again as a new file"
+                )
+                raise ConfigError(msg)
             if start != probe:
                 try:
                     fs.rename(start, probe)

@@ -266,6 +266,32 @@ def test_an_archive_directory_on_another_filesystem_is_refused_at_start(
         shutil.rmtree(archive, ignore_errors=True)
 
 
+def test_an_archive_directory_that_is_the_watched_one_under_another_name_is_refused(
+    pdir: PipelineDir,
+) -> None:
+    """archive_dir a link to the watched directory: an archived file would stay there under a
+    numbered name and be read again at every run. Refused at start, naming both."""
+    pdir.add_file("a.txt", ["a1"])
+    (pdir.root / "landing-link").symlink_to(pdir.landing)
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [scan]
+        directory = "landing"
+        after_read = "archive"
+        archive_dir = "landing-link"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "landing-link is the watched directory" in last and "under another name" in last
+    assert pdir.output_lines() == []
+    assert sorted(p.name for p in pdir.landing.iterdir()) == ["a.txt"]
+
+
 def test_the_output_or_checkpoints_under_another_name_of_the_watched_directory_are_refused(
     pdir: PipelineDir,
 ) -> None:
