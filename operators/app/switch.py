@@ -17,6 +17,7 @@ before anything is read, naming the request and how to replace it
 from __future__ import annotations
 
 import posixpath
+import time
 from dataclasses import dataclass
 
 from operators.app.config import PipelineConfig, resolve_path
@@ -24,6 +25,7 @@ from operators.app.engines import read_identity
 from operators.control import CONTROL_FILE, ControlFile, SwitchRequest, request_switch
 from operators.copy.identity import mark, same_file
 from operators.fs import open_path
+from operators.housekeeping import archive_folder
 from operators.scan import roots_problem, within_roots
 from region.errors import ConfigError
 from region.fs import FileSystem
@@ -120,6 +122,15 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
             "after_read archive or delete) the checkpoint files"
         )
         raise ConfigError(msg)
+    archive_dir = config.scan.archive_dir
+    if config.scan.after_read == "archive" and archive_dir is not None:
+        archive_fs, archive = open_path(archive_dir, config.filesystem)
+        if _same_directory(scan_fs, target, archive_fs, archive_folder(archive, time.time())):
+            msg = (
+                f"{directory!r} is the archive directory of [scan] after_read = 'archive': an "
+                "archived file would stay there, renamed, and be read again as a new file"
+            )
+            raise ConfigError(msg)
     identity = read_identity(cp_fs, cp_dir)
     engine = identity.get("engine") if identity is not None else config.engine
     if engine == "spark":

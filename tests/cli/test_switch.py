@@ -178,3 +178,16 @@ def test_a_directory_that_does_not_exist_yet_is_accepted_unless_strict(
     assert refused.returncode == 2
     assert f"file://{pdir.root / 'tomorrow'} does not exist" in refused.stderr
     assert "strict_mode" in refused.stderr
+
+
+def test_the_archive_directory_is_refused(pdir: PipelineDir) -> None:
+    # after_read = "archive" moves each file read there: watching it, every archived file
+    # would come back under a numbered name and be read again.
+    config = pdir.write_config(
+        LOCAL.format(scan='after_read = "archive"\n    archive_dir = "archive"')
+    )
+    (pdir.root / "archive").mkdir(parents=True)
+    refused = cli("switch", str(config), "archive")
+    assert refused.returncode == 2, refused.stderr
+    assert "is the archive directory" in refused.stderr
+    assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
