@@ -74,6 +74,32 @@ def _same_directory(fs: FileSystem, path: str, other_fs: FileSystem, other: str)
     return bool(same_file(fs, path, here, other_fs, other, there))
 
 
+def _taken(config: PipelineConfig, scan_fs: FileSystem, target: str) -> str | None:
+    """What ``target`` already is to the job that a scan may not watch (its output, its
+    checkpoints, its archive: each read would feed the job its own files), or ``None``."""
+    sink = config.sink
+    output = posixpath.dirname(sink.template) if sink.template is not None else sink.directory
+    if output is not None and _same_directory(
+        scan_fs, target, *open_path(output or ".", config.filesystem)
+    ):
+        return "the output directory: the scan would read the job's own output"
+    cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
+    if _same_directory(scan_fs, target, cp_fs, cp_dir):
+        return (
+            "the job's checkpoint directory: the scan would read (and after_read archive or "
+            "delete) the checkpoint files"
+        )
+    archive_dir = config.scan.archive_dir
+    if config.scan.after_read == "archive" and archive_dir is not None:
+        archive_fs, archive = open_path(archive_dir, config.filesystem)
+        if _same_directory(scan_fs, target, archive_fs, archive_folder(archive, time.time())):
+            return (
+                "the archive directory of [scan] after_read = 'archive': an archived file "
+                "would stay there, renamed, and be read again as a new file"
+            )
+    return None
+
+
 def switch_directory(config: PipelineConfig, directory: str) -> Switch:
     """Request the switch. ConfigError naming what stands in the way."""
     if config.single_file is not None:
@@ -108,29 +134,10 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
         problem = roots_problem(scan_fs, target, on_fs)
         if problem is not None:
             raise ConfigError(f"{directory!r} {problem} ([scan] roots)")
-    sink = config.sink
-    output = posixpath.dirname(sink.template) if sink.template is not None else sink.directory
-    if output is not None and _same_directory(
-        scan_fs, target, *open_path(output or ".", config.filesystem)
-    ):
-        msg = f"{directory!r} is the output directory: the scan would read the job's own output"
-        raise ConfigError(msg)
+    taken = _taken(config, scan_fs, target)
+    if taken is not None:
+        raise ConfigError(f"{directory!r} is {taken}")
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
-    if _same_directory(scan_fs, target, cp_fs, cp_dir):
-        msg = (
-            f"{directory!r} is the job's checkpoint directory: the scan would read (and "
-            "after_read archive or delete) the checkpoint files"
-        )
-        raise ConfigError(msg)
-    archive_dir = config.scan.archive_dir
-    if config.scan.after_read == "archive" and archive_dir is not None:
-        archive_fs, archive = open_path(archive_dir, config.filesystem)
-        if _same_directory(scan_fs, target, archive_fs, archive_folder(archive, time.time())):
-            msg = (
-                f"{directory!r} is the archive directory of [scan] after_read = 'archive': an "
-                "archived file would stay there, renamed, and be read again as a new file"
-            )
-            raise ConfigError(msg)
     identity = read_identity(cp_fs, cp_dir)
     engine = identity.get("engine") if identity is not None else config.engine
     if engine == "spark":
@@ -161,12 +168,16 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
 def check_pending_switch(config: PipelineConfig, control: ControlFile, scan_fs: FileSystem) -> None:
     """At start: ConfigError when the control file's request names something that is not a
     directory (it became a file after the switch), which the scan would fail on at every
-    start; the message names the request and how to replace it. A request already applied
+    start, or one it may not watch (a link made since to the output, checkpoint or archive
+    directory); the message names the request and how to replace it. A request already applied
     is checked too: the scan watches that path since."""
     request = control.read()
     if request is None:
         return
     problem = _directory_problem(scan_fs, request.directory)
+    if problem is None:  # a directory: one the scan may watch (it may have become a link)
+        taken = _taken(config, scan_fs, request.directory)
+        problem = None if taken is None else f"{scan_fs.display(request.directory)}, {taken}"
     if problem:
         msg = (
             f"the switch request in {control.fs.display(control.path)} names {problem}: switch "

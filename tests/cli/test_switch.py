@@ -191,3 +191,19 @@ def test_the_archive_directory_is_refused(pdir: PipelineDir) -> None:
     assert refused.returncode == 2, refused.stderr
     assert "is the archive directory" in refused.stderr
     assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
+
+
+def test_a_pending_switch_to_a_name_that_became_a_link_to_the_output_is_named_at_start(
+    pdir: PipelineDir,
+) -> None:
+    pdir.add_file("a.txt", ["a1"])
+    config = pdir.write_config(LOCAL.format(scan=""))
+    assert cli("run", str(config), "--available-now", "--no-progress").returncode == 0
+    switched = cli("switch", str(config), "later")  # does not exist yet: accepted, pending
+    assert switched.returncode == 3, switched.stderr
+    (pdir.root / "later").symlink_to(pdir.out)  # made since: the output under another name
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"names file://{pdir.root / 'later'}, the output directory" in last, last
+    assert pdir.output_lines() == ["a1"]  # nothing read twice
