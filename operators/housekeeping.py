@@ -37,6 +37,7 @@ read rather than at the first archive (or the first recovery that redoes it).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import posixpath
 import time
@@ -130,25 +131,56 @@ class AfterRead:
     def active(self) -> bool:
         return self.mode != "keep"
 
-    def check(self) -> None:
+    def check(self, watched: str | None = None) -> None:
         """At start, ``archive``: the archive folder of now exists or can be made, and takes a
-        file (one hidden file made and removed there); ``ConfigError`` naming it otherwise."""
+        file moved there from the ``watched`` directory by a rename, as archiving does (a hidden
+        file made there, moved, removed; made in the folder itself while ``watched`` does not
+        exist yet). ``ConfigError`` naming it otherwise: a folder on another filesystem (a
+        rename cannot cross) included."""
         if self.mode != "archive":
             return
         assert self._archive_dir is not None
         fs = self._fs
         folder = archive_folder(self._archive_dir, self._clock())
-        probe = posixpath.join(folder, f".hdfs-region-probe-{uuid.uuid4().hex}")
+        name = f".hdfs-region-probe-{uuid.uuid4().hex}"
+        probe = posixpath.join(folder, name)
+        start = probe
+        if watched is not None and fs.exists(watched):
+            start = posixpath.join(watched, name)
         try:
             if not fs.exists(folder):
                 fs.mkdirs(folder, permission=dir_permission(self._permission))
-            fs.create(probe, permission=self._permission).close()
+            fs.create(start, permission=self._permission).close()
+            if start != probe and fs.exists(probe):
+                fs.delete(start)
+                msg = (
+                    f"[scan] archive_dir: {fs.display(folder)} is the watched directory "
+                    f"{fs.display(watched or '.')} under another name: an archived file would "
+                    "stay there, renamed, and be read again as a new file"
+                )
+                raise ConfigError(msg)
+            if start != probe:
+                try:
+                    fs.rename(start, probe)
+                finally:
+                    fs.delete(start)  # left only when the rename failed
             fs.delete(probe)
         except (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
+            origin = f" from {fs.display(watched or '.')}" if start != probe else ""
             msg = (
-                f"[scan] archive_dir: cannot write files into {fs.display(folder)} ({exc}), "
-                "where every file read goes: make it writable (or set [scan] after_read = "
-                "'keep')"
+                f"[scan] archive_dir: cannot move files{origin} into {fs.display(folder)} "
+                f"({exc}), where every file read goes: make both writable (or set [scan] "
+                "after_read = 'keep')"
+            )
+            raise ConfigError(msg) from None
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            msg = (
+                f"[scan] archive_dir: {fs.display(folder)} is on another filesystem than the "
+                f"watched directory {fs.display(watched or '.')}, and files are archived by a "
+                "rename, which cannot cross filesystems: choose an archive directory on the "
+                "same filesystem (or set [scan] after_read = 'keep')"
             )
             raise ConfigError(msg) from None
 

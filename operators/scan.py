@@ -60,6 +60,23 @@ def within_roots(path: str, roots: tuple[str, ...]) -> bool:
     return False
 
 
+def roots_problem(fs: FileSystem, path: str, roots: tuple[str, ...] | None) -> str | None:
+    """Why ``path`` on ``fs`` is not within ``roots`` (``None``: no roots, or within): outside
+    them by name, or, on the local disk, through a symbolic link."""
+    if roots is None:
+        return None
+    if not within_roots(path, roots):
+        return f"is outside the allowed roots {list(roots)!r}"
+    if fs.display(path).startswith("file:"):
+        real = os.path.realpath(path)
+        if not within_roots(real, tuple(os.path.realpath(root) for root in roots)):
+            return (
+                f"resolves through a symbolic link to {real!r}, outside the allowed roots "
+                f"{list(roots)!r}"
+            )
+    return None
+
+
 class ScanSettings(BaseModel):
     """Parameters of the directory scan; IBM Streams names are accepted as aliases."""
 
@@ -336,19 +353,7 @@ class HDFS2DirectoryScan(StartOperator):
         problem = path_problem(path)
         if problem is not None:
             return problem
-        roots = self.settings.roots
-        if roots is None:
-            return None
-        if not within_roots(path, roots):
-            return f"is outside the allowed roots {list(roots)!r}"
-        if self._fs.display(path).startswith("file:"):
-            real = os.path.realpath(path)
-            if not within_roots(real, tuple(os.path.realpath(root) for root in roots)):
-                return (
-                    f"resolves through a symbolic link to {real!r}, outside the allowed roots "
-                    f"{list(roots)!r}"
-                )
-        return None
+        return roots_problem(self._fs, path, self.settings.roots)
 
     @property
     def fs(self) -> FileSystem:

@@ -210,6 +210,7 @@ class PipelineConfig(BaseModel):
     _folder: str = PrivateAttr(default_factory=os.getcwd)
     #: The settings file as the command line named it (for commands in messages).
     _path: str = PrivateAttr("CONFIG.toml")
+    _real_paths: bool = PrivateAttr(False)
 
     @property
     def folder(self) -> str:
@@ -285,12 +286,31 @@ class PipelineConfig(BaseModel):
         self._checkpoints_apart()
         return self
 
+    def _where(self, path: str) -> str:
+        """Where a configured directory is, to compare two: its URI, normalized; on the local
+        disk with links followed once the paths are resolved (a link to the output directory
+        is the output directory)."""
+        settings, on_fs = self.locate(path)
+        if self._real_paths and settings.kind == "local":
+            on_fs = os.path.realpath(on_fs)
+        return posixpath.normpath(settings.display(on_fs))
+
+    def apart_by_identity(self) -> None:
+        """The checks of the watched, output and checkpoint directories again, on the resolved
+        paths with links followed. ValueError naming the key."""
+        self._real_paths = True
+        try:
+            self._output_outside_input()
+            self._checkpoints_apart()
+        finally:
+            self._real_paths = False
+
     def _checkpoints_apart(self) -> None:
         """Refuse a checkpoint directory that is the watched directory (the scan would read the
         checkpoint files as input) or the output directory (plain readers would see them)."""
-        checkpoints = posixpath.normpath(self.display(self.region.checkpoint_dir))
+        checkpoints = self._where(self.region.checkpoint_dir)
         pattern = re.compile(self.scan.pattern) if self.scan.pattern is not None else None
-        if checkpoints == posixpath.normpath(self.display(self.scan_directory)) and any(
+        if checkpoints == self._where(self.scan_directory) and any(
             would_list(name, pattern) for name in (IDENTITY_FILE, cut_file_name(1))
         ):
             raise ValueError(
@@ -300,7 +320,7 @@ class PipelineConfig(BaseModel):
             )
         template = self.sink.template
         folder = posixpath.dirname(template) if template is not None else self.sink.directory
-        if folder is not None and checkpoints == posixpath.normpath(self.display(folder or ".")):
+        if folder is not None and checkpoints == self._where(folder or "."):
             raise ValueError(
                 f"[region] checkpoint_dir: {self.region.checkpoint_dir!r} is the output "
                 "directory, where readers would see the checkpoint files among the output: "
@@ -310,13 +330,13 @@ class PipelineConfig(BaseModel):
     def _output_outside_input(self) -> None:
         """Refuse a sink that writes files the scan would read: it would read its own output
         forever (every output record becomes input again)."""
-        watched = posixpath.normpath(self.display(self.scan_directory))
+        watched = self._where(self.scan_directory)
         pattern = re.compile(self.scan.pattern) if self.scan.pattern is not None else None
         sink = self.sink
         template = sink.template
         if template is None:  # file names come from the records, anywhere below the base
             assert sink.directory is not None
-            base = posixpath.normpath(self.display(sink.directory))
+            base = self._where(sink.directory)
             if watched == base or watched.startswith(base.rstrip("/") + "/"):
                 raise ValueError(
                     f"[sink] directory: {sink.directory!r} holds the watched directory "
@@ -330,9 +350,7 @@ class PipelineConfig(BaseModel):
         for name in names:
             sample = FileNameTemplate(name, sink.time_format).render(filenum=0, now=time.time())
             folder, base_name = posixpath.split(sample)
-            if posixpath.normpath(self.display(folder or ".")) == watched and would_list(
-                base_name, pattern
-            ):
+            if self._where(folder or ".") == watched and would_list(base_name, pattern):
                 key = "[sink] file" if name == template else "[sink] rejects_file"
                 raise ValueError(
                     f"{key}: {name!r} writes into the watched directory {self.scan_directory!r} "
@@ -519,7 +537,8 @@ def _hadoop_user(filesystem: FileSystemSettings) -> str:
 def resolve_path(path: str, *, key: str, base: Path | str, filesystem: FileSystemSettings) -> str:
     """A path as written in the settings file (or given to ``switch``), as the job uses it.
 
-    1. A URI (``hdfs://…``, ``file:///…``) names its own filesystem: used as written.
+    1. A URI (``hdfs://…``, ``file:///…``) names its own filesystem: used as written; a
+       relative ``file:`` path (``file:landing``) is taken from ``base`` as in 3.
     2. A plain absolute path is on ``filesystem``.
     3. A relative path (or ``~``) is taken from ``base`` (the settings file's folder) on the
        local disk, when ``filesystem`` is the local disk. On a cluster, given as ``uri`` or
@@ -527,7 +546,12 @@ def resolve_path(path: str, *, key: str, base: Path | str, filesystem: FileSyste
        this folder is on another disk, and guessing either way reads or writes somewhere the
        user did not look. ValueError naming ``key``, the value and both ways to write it.
     """
-    if _is_uri(path) or (filesystem.kind != "local" and path.startswith("/")):
+    if _is_uri(path):
+        fs_uri, on_fs = split_uri(path)
+        if fs_uri == "file:///" and not on_fs.startswith("/"):
+            return "file://" + _absolute(on_fs, base)  # ``file:landing``: relative, as rule 3
+        return path
+    if filesystem.kind != "local" and path.startswith("/"):
         return path
     if filesystem.kind == "local":
         return _absolute(path, base)
@@ -667,6 +691,10 @@ def load_pipeline(path: str | os.PathLike[str], *, engine: Engine | None = None)
         )
     except ValueError as exc:
         raise PipelineConfigError(shown, str(exc).splitlines()) from None
+    try:
+        resolved.apart_by_identity()
+    except ValueError as exc:
+        raise PipelineConfigError(shown, [str(exc)]) from None
     resolved._folder = str(config_path.parent)
     resolved._path = shown
     return resolved

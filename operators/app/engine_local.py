@@ -217,7 +217,7 @@ def run_local(
             output=JobOutput(*run.sink.output, run.checkpoint_fs.display(run.checkpoint_dir)),
         )
         scan = run.scan.settings
-        check_after_read(run.scan.fs, scan.after_read, scan.archive_dir)
+        check_after_read(run.scan.fs, scan.after_read, scan.archive_dir, scan.directory)
         if display is not None:
             display.start(run.progress)
         try:

@@ -633,7 +633,11 @@ def run_spark(
         )
         if config.scan.archive_dir is not None:
             archive_fs, archive_dir = open_path(config.scan.archive_dir, config.filesystem)
-            check_after_read(archive_fs, config.scan.after_read, archive_dir)
+            watched_fs, watched = open_path(config.scan_directory, config.filesystem)
+            same_fs = watched_fs.display("/") == archive_fs.display("/")
+            check_after_read(
+                archive_fs, config.scan.after_read, archive_dir, watched if same_fs else None
+            )
         # The sink log tells this job's batches from another's by its id (operators.owner).
         plan.sink_options.update(job_id=job_id, checkpointLocation=plan.spark_checkpoint)
         logger.info(

@@ -54,11 +54,12 @@ def _join(directory: str, name: str) -> str:
 
 
 def check_single_file(fs: FileSystem, directory: str, single: str | None) -> None:
-    """At start: refuse a ``[source] file`` that is a symbolic link, a named pipe, a socket or
-    a device (ConfigError naming it). The scan lists only regular files (links could lead out
-    of the directory; a pipe would block a read), so the run would read nothing from it. For a
-    special file opening it is the check (the backend refuses what is not a regular file,
-    without waiting on a pipe). A missing file is left to :func:`warn_files_left`."""
+    """At start: refuse a ``[source] file`` that is a symbolic link, a directory, a named pipe,
+    a socket or a device (ConfigError naming it). The scan lists only regular files (links
+    could lead out of the directory; a pipe would block a read), so the run would read nothing
+    from it. Past the link check, opening it is the check (the backend refuses what is not a
+    regular file, without waiting on a pipe). A missing file is left to
+    :func:`warn_files_left`."""
     if single is None:
         return
     path = _join(directory, single)
@@ -74,6 +75,12 @@ def check_single_file(fs: FileSystem, directory: str, single: str | None) -> Non
         fs.read(path, 0, 0)
     except FileNotFoundError:
         return
+    except IsADirectoryError:
+        msg = (
+            f"[source] file: {fs.display(path)} is a directory; name a regular file (or set "
+            "[scan] directory to read the files in it)"
+        )
+        raise ConfigError(msg) from None
     except OSError as exc:
         if exc.errno == errno.EINVAL:  # what the backend answers for a special file
             msg = f"[source] file: {fs.display(path)} {exc.strerror}; name a regular file"
@@ -229,13 +236,15 @@ def claim_checkpoint_dir(
     return job_id
 
 
-def check_after_read(fs: FileSystem, after_read: str, archive_dir: str | None) -> None:
+def check_after_read(
+    fs: FileSystem, after_read: str, archive_dir: str | None, watched: str | None = None
+) -> None:
     """At start: the archive directory (``archive_dir`` on ``fs``) of ``after_read =
-    "archive"`` takes files. A run reads first and archives after its cut, and every recovery
-    redoes the archive: a directory found unusable only then fails every restart. Raises
-    ``ConfigError`` naming it."""
+    "archive"`` takes files moved from ``watched``. A run reads first and archives after its
+    cut, and every recovery redoes the archive: a directory found unusable only then fails
+    every restart. Raises ``ConfigError`` naming it."""
     if after_read == "archive":
-        AfterRead("archive", fs, archive_dir=archive_dir).check()
+        AfterRead("archive", fs, archive_dir=archive_dir).check(watched)
 
 
 def _write_identity(

@@ -17,13 +17,16 @@ before anything is read, naming the request and how to replace it
 from __future__ import annotations
 
 import posixpath
+import time
 from dataclasses import dataclass
 
 from operators.app.config import PipelineConfig, resolve_path
 from operators.app.engines import read_identity
 from operators.control import CONTROL_FILE, ControlFile, SwitchRequest, request_switch
+from operators.copy.identity import mark, same_file
 from operators.fs import open_path
-from operators.scan import within_roots
+from operators.housekeeping import archive_folder
+from operators.scan import roots_problem, within_roots
 from region.errors import ConfigError
 from region.fs import FileSystem
 from region.lock import CheckpointLock
@@ -59,6 +62,44 @@ def _directory_problem(fs: FileSystem, path: str) -> str | None:
     return None
 
 
+def _same_directory(fs: FileSystem, path: str, other_fs: FileSystem, other: str) -> bool:
+    """Whether ``path`` on ``fs`` is ``other`` on ``other_fs``: by name, or by identity when
+    both exist (a link to it, another URI of its NameNode)."""
+    if posixpath.normpath(fs.display(path)) == posixpath.normpath(other_fs.display(other)):
+        return True
+    try:
+        here, there = mark(fs, path), mark(other_fs, other)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return bool(same_file(fs, path, here, other_fs, other, there))
+
+
+def _taken(config: PipelineConfig, scan_fs: FileSystem, target: str) -> str | None:
+    """What ``target`` already is to the job that a scan may not watch (its output, its
+    checkpoints, its archive: each read would feed the job its own files), or ``None``."""
+    sink = config.sink
+    output = posixpath.dirname(sink.template) if sink.template is not None else sink.directory
+    if output is not None and _same_directory(
+        scan_fs, target, *open_path(output or ".", config.filesystem)
+    ):
+        return "the output directory: the scan would read the job's own output"
+    cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
+    if _same_directory(scan_fs, target, cp_fs, cp_dir):
+        return (
+            "the job's checkpoint directory: the scan would read (and after_read archive or "
+            "delete) the checkpoint files"
+        )
+    archive_dir = config.scan.archive_dir
+    if config.scan.after_read == "archive" and archive_dir is not None:
+        archive_fs, archive = open_path(archive_dir, config.filesystem)
+        if _same_directory(scan_fs, target, archive_fs, archive_folder(archive, time.time())):
+            return (
+                "the archive directory of [scan] after_read = 'archive': an archived file "
+                "would stay there, renamed, and be read again as a new file"
+            )
+    return None
+
+
 def switch_directory(config: PipelineConfig, directory: str) -> Switch:
     """Request the switch. ConfigError naming what stands in the way."""
     if config.single_file is not None:
@@ -82,20 +123,20 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
             f"{config.display(config.scan_directory)!r}: a scan switches within its filesystem"
         )
         raise ConfigError(msg)
+    scan_fs, _ = open_path(config.scan_directory, config.filesystem)
     roots = config.scan.roots
     if roots is not None:
         on_fs = tuple(config.locate(root)[1] for root in roots)
         if not within_roots(target, on_fs):
             msg = f"{directory!r} is outside [scan] roots {list(roots)!r}"
             raise ConfigError(msg)
-    sink = config.sink
-    output = posixpath.dirname(sink.template) if sink.template is not None else sink.directory
-    shown_target = target_settings.display(target)
-    if output is not None and posixpath.normpath(shown_target) == posixpath.normpath(
-        config.display(output or ".")
-    ):
-        msg = f"{directory!r} is the output directory: the scan would read the job's own output"
-        raise ConfigError(msg)
+        # As the scan checks a request (a link inside a root may lead out of it).
+        problem = roots_problem(scan_fs, target, on_fs)
+        if problem is not None:
+            raise ConfigError(f"{directory!r} {problem} ([scan] roots)")
+    taken = _taken(config, scan_fs, target)
+    if taken is not None:
+        raise ConfigError(f"{directory!r} is {taken}")
     cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
     identity = read_identity(cp_fs, cp_dir)
     engine = identity.get("engine") if identity is not None else config.engine
@@ -106,7 +147,6 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
         )
         raise ConfigError(msg)
     # 2. What is there: a directory, or nothing yet (as [scan] directory, unless strict).
-    scan_fs, _ = open_path(config.scan_directory, config.filesystem)
     problem = _directory_problem(scan_fs, target)
     if problem:
         raise ConfigError(problem)
@@ -128,12 +168,16 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
 def check_pending_switch(config: PipelineConfig, control: ControlFile, scan_fs: FileSystem) -> None:
     """At start: ConfigError when the control file's request names something that is not a
     directory (it became a file after the switch), which the scan would fail on at every
-    start; the message names the request and how to replace it. A request already applied
+    start, or one it may not watch (a link made since to the output, checkpoint or archive
+    directory); the message names the request and how to replace it. A request already applied
     is checked too: the scan watches that path since."""
     request = control.read()
     if request is None:
         return
     problem = _directory_problem(scan_fs, request.directory)
+    if problem is None:  # a directory: one the scan may watch (it may have become a link)
+        taken = _taken(config, scan_fs, request.directory)
+        problem = None if taken is None else f"{scan_fs.display(request.directory)}, {taken}"
     if problem:
         msg = (
             f"the switch request in {control.fs.display(control.path)} names {problem}: switch "

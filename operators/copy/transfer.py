@@ -98,10 +98,11 @@ class SourceGoneError(FileNotFoundError):
 
 def location(fs: FileSystem, path: str) -> str:
     """``path`` on ``fs`` as a URI that, given back, names the same file: its path
-    percent-encoded (``a%20b.txt`` is ``…/a%2520b.txt``, ``a b.txt`` is ``…/a%20b.txt``)."""
+    percent-encoded (``a%20b.txt`` is ``…/a%2520b.txt``, ``a b.txt`` is ``…/a%20b.txt``; a
+    name's bytes that are not UTF-8 as themselves, ``caf%E9``)."""
     if isinstance(fs, LocalFileSystem):
         path = os.path.abspath(path)
-    return fs.display(quote(path, safe="/"))
+    return fs.display(quote(path, safe="/", errors="surrogateescape"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,18 +119,24 @@ class Copied:
     source_deleted: bool
 
 
+def _bytes(name: str) -> bytes:
+    """A name's bytes: a local name that is not UTF-8 (Latin-1, from another system) is read
+    as surrogates, which give back its own bytes."""
+    return name.encode("utf-8", "surrogateescape")
+
+
 def marker_name(source: str, name: str) -> str:
     """The marker's name for a copy of the file at URI ``source`` to a destination ``name``."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:32]
+    digest = hashlib.sha256(_bytes(source)).hexdigest()[:32]
     return f".{_name_stem(name)}.{digest}{MARKER_SUFFIX}"
 
 
 def _name_stem(name: str) -> str:
     """``name``, or a shortened unique stand-in when a temporary of it would be too long."""
-    if len(name.encode()) <= _NAME_BYTES:
+    if len(_bytes(name)) <= _NAME_BYTES:
         return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-    head = name.encode()[: _NAME_BYTES - 17].decode(errors="ignore")
+    digest = hashlib.sha256(_bytes(name)).hexdigest()[:16]
+    head = _bytes(name)[: _NAME_BYTES - 17].decode(errors="ignore")
     return f"{head}~{digest}"
 
 

@@ -235,7 +235,10 @@ class LocalFileSystem:
                 _refuse_special(path, os.stat(path).st_mode)
             raise
         try:
-            _refuse_special(path, os.fstat(fd).st_mode)
+            mode = os.fstat(fd).st_mode
+            if stat_mod.S_ISDIR(mode):  # else the read fails naming the descriptor, not the path
+                raise IsADirectoryError(errno.EISDIR, "is a directory, not a file", path)
+            _refuse_special(path, mode)
             os.set_blocking(fd, True)
         except BaseException:
             os.close(fd)

@@ -117,7 +117,9 @@ def _parse(value: str) -> tuple[str, str, str] | None:
             raise ValueError(f"uri: unknown filesystem scheme {scheme!r} (known: {known})")
         return None  # a local path (a ':' is legal in a file name)
     scheme = match.group("scheme").lower()
-    return scheme, match.group("authority") or "", unquote(match.group("path"))
+    # Escapes that are not UTF-8 (``caf%E9``) name a local file's own bytes, as os.fsdecode.
+    path = unquote(match.group("path"), errors="surrogateescape")
+    return scheme, match.group("authority") or "", path
 
 
 def _strip_userinfo(authority: str) -> tuple[str, str | None, str | None]:
@@ -141,6 +143,14 @@ def split_uri(uri_or_path: str) -> tuple[str, str]:
         return "file:///", uri_or_path
     scheme, authority, path = parsed
     if scheme == "file":
+        host = authority.lower()
+        if host not in ("", "localhost"):
+            # Hadoop refuses it too ("Wrong FS"); taking the path alone would read another place.
+            msg = (
+                f"{uri_or_path!r} names the host {authority!r}, and the local disk has none: "
+                f"write 'file:///' and an absolute path, or a relative path without 'file:'"
+            )
+            raise ValueError(msg)
         return "file:///", path or "/"
     gateway, path = _split_gateway(scheme, path)
     return f"{scheme}://{authority}{gateway}", path or "/"

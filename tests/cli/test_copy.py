@@ -104,6 +104,22 @@ def test_the_printed_uris_name_the_copied_files(tmp_path: Path) -> None:
         assert cli("copy", printed_src, str(back)).returncode == 0  # the same content: done
 
 
+def test_a_file_name_that_is_not_utf8_is_copied_and_its_source_deleted(tmp_path: Path) -> None:
+    """A Latin-1 name (bytes that are not UTF-8) is a file like any other: copied, its source
+    deleted, and the printed URI names the copy."""
+    name = os.fsdecode(b"caf\xe9.txt")
+    src = _put(tmp_path / "in" / name, b"latin-1 named\n")
+    done = cli("copy", str(src), str(tmp_path / "out") + "/", "--delete-source")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / name).read_bytes() == b"latin-1 named\n"
+    assert not src.exists()
+    printed_dst = done.stdout.split(" to ", 1)[1].removesuffix(" .\n")
+    assert "caf%E9.txt" in printed_dst
+    again = cli("copy", printed_dst, str(tmp_path / "back") + "/")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "back" / name).read_bytes() == b"latin-1 named\n"
+
+
 def _visible(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
 

@@ -137,3 +137,31 @@ def test_an_input_path_on_the_default_cluster_that_only_the_local_disk_has_is_re
     done = cli(*args, **env)
     assert done.returncode == 0, done.stderr
     assert pdir.output_lines() == ["from-the-cluster"]
+
+
+def test_a_relative_file_uri_is_the_settings_files_folder_too(
+    pdir: PipelineDir, tmp_path: Path
+) -> None:
+    # ``file:landing`` is a relative path on the local disk, written as a URI: taken from the
+    # settings file's folder as ``landing`` is, never from the shell's.
+    pdir.add_files(1, 10)
+    body = RELATIVE.format(filesystem="").replace('"landing"', '"file:landing"')
+    config = pdir.write_config(body)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "landing").mkdir(parents=True)  # the shell's folder has one too: not meant
+    done = cli("run", str(config), "--available-now", "--no-progress", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert sorted(pdir.output_lines()) == sorted(pdir.records)
+
+
+def test_a_file_uri_naming_a_host_is_refused(pdir: PipelineDir, tmp_path: Path) -> None:
+    # ``file://landing/`` names a host "landing" and the path "/": the local disk has no hosts,
+    # and reading "/" is not what was meant.
+    pdir.add_files(1, 10)
+    config = pdir.write_config(
+        RELATIVE.format(filesystem="").replace('"landing"', '"file://landing/"')
+    )
+    done = cli("run", str(config), "--available-now", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "'file://landing/'" in done.stderr and "names the host 'landing'" in done.stderr
+    assert not pdir.out.exists()

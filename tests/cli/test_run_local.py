@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -230,6 +232,98 @@ def test_an_archive_directory_that_cannot_take_files_is_refused_at_start(
     assert "/blocked/" in last and "after_read = 'keep'" in last
     assert pdir.output_lines() == []
     assert (pdir.landing / "a.txt").exists()
+
+
+def test_an_archive_directory_on_another_filesystem_is_refused_at_start(
+    pdir: PipelineDir,
+) -> None:
+    """A file is archived by a rename, which cannot cross filesystems: an archive directory on
+    another one (here /dev/shm) is refused before anything is read, not after the first cut
+    where every restart would fail again."""
+    pdir.add_file("a.txt", ["one", "two"])
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(pdir.root).st_dev:
+        pytest.skip("needs /dev/shm on a filesystem of its own")
+    archive = Path(tempfile.mkdtemp(dir=shm))
+    try:
+        config = pdir.write_config(
+            f"""\
+            engine = "local"
+            [scan]
+            directory = "landing"
+            after_read = "archive"
+            archive_dir = "{archive}/%Y"
+            [sink]
+            file = "out/part-%FILENUM.txt"
+            """
+        )
+        done = cli("run", str(config), "--available-now", "--no-progress")
+        assert done.returncode == 2, done.stderr[-3000:]
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("hdfs-region: configuration error: [scan] archive_dir:"), last
+        assert str(archive) in last and "another filesystem" in last
+        assert pdir.output_lines() == []
+        assert sorted(p.name for p in pdir.landing.iterdir()) == ["a.txt"]
+    finally:
+        shutil.rmtree(archive, ignore_errors=True)
+
+
+def test_an_archive_directory_that_is_the_watched_one_under_another_name_is_refused(
+    pdir: PipelineDir,
+) -> None:
+    """archive_dir a link to the watched directory: an archived file would stay there under a
+    numbered name and be read again at every run. Refused at start, naming both."""
+    pdir.add_file("a.txt", ["a1"])
+    (pdir.root / "landing-link").symlink_to(pdir.landing)
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [scan]
+        directory = "landing"
+        after_read = "archive"
+        archive_dir = "landing-link"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "landing-link is the watched directory" in last and "under another name" in last
+    assert pdir.output_lines() == []
+    assert sorted(p.name for p in pdir.landing.iterdir()) == ["a.txt"]
+
+
+def test_the_output_or_checkpoints_under_another_name_of_the_watched_directory_are_refused(
+    pdir: PipelineDir,
+) -> None:
+    """The watched directory a link to the output directory: the scan would read its own output
+    at every run (one record becomes one more per run). Refused at start as the same names are,
+    and so are checkpoints in the watched directory under another name."""
+    pdir.add_file("a.txt", ["a1"])
+    pdir.out.mkdir(parents=True)
+    (pdir.root / "out-link").symlink_to(pdir.out)
+    (pdir.root / "landing-link").symlink_to(pdir.landing)
+    body = """\
+        engine = "local"
+        [region]
+        checkpoint_dir = "{checkpoints}"
+        [scan]
+        directory = "{directory}"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    own_output = pdir.write_config(body.format(checkpoints="checkpoints", directory="out-link"))
+    done = cli("run", str(own_output), "--available-now", "--no-progress")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "writes into the watched directory" in done.stderr and "/out-link'" in done.stderr
+    checkpoints = pdir.write_config(
+        body.format(checkpoints="landing-link", directory="landing"), "in-landing.toml"
+    )
+    done = cli("run", str(checkpoints), "--available-now", "--no-progress")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "[region] checkpoint_dir:" in done.stderr and "is the watched directory" in done.stderr
+    assert pdir.output_lines() == []
 
 
 def test_sigterm_stops_gracefully_and_a_second_process_is_refused(pdir: PipelineDir) -> None:

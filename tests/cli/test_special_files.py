@@ -164,3 +164,22 @@ def test_copy_refuses_a_named_pipe_as_source(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert "is a named pipe (FIFO), not a regular file" in done.stderr.strip().splitlines()[-1]
     assert list((tmp_path / "dst").iterdir()) == []  # no temporary file left behind
+
+
+def test_a_directory_as_source_file_is_refused_naming_it(pdir: PipelineDir) -> None:
+    # A directory under the name of the file to read (an export tool that makes a folder of
+    # parts): refused at start naming it, not a failure naming a file descriptor.
+    (pdir.landing / "orders.csv").mkdir(parents=True)
+    config = pdir.write_config(
+        """\
+        engine = "local"
+        [source]
+        file = "landing/orders.csv"
+        [sink]
+        file = "out/part-%FILENUM.txt"
+        """
+    )
+    done = cli("run", str(config), timeout=60)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"[source] file: file://{pdir.landing / 'orders.csv'} is a directory" in last, last

@@ -63,8 +63,24 @@ def test_switch_refuses_directories_outside_the_roots_and_the_output(pdir: Pipel
     config = pdir.write_config(STREAMING.format(root=pdir.root))
     outside = cli("switch", str(config), "/etc")
     assert outside.returncode == 2 and "outside [scan] roots" in outside.stderr
+    # A link inside the roots that leads out of them: refused as the scan would refuse it.
+    pdir.root.mkdir(parents=True, exist_ok=True)
+    (pdir.root / "escape").symlink_to(pdir.root.parent)
+    linked = cli("switch", str(config), str(pdir.root / "escape"))
+    assert linked.returncode == 2 and "through a symbolic link" in linked.stderr
     output = cli("switch", str(config), str(pdir.out))
     assert output.returncode == 2 and "is the output directory" in output.stderr
+    # The output directory under another name (a link to it) is the output directory too.
+    pdir.out.mkdir(parents=True, exist_ok=True)
+    (pdir.root / "out-link").symlink_to(pdir.out)
+    alias = cli("switch", str(config), str(pdir.root / "out-link"))
+    assert alias.returncode == 2 and "is the output directory" in alias.stderr
+    # Its own checkpoint directory: the scan would read (and archive) the checkpoint files.
+    checkpoints = pdir.root / "checkpoints" / "pipeline"
+    checkpoints.mkdir(parents=True)
+    own = cli("switch", str(config), str(checkpoints))
+    assert own.returncode == 2 and "is the job's checkpoint directory" in own.stderr
+    assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
 
 
 def test_switch_is_refused_for_a_single_file_pipeline(pdir: PipelineDir) -> None:
@@ -162,3 +178,32 @@ def test_a_directory_that_does_not_exist_yet_is_accepted_unless_strict(
     assert refused.returncode == 2
     assert f"file://{pdir.root / 'tomorrow'} does not exist" in refused.stderr
     assert "strict_mode" in refused.stderr
+
+
+def test_the_archive_directory_is_refused(pdir: PipelineDir) -> None:
+    # after_read = "archive" moves each file read there: watching it, every archived file
+    # would come back under a numbered name and be read again.
+    config = pdir.write_config(
+        LOCAL.format(scan='after_read = "archive"\n    archive_dir = "archive"')
+    )
+    (pdir.root / "archive").mkdir(parents=True)
+    refused = cli("switch", str(config), "archive")
+    assert refused.returncode == 2, refused.stderr
+    assert "is the archive directory" in refused.stderr
+    assert not (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
+
+
+def test_a_pending_switch_to_a_name_that_became_a_link_to_the_output_is_named_at_start(
+    pdir: PipelineDir,
+) -> None:
+    pdir.add_file("a.txt", ["a1"])
+    config = pdir.write_config(LOCAL.format(scan=""))
+    assert cli("run", str(config), "--available-now", "--no-progress").returncode == 0
+    switched = cli("switch", str(config), "later")  # does not exist yet: accepted, pending
+    assert switched.returncode == 3, switched.stderr
+    (pdir.root / "later").symlink_to(pdir.out)  # made since: the output under another name
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"names file://{pdir.root / 'later'}, the output directory" in last, last
+    assert pdir.output_lines() == ["a1"]  # nothing read twice

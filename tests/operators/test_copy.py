@@ -365,7 +365,11 @@ def test_a_crash_after_deleting_the_source_is_finished_by_its_marker(
         copy_file(LOCAL, str(src), LOCAL, f"{out}/", delete_source=True)
 
 
-@pytest.mark.parametrize("name", ["a%20b.txt", "a b.txt", "c%2Fd?#e.txt", "é:ü.txt"])
+@pytest.mark.parametrize(
+    "name",
+    # The last: a Latin-1 name (not UTF-8), as files from other systems land on a local disk.
+    ["a%20b.txt", "a b.txt", "c%2Fd?#e.txt", "é:ü.txt", os.fsdecode(b"caf\xe9 %.txt")],
+)
 def test_the_result_names_the_files_it_copied(tmp_path: Path, name: str) -> None:
     """Given back, the URIs in the result name the same files, also beside a look-alike."""
     (tmp_path / "in").mkdir()
