@@ -12,11 +12,15 @@ A file is new when
 
 A file whose mtime is ahead of the listing time by more than half the late window (a writer on
 a skewed clock, ``touch -d``, ``cp -p`` from such a host) is emitted in its place in the order,
-but the key it leaves is clamped to the listing time: its name is kept in the window until the
-floor passes its real mtime, and files landing after it (mtime now) still sort after the key. A
-WARNING names it once.
-Without the clamp one such file would drag the key, and the floor with it, a day ahead: every
-ordinary file after it would count as late and, after a restart, overflow the census.
+but leaves no key of its own: its name is kept in the window until the floor passes its real
+mtime, and the key stays at the greatest file emitted at its real place (before any, just below
+every file at the listing's time). A WARNING names it once.
+Were its mtime the key, one such file would drag the key, and the floor with it, a day ahead:
+every ordinary file after it would count as late and, after a restart, overflow the census.
+Nor does the key take the listing time with the file's name: a file landing later with that
+mtime (coarse mtime clocks stamp many files alike) and a name not after it, the next export
+under the same name among them, would sort before the key, and with ``late_window = 0`` be
+passed over though nothing after it was read.
 
 Names whose file left the directory by ``after_read`` (archived or deleted by the scan itself)
 are forgotten at once (:meth:`ScanCursor.forget`), as names that vanished from a listing are:
@@ -437,7 +441,8 @@ class ScanCursor:
 
     def _emit_ahead(self, entry: ListingEntry, now: int) -> None:
         """A file whose mtime is ahead of its listing's time: kept by name until the floor
-        passes its mtime; the key goes no further than the listing's time."""
+        passes its mtime. The key stays; the first file of all leaves (now, ""), which sorts
+        before every file that can land at the listing's time or after."""
         mtime, name = entry[0], entry[1]
         logger.warning(
             "%s: file %s has an mtime %s ahead of the time it was listed (a skewed clock, "
@@ -447,11 +452,9 @@ class ScanCursor:
             self._display(entry[2]),
             _seconds(mtime - now),
         )
-        clamped = (now, name)
-        if self.key is None or clamped > self.key:
-            self.key = clamped
-            if self.floor is None:
-                self.floor = self._floor_for(clamped)
+        if self.key is None:
+            self.key = (now, "")
+            self.floor = self._floor_for(self.key)
         self._window.put_ahead(name, mtime)
         self._advance_floor()
 
