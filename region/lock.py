@@ -195,6 +195,9 @@ class CheckpointLock:
         self._mutex = threading.RLock()
         self._generation = 0  # of the file that currently says we hold the lock; 0: not held
         self._started = 0.0
+        #: When this process last wrote its lock (``time.time()``): taken or renewed. Read by
+        #: metrics (the age of the heartbeat); ``None`` while not held.
+        self.renewed_at: float | None = None
         self._lease: FileWriter | None = None
         self._lost: str | None = None
         self._stop = threading.Event()
@@ -366,6 +369,7 @@ class CheckpointLock:
                         raise LockedError(self._locked_message(previous, status, now))
                 # 3. Free, released or expired: take the next generation.
                 self._started = self._clock()
+                self.renewed_at = time.time()
                 if not self._take(base + 1, self._record()):
                     continue  # someone else was faster; the next round names them
                 self._generation = base + 1
@@ -433,6 +437,7 @@ class CheckpointLock:
                 )
             if self._take(self._generation + 1, self._record()):
                 self._generation += 1
+                self.renewed_at = time.time()
                 return
             newest = self.holder()
             if newest is not None and newest.token == self._token and not newest.released:

@@ -20,12 +20,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from operators.app.config import PipelineConfig
+from operators.app.console import LOG_CONTEXT
 from operators.app.engines import (
     JobOutput,
     claim_checkpoint_dir,
     load_function,
     warn_files_left,
 )
+from operators.app.metrics import Histogram, JobView, MetricsServer
 from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
 from operators.owner import SINK_DIR
@@ -528,8 +530,24 @@ class _Totals:
         self.has_transform = has_transform
         self.passed_over = 0
         self.modified = 0
+        self.consecutive_restarts = 0
+        self.last_batch_at: float | None = None
+        self.status_since = time.time()
+        self.batch_seconds = Histogram.empty()
+        self.job_seconds = Histogram.empty()
+        self.commit_seconds = Histogram.empty()
 
     def on_batch(self, batch: BatchProgress) -> None:
+        # Histograms are values replaced whole: a scrape on another thread sees one or the other.
+        self.batch_seconds = self.batch_seconds.observe(batch.duration_ms / 1000)
+        if batch.job_ms is not None:
+            self.job_seconds = self.job_seconds.observe(batch.job_ms / 1000)
+        if batch.commit_ms is not None:
+            self.commit_seconds = self.commit_seconds.observe(batch.commit_ms / 1000)
+        self.last_batch_at = time.time()
+        self.consecutive_restarts = 0
+        if self.status != "processing":
+            self.status_since = time.time()
         self.records += batch.num_input_rows
         if batch.passed_over is not None:
             self.passed_over = batch.passed_over
@@ -541,7 +559,39 @@ class _Totals:
 
     def on_restart(self, attempt: int, error: BaseException) -> None:
         self.restarts += 1
+        self.consecutive_restarts += 1
+        if self.status != "restarting":
+            self.status_since = time.time()
         self.status = "restarting"
+
+    def view(
+        self,
+        runner: SparkSupervisor | FusedRunner | None,
+        lock: CheckpointLock,
+        stuck_after: float,
+    ) -> JobView:
+        """What a metrics scrape reports: the driver's view of the job (reads only)."""
+        from operators.spark.fused import FusedRunner
+
+        waiting: list[tuple[int, int]] = []
+        if isinstance(runner, FusedRunner):
+            waiting = list(runner.reader.waiting)
+        now = time.time()
+        stuck = None
+        if self.status == "restarting" and now - self.status_since > stuck_after:
+            stuck = f"restarting for {now - self.status_since:.0f} s (bound {stuck_after:g} s)"
+        return JobView(
+            progress=self.progress(),
+            waiting=waiting,
+            consecutive_resets=self.consecutive_restarts,
+            cut_seconds=self.batch_seconds,
+            last_cut_at=self.last_batch_at,
+            lock_renewed_at=lock.renewed_at,
+            job_seconds=self.job_seconds,
+            commit_seconds=self.commit_seconds,
+            ready=self.status == "processing" or (self.status == "starting" and runner is not None),
+            stuck=stuck,
+        )
 
     def progress(self) -> Progress:
         return Progress(
@@ -599,7 +649,24 @@ def run_spark(
         permission=region.checkpoint_permission,
         on_lost=lambda reason: stopper.request(),
     )
-    lock.acquire()
+    totals = _Totals(config.transform is not None)
+    runner: list[SparkSupervisor | FusedRunner] = []
+    metrics = None
+    if config.metrics.port is not None:
+        # Before the lock: a port already taken is a configuration error, nothing has started.
+        metrics = MetricsServer(
+            lambda: totals.view(runner[0] if runner else None, lock, config.metrics.stuck_after),
+            port=config.metrics.port,
+            host=config.metrics.host,
+            labels={"pipeline": config.pipeline_id(), "engine": "spark"},
+        ).start()
+    LOG_CONTEXT["cut"] = lambda: totals.last_batch
+    try:
+        lock.acquire()
+    except BaseException:
+        if metrics is not None:
+            metrics.stop()
+        raise
     tokens: DelegationToken | None = None
     try:
         job_id = claim_checkpoint_dir(
@@ -625,7 +692,6 @@ def run_spark(
             config.display(config.region.checkpoint_dir),
             region.trigger.value,
         )
-        totals = _Totals(config.transform is not None)
         if plan.delegates:
             from operators.fs.tokens import DelegationToken
 
@@ -657,6 +723,7 @@ def run_spark(
                 raise ConfigError(msg)
             restarting = functools.partial(_restarting, totals, tokens)
             supervisor = _runner(spark, plan, available_now, totals, (cp_fs, cp_dir), restarting)
+            runner.append(supervisor)
             stopper.attach(supervisor)
             if display is not None:
                 display.start(totals.progress)
@@ -684,6 +751,8 @@ def run_spark(
         if tokens is not None:
             tokens.close()
         lock.release()
+        if metrics is not None:
+            metrics.stop()
 
 
 def _hand_token(spark: SparkSession, token: str) -> None:

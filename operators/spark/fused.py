@@ -459,15 +459,17 @@ class FusedRunner:
             attempt=self.attempt,
             passed_over=end.get("passed_over"),
             modified=end.get("modified"),
+            job_ms=round((ran - started) * 1000),
+            commit_ms=round((time.monotonic() - ran) * 1000),
         )
         self.progress.append(progress)
         logger.info(
-            "batch %s: %s records in %s ms (job %.0f ms, commit %.0f ms)",
+            "batch %s: %s records in %s ms (job %s ms, commit %s ms)",
             batch_id,
             records_in,
             progress.duration_ms,
-            (ran - started) * 1000,
-            (time.monotonic() - ran) * 1000,
+            progress.job_ms,
+            progress.commit_ms,
         )
         if self._on_progress is not None:
             self._on_progress(progress)
