@@ -1,0 +1,117 @@
+"""Metrics of a running job, scraped by a real Prometheus server and read back through its
+query API; the health endpoints; a metrics port already taken."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.cli.conftest import PipelineDir, cli, start_cli, wait_for
+from tests.conftest import Prometheus, free_port
+
+T0 = 1_700_000_000_000_000_000
+S = 1_000_000_000
+
+LOCAL = """\
+    engine = "local"
+    [region]
+    period = "100ms"
+    [scan]
+    directory = "landing"
+    sleep_time = "50ms"
+    late_window = 0
+    [sink]
+    file = "out/part-%FILENUM.txt"
+    tuples_per_file = 3
+    [metrics]
+    host = "127.0.0.1"
+"""
+
+
+def status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_prometheus_reads_records_out_lag_and_a_passed_over_file_of_a_local_job(
+    pdir: PipelineDir, prometheus: Prometheus
+) -> None:
+    # 1. A first run, without metrics, reads b.txt.
+    pdir.add_file("b.txt", ["b1", "b2"])
+    config = pdir.write_config(LOCAL)
+    first = cli("run", str(config), "--available-now", "--no-progress")
+    assert first.returncode == 0, first.stderr
+    # 2. While the job is down: a.txt lands with an older mtime (passed over under
+    #    late_window = 0) and c.txt lands on time.
+    late = pdir.landing / "a.txt"
+    late.write_text("a1\n", encoding="utf-8")
+    os.utime(late, ns=(T0 - 30 * S, T0 - 30 * S))
+    pdir.add_file("c.txt", [f"c{i}" for i in range(9)])
+    # 3. The job runs on with metrics; Prometheus scrapes it every second.
+    port = free_port()
+    job = start_cli("run", str(config), "--metrics-port", str(port), "--log-format", "json")
+    prometheus.watch(f"127.0.0.1:{port}")
+    target = f'{{instance="127.0.0.1:{port}"}}'
+    try:
+        wait_for(lambda: pdir.output_lines()[2:] == [f"c{i}" for i in range(9)], alive=job)
+
+        def scraped(name: str) -> list[float]:
+            return prometheus.query(f"hdfs_region_{name}{target}")
+
+        def settled() -> bool:
+            return (
+                scraped("records_out_total") == [9.0]
+                and scraped("files_passed_over_total") == [1.0]
+                and scraped("lag_seconds") == [0.0]
+                and scraped("files_waiting") == [0.0]
+                and scraped("bytes_waiting") == [0.0]
+            )
+
+        wait_for(settled, what="Prometheus to scrape the drained job", alive=job)
+        assert scraped("records_in_total") == [9.0]
+        assert scraped("files_read_total") == [1.0]
+        assert scraped("files_published_total") == [3.0]  # 3 records each
+        assert scraped("cut_duration_seconds_count")[0] >= 1
+        assert scraped("last_cut_timestamp_seconds")[0] > 0
+        assert scraped("ready") == [1.0] and scraped("healthy") == [1.0]
+        assert status(f"http://127.0.0.1:{port}/readyz") == 200
+        assert status(f"http://127.0.0.1:{port}/healthz") == 200
+        # 4. A file landing now waits until it is read: the lag is its age, then 0 again.
+        pdir.add_file("d.txt", ["d1"])
+        wait_for(lambda: scraped("records_out_total") == [10.0], alive=job)
+        wait_for(lambda: scraped("lag_seconds") == [0.0], alive=job)
+    finally:
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=60)
+    assert job.returncode == 0, err[-3000:]
+    lines = [json.loads(line) for line in err.splitlines()]
+    assert any(line["message"].startswith("Metrics on http://127.0.0.1:") for line in lines)
+    assert {line["pipeline"] for line in lines} == {lines[0]["pipeline"]} != {None}
+    assert any(isinstance(line["cut"], int) for line in lines)
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_metrics_port_already_taken_stops_the_job_at_start_with_exit_2(
+    pdir: PipelineDir, engine: str
+) -> None:
+    pdir.add_file("b.txt", ["b1"])
+    config = pdir.write_config(LOCAL.replace('engine = "local"', f'engine = "{engine}"'))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = cli("run", str(config), "--no-progress", "--metrics-port", str(port))
+    assert run.returncode == 2, run.stderr
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in run.stderr
+    assert "--metrics-port" in run.stderr
+    assert not (pdir.root / "checkpoints").exists()  # nothing started
+    assert not pdir.out.exists()
