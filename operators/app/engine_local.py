@@ -29,7 +29,7 @@ from operators.app.engines import (
     read_identity,
     warn_files_left,
 )
-from operators.app.metrics import Histogram, JobView, MetricsServer, health
+from operators.app.metrics import Histogram, JobView, MetricsServer, health, period_of
 from operators.app.progress import Progress, ProgressDisplay
 from operators.app.switch import control_path
 from operators.control import ControlFile
@@ -86,6 +86,7 @@ class LocalRun:
             files_deleted=scan["files_deleted"],
             bytes_out=self.sink.metrics.bytes_written,
             consecutive_resets=region.consecutive_resets,
+            period_seconds=period_of(self.config.region),
             cut_seconds=Histogram(
                 CUT_SECONDS_BUCKETS,
                 region.cut_seconds_buckets or (0,) * len(CUT_SECONDS_BUCKETS),

@@ -27,7 +27,7 @@ from operators.app.engines import (
     load_function,
     warn_files_left,
 )
-from operators.app.metrics import Histogram, JobView, MetricsServer
+from operators.app.metrics import Histogram, JobView, MetricsServer, period_of
 from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
 from operators.owner import SINK_DIR
@@ -568,22 +568,24 @@ class _Totals:
         self,
         runner: SparkSupervisor | FusedRunner | None,
         lock: CheckpointLock,
-        stuck_after: float,
+        config: PipelineConfig,
     ) -> JobView:
         """What a metrics scrape reports: the driver's view of the job (reads only)."""
         from operators.spark.fused import FusedRunner
 
-        waiting: list[tuple[int, int]] = []
-        if isinstance(runner, FusedRunner):
-            waiting = list(runner.reader.waiting)
+        # Fused execution plans on this process; a streaming query plans in a Python worker
+        # of the JVM, out of reach: no lag then (not a lag of 0).
+        waiting = list(runner.reader.waiting) if isinstance(runner, FusedRunner) else None
         now = time.time()
         stuck = None
+        stuck_after = config.metrics.stuck_after
         if self.status == "restarting" and now - self.status_since > stuck_after:
             stuck = f"restarting for {now - self.status_since:.0f} s (bound {stuck_after:g} s)"
         return JobView(
             progress=self.progress(),
             waiting=waiting,
             consecutive_resets=self.consecutive_restarts,
+            period_seconds=period_of(config.region),
             cut_seconds=self.batch_seconds,
             last_cut_at=self.last_batch_at,
             lock_renewed_at=lock.renewed_at,
@@ -655,7 +657,7 @@ def run_spark(
     if config.metrics.port is not None:
         # Before the lock: a port already taken is a configuration error, nothing has started.
         metrics = MetricsServer(
-            lambda: totals.view(runner[0] if runner else None, lock, config.metrics.stuck_after),
+            lambda: totals.view(runner[0] if runner else None, lock, config),
             port=config.metrics.port,
             host=config.metrics.host,
             labels={"pipeline": config.pipeline_id(), "engine": "spark"},

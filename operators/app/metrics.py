@@ -35,8 +35,9 @@ from prometheus_client.registry import Collector
 from operators.app.progress import Progress
 from region.controller import CUT_SECONDS_BUCKETS
 from region.errors import ConfigError
+from region.settings import RegionSettings, Trigger
 
-__all__ = ["CONTENT_TYPE", "Histogram", "JobView", "MetricsServer", "health"]
+__all__ = ["CONTENT_TYPE", "Histogram", "JobView", "MetricsServer", "health", "period_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +73,17 @@ class JobView:
 
     progress: Progress
     #: ``(mtime_ns, bytes)`` of each landed file not read to its end yet (the file being read
-    #: counts with its unread bytes), as of the scan's latest listing.
-    waiting: Sequence[tuple[int, int]] = ()
+    #: counts with its unread bytes), as of the scan's latest listing; ``None`` where this
+    #: process cannot know (Spark streaming execution plans in a Python worker of the JVM):
+    #: then no lag is reported at all, rather than a lag of 0 that would hide a backlog.
+    waiting: Sequence[tuple[int, int]] | None = None
     files_listed: int | None = None
     files_archived: int = 0
     files_deleted: int = 0
     bytes_out: int | None = None
     consecutive_resets: int = 0
+    #: The region's period (periodic trigger), for "no cut for N periods" alerts.
+    period_seconds: float | None = None
     #: Cuts (Spark: micro-batches) by duration.
     cut_seconds: Histogram = field(default_factory=Histogram.empty)
     last_cut_at: float | None = None
@@ -101,6 +106,11 @@ def lag(waiting: Sequence[tuple[int, int]], now: float) -> float:
         return 0.0
     oldest = min(mtime for mtime, _ in waiting) / _NS
     return max(0.0, now - oldest)
+
+
+def period_of(region: RegionSettings) -> float | None:
+    """The period between cuts, for a periodic region (``None``: cuts follow the operators)."""
+    return region.period if region.trigger == Trigger.PERIODIC else None
 
 
 def health(
@@ -186,16 +196,22 @@ class _JobCollector(Collector):
             view.last_cut_at,
         )
         yield from g(
-            p_ + "lag_seconds",
-            "Age (by mtime) of the oldest landed file not yet read to its end; 0 when none.",
-            lag(view.waiting, now),
+            p_ + "period_seconds",
+            "The region's cut period (periodic trigger).",
+            view.period_seconds,
         )
-        yield from g(p_ + "files_waiting", "Landed files not yet read.", len(view.waiting))
-        yield from g(
-            p_ + "bytes_waiting",
-            "Bytes of landed files not yet read.",
-            sum(size for _, size in view.waiting),
-        )
+        if view.waiting is not None:
+            yield from g(
+                p_ + "lag_seconds",
+                "Age (by mtime) of the oldest landed file not yet read to its end; 0 when none.",
+                lag(view.waiting, now),
+            )
+            yield from g(p_ + "files_waiting", "Landed files not yet read.", len(view.waiting))
+            yield from g(
+                p_ + "bytes_waiting",
+                "Bytes of landed files not yet read.",
+                sum(size for _, size in view.waiting),
+            )
         yield from g(
             p_ + "checkpoint_bytes", "Size of the newest checkpoint.", view.checkpoint_bytes
         )
