@@ -8,6 +8,10 @@ fsynced at the end. Both outputs are checked byte for byte against the input.
     python bench/bench_pipeline.py               # 200 MB in 20 files, 3 runs of each
     python bench/bench_pipeline.py --mb 20       # a quick run
     python bench/bench_pipeline.py --profile     # also a cProfile of one pipeline run
+
+Metrics cost: the same job run as ``hdfs-region run --engine local`` does (``run_local``), with
+metrics off and with ``[metrics] port`` on and ``/metrics`` scraped every second, side by side
+(alternating); their throughputs should be within 2% of each other.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ import io
 import os
 import pstats
 import shutil
+import socket
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,8 @@ from bench.common import (
     scratch,
     write_json,
 )
+from operators.app.config import load_pipeline
+from operators.app.engine_local import run_local
 from operators.fs.local import LocalFileSystem
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.sink import HDFS2FileSink, SinkSettings
@@ -46,6 +55,8 @@ from region.runtime import Pipeline, PipelineRunner
 from region.settings import RegionSettings
 
 TARGET = 0.7
+#: Metrics on (scraped every second) against metrics off: within 2%.
+METRICS_TARGET = 0.98
 
 
 def run_plain(inputs: list[Path], out: Path) -> tuple[float, float]:
@@ -98,6 +109,73 @@ def run_pipeline(
     return time.perf_counter() - started, time.process_time() - cpu, stats.region.cuts
 
 
+def run_job(
+    src: Path, out: Path, checkpoints: Path, *, period: float, metrics: bool
+) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, scrapes) of the job as the command runs it (``run_local``,
+    available now); with ``metrics``, ``/metrics`` is served and fetched every second."""
+    port = None
+    if metrics:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+    settings = out.parent / f"{out.name}.toml"
+    settings.write_text(
+        f'engine = "local"\nname = "bench"\n[region]\nperiod = {period}\n'
+        f'checkpoint_dir = "{checkpoints}"\n[scan]\ndirectory = "{src}"\nsleep_time = 0.1\n'
+        f'[sink]\nfile = "{out}/out-%FILENUM.txt"\n'
+        + (f'[metrics]\nport = {port}\nhost = "127.0.0.1"\n' if port is not None else ""),
+        encoding="utf-8",
+    )
+    config = load_pipeline(settings, engine="local")
+    done = threading.Event()
+    scrapes = 0
+
+    def scrape() -> None:
+        nonlocal scrapes
+        while not done.wait(1.0):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    r.read()
+                    scrapes += 1
+            except OSError:
+                pass  # not serving yet, or already stopped
+
+    scraper = threading.Thread(target=scrape, daemon=True) if port is not None else None
+    started, cpu = time.perf_counter(), time.process_time()
+    if scraper is not None:
+        scraper.start()
+    try:
+        run_local(config, available_now=True)
+    finally:
+        done.set()
+    seconds = time.perf_counter() - started
+    # The scraper's own CPU is the monitoring system's, but it runs in this process: counted.
+    return seconds, time.process_time() - cpu, scrapes
+
+
+def compare_metrics(
+    src: Path, work: Path, expected: bytes, *, period: float, repeat: int
+) -> dict[str, Any]:
+    """Metrics off and on, alternating, ``repeat`` runs of each; outputs checked."""
+    runs: dict[str, dict[str, list[float]]] = {
+        name: {"seconds": [], "cpu_seconds": [], "scrapes": []} for name in ("off", "on")
+    }
+    for i in range(repeat):
+        order = ("off", "on") if i % 2 == 0 else ("on", "off")
+        for name in order:
+            out, ck = work / f"job-{name}-{i}", work / f"job-{name}-{i}-ck"
+            out.mkdir()
+            seconds, cpu, scrapes = run_job(src, out, ck, period=period, metrics=name == "on")
+            if concat_files(published_files(out)) != expected:
+                raise RuntimeError(f"job run {i} (metrics {name}): output differs from the input")
+            shutil.rmtree(out)
+            runs[name]["seconds"].append(seconds)
+            runs[name]["cpu_seconds"].append(cpu)
+            runs[name]["scrapes"].append(scrapes)
+    return runs
+
+
 def profile_pipeline(src: Path, work: Path, *, period: float, batch_size: int) -> str:
     out, ck = work / "profile-out", work / "profile-ck"
     out.mkdir()
@@ -119,6 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--period", type=float, default=1.0, help="cut period in s (default 1)")
     parser.add_argument("--batch-size", type=int, default=1024, help="records per batch")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one run")
+    parser.add_argument(
+        "--no-metrics", action="store_true", help="skip the metrics on / off comparison"
+    )
+    parser.add_argument(
+        "--metrics-repeat", type=int, default=9, help="runs of each, metrics on / off (default 9)"
+    )
     add_common_args(parser, "pipeline")
     args = parser.parse_args(argv)
 
@@ -156,6 +240,13 @@ def main(argv: list[str] | None = None) -> int:
                     "from the input"
                 )
             shutil.rmtree(out)  # the files and the sink's own folder: disk space back
+        job = (
+            None
+            if args.no_metrics
+            else compare_metrics(
+                src, work, expected, period=args.period, repeat=args.metrics_repeat
+            )
+        )
         profile = (
             profile_pipeline(src, work, period=args.period, batch_size=args.batch_size)
             if args.profile
@@ -208,6 +299,48 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     print(f"ratio pipeline / plain: {ratio:.2f} (target >= {TARGET}); by CPU time: {cpu_ratio:.2f}")
+    if job is not None:
+        off_mbs, on_mbs = (mb / median(job[n]["seconds"]) for n in ("off", "on"))
+        metrics_ratio = on_mbs / off_mbs
+        cpu_metrics_ratio = median(job["off"]["cpu_seconds"]) / median(job["on"]["cpu_seconds"])
+        # The fastest run of each: what is left when the other processes on a shared machine
+        # happened to leave it alone (the median moves with them by more than 2%).
+        best_ratio = min(job["off"]["seconds"]) / min(job["on"]["seconds"])
+        result["metrics"] = {
+            "off": {**job["off"], "mb_per_s": round(off_mbs, 1)},
+            "on": {**job["on"], "mb_per_s": round(on_mbs, 1), "scrape_interval_s": 1.0},
+            "ratio": round(metrics_ratio, 3),
+            "cpu_ratio": round(cpu_metrics_ratio, 3),
+            "best_ratio": round(best_ratio, 3),
+            "target": f"ratio >= {METRICS_TARGET}",
+            "target_met": metrics_ratio >= METRICS_TARGET,
+        }
+        print()
+        print_table(
+            f"Metrics cost: the job as `hdfs-region run --engine local` runs it ({mb:.0f} MB, "
+            f"median of {args.metrics_repeat}, alternating)",
+            ["metrics", "MB/s", "seconds", "CPU seconds", "scrapes"],
+            [
+                [
+                    "off",
+                    off_mbs,
+                    median(job["off"]["seconds"]),
+                    median(job["off"]["cpu_seconds"]),
+                    "-",
+                ],
+                [
+                    "on, /metrics scraped every 1 s",
+                    on_mbs,
+                    median(job["on"]["seconds"]),
+                    median(job["on"]["cpu_seconds"]),
+                    max(job["on"]["scrapes"]),
+                ],
+            ],
+        )
+        print(
+            f"ratio on / off: {metrics_ratio:.3f} (target >= {METRICS_TARGET}); "
+            f"by CPU time: {cpu_metrics_ratio:.3f}; fastest run of each: {best_ratio:.3f}"
+        )
     if profile is not None:
         print("\ncProfile of one pipeline run (by own time):")
         print(profile)

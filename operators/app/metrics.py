@@ -267,8 +267,9 @@ class MetricsServer:
         return str(host), int(port)
 
     def start(self) -> MetricsServer:
+        # A short poll: stop() waits for the loop to notice, and a job's exit should not.
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="metrics-http", daemon=True
+            target=self._server.serve_forever, args=(0.05,), name="metrics-http", daemon=True
         )
         self._thread.start()
         host, port = self.address

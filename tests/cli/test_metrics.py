@@ -99,6 +99,65 @@ def test_prometheus_reads_records_out_lag_and_a_passed_over_file_of_a_local_job(
     assert any(isinstance(line["cut"], int) for line in lines)
 
 
+SPARK = """\
+    engine = "spark"
+    [region]
+    period = "200ms"
+    [scan]
+    directory = "landing"
+    late_window = 0
+    [sink]
+    file = "out/part-%FILENUM.txt"
+    tuples_per_file = 2
+    [metrics]
+    host = "127.0.0.1"
+"""
+
+
+@pytest.mark.slow
+def test_prometheus_reads_records_out_lag_batch_times_and_a_passed_over_file_of_a_spark_job(
+    pdir: PipelineDir, prometheus: Prometheus
+) -> None:
+    pdir.add_file("b.txt", ["b1", "b2"])
+    config = pdir.write_config(SPARK)
+    port = free_port()
+    job = start_cli("run", str(config), "--no-progress", "--metrics-port", str(port))
+    prometheus.watch(f"127.0.0.1:{port}")
+    target = f'{{instance="127.0.0.1:{port}"}}'
+
+    def scraped(name: str) -> list[float]:
+        return prometheus.query(f"hdfs_region_{name}{target}")
+
+    try:
+        wait_for(lambda: scraped("records_out_total") == [2.0], 180, "batch of b.txt", job)
+        # An older mtime than b.txt, read already: passed over (late_window = 0).
+        hidden = pdir.landing / ".a.txt.tmp"
+        hidden.write_text("a1\n", encoding="utf-8")
+        os.utime(hidden, ns=(T0 - 30 * S, T0 - 30 * S))
+        hidden.rename(pdir.landing / "a.txt")
+        pdir.add_file("c.txt", ["c1", "c2"])
+
+        def settled() -> bool:
+            return (
+                scraped("records_out_total") == [4.0]
+                and scraped("files_passed_over_total") == [1.0]
+                and scraped("lag_seconds") == [0.0]
+                and scraped("files_waiting") == [0.0]
+            )
+
+        wait_for(settled, 120, "Prometheus to scrape the drained job", job)
+        batches = scraped("cuts_total")[0]
+        assert scraped("cut_duration_seconds_count") == [batches]
+        assert scraped("batch_job_seconds_count") == [batches]
+        assert scraped("batch_commit_seconds_count") == [batches]
+        assert scraped("ready") == [1.0] and scraped("healthy") == [1.0]
+    finally:
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err[-3000:]
+    assert sorted(pdir.output_lines()) == ["b1", "b2", "c1", "c2"]
+
+
 @pytest.mark.parametrize("engine", ["local", "spark"])
 def test_a_metrics_port_already_taken_stops_the_job_at_start_with_exit_2(
     pdir: PipelineDir, engine: str
