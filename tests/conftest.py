@@ -374,13 +374,15 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    """The session's Prometheus server, on 127.0.0.1, scraping every second what tests name."""
+    """The session's Prometheus server, on 127.0.0.1, scraping every second what tests name,
+    with the alert rules of conf/ evaluated every second."""
     binary = require_prometheus()
     work = tmp_path_factory.mktemp("prometheus")
     targets = work / "targets.json"
     targets.write_text("[]", encoding="utf-8")
     (work / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files: ['{ROOT / 'conf' / 'prometheus-alerts.yml'}']\n"
         "scrape_configs:\n  - job_name: hdfs-region\n    file_sd_configs:\n"
         f"      - files: ['{targets}']\n        refresh_interval: 1s\n",
         encoding="utf-8",

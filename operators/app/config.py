@@ -292,6 +292,15 @@ class PipelineConfig(BaseModel):
                 raise ValueError(f"{key}: {why} (got {path!r})") from None
         self._output_outside_input()
         self._checkpoints_apart()
+        # A cut or a reset may rightly last its timeouts: a bound below them would have an
+        # orchestrator kill a job that is only slow.
+        steps = self.region.drain_timeout + self.region.reset_timeout
+        if self.metrics.stuck_after <= steps:
+            raise ValueError(
+                f"[metrics] stuck_after: {self.metrics.stuck_after:g} s must be longer than "
+                f"[region] drain_timeout + reset_timeout ({steps:g} s): a cut or a reset may "
+                "take that long without being stuck"
+            )
         return self
 
     def _checkpoints_apart(self) -> None:

@@ -78,8 +78,9 @@ class JobView:
     #: then no lag is reported at all, rather than a lag of 0 that would hide a backlog.
     waiting: Sequence[tuple[int, int]] | None = None
     files_listed: int | None = None
-    files_archived: int = 0
-    files_deleted: int = 0
+    #: ``None``: not known here (no metric rather than a 0 that is not true).
+    files_archived: int | None = None
+    files_deleted: int | None = None
     bytes_out: int | None = None
     consecutive_resets: int = 0
     #: The region's period (periodic trigger), for "no cut for N periods" alerts.

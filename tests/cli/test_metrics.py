@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import urllib.error
@@ -12,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from tests.cli.conftest import PipelineDir, cli, start_cli, wait_for
+from tests.cli.conftest import ROOT, PipelineDir, cli, start_cli, wait_for
 from tests.conftest import Prometheus, free_port
 
 T0 = 1_700_000_000_000_000_000
@@ -32,6 +33,20 @@ LOCAL = """\
     [metrics]
     host = "127.0.0.1"
 """
+
+
+def dashboard_queries() -> list[str]:
+    dashboard = json.loads((ROOT / "conf" / "grafana-dashboard.json").read_text())
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def test_the_docs_list_every_metric_the_rules_and_the_dashboard_use_and_show_the_rules() -> None:
+    doc = (ROOT / "docs" / "monitoring.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `(hdfs_region_\w+)`", doc, re.MULTILINE))
+    rules = (ROOT / "conf" / "prometheus-alerts.yml").read_text(encoding="utf-8")
+    used = set(re.findall(r"hdfs_region_\w+", rules + "\n".join(dashboard_queries())))
+    assert {re.sub(r"_(bucket|count|sum)$", "", name) for name in used} <= listed
+    assert rules in doc  # shown as shipped
 
 
 def status(url: str) -> int:
@@ -85,6 +100,11 @@ def test_prometheus_reads_records_out_lag_and_a_passed_over_file_of_a_local_job(
         assert scraped("ready") == [1.0] and scraped("healthy") == [1.0]
         assert status(f"http://127.0.0.1:{port}/readyz") == 200
         assert status(f"http://127.0.0.1:{port}/healthz") == 200
+        # The shipped alert rule fires on the passed-over file; every dashboard query runs.
+        firing = f'ALERTS{{alertname="HdfsRegionFilePassedOver",alertstate="firing",{target[1:]}'
+        wait_for(lambda: prometheus.query(firing) == [1.0], what="the alert", alive=job)
+        for expr in dashboard_queries():
+            prometheus.query(expr.replace("$pipeline", ".*"))
         # 4. A file landing now waits until it is read: the lag is its age, then 0 again.
         pdir.add_file("d.txt", ["d1"])
         wait_for(lambda: scraped("records_out_total") == [10.0], alive=job)
