@@ -530,6 +530,10 @@ class _Totals:
         self.has_transform = has_transform
         self.passed_over = 0
         self.modified = 0
+        #: Published by the batches (fused execution says; ``None`` until a batch does).
+        self.records_out: int | None = None
+        self.bytes_out: int | None = None
+        self.files_out: int | None = None
         self.consecutive_restarts = 0
         self.last_batch_at: float | None = None
         self.status_since = time.time()
@@ -549,6 +553,12 @@ class _Totals:
         if self.status != "processing":
             self.status_since = time.time()
         self.records += batch.num_input_rows
+        if batch.records_out is not None:
+            self.records_out = (self.records_out or 0) + batch.records_out
+        if batch.bytes_out is not None:
+            self.bytes_out = (self.bytes_out or 0) + batch.bytes_out
+        if batch.files_out is not None:
+            self.files_out = (self.files_out or 0) + batch.files_out
         if batch.passed_over is not None:
             self.passed_over = batch.passed_over
         if batch.modified is not None:
@@ -581,9 +591,15 @@ class _Totals:
         stuck_after = config.metrics.stuck_after
         if self.status == "restarting" and now - self.status_since > stuck_after:
             stuck = f"restarting for {now - self.status_since:.0f} s (bound {stuck_after:g} s)"
+        # A batch in progress is never judged stuck: nothing bounds its length (a backlog
+        # read in one batch may rightly take long), and a restart would run it again.
         return JobView(
             progress=self.progress(),
             waiting=waiting,
+            # Fused execution counts the records in the files each batch published (the
+            # progress line keeps records read: files left open are published at the stop).
+            records_out=self.records_out,
+            bytes_out=self.bytes_out,
             consecutive_resets=self.consecutive_restarts,
             period_seconds=period_of(config.region),
             cut_seconds=self.batch_seconds,
@@ -599,7 +615,7 @@ class _Totals:
         return Progress(
             status=self.status,
             files_in=None,
-            files_out=None,
+            files_out=self.files_out,
             files_passed_over=self.passed_over,
             files_modified=self.modified,
             records_in=self.records,

@@ -78,6 +78,9 @@ class JobView:
     #: then no lag is reported at all, rather than a lag of 0 that would hide a backlog.
     waiting: Sequence[tuple[int, int]] | None = None
     files_listed: int | None = None
+    #: Records out, where the engine counts them otherwise than its progress line (Spark fused
+    #: execution: records in published files); ``None``: the progress line's count.
+    records_out: int | None = None
     #: ``None``: not known here (no metric rather than a 0 that is not true).
     files_archived: int | None = None
     files_deleted: int | None = None
@@ -163,7 +166,11 @@ class _JobCollector(Collector):
         c, g = self._counter, self._gauge
         p_ = "hdfs_region_"
         yield from c(p_ + "records_in", "Records read from input files.", p.records_in)
-        yield from c(p_ + "records_out", "Records handed to the sink.", p.records_out)
+        yield from c(
+            p_ + "records_out",
+            "Records handed to the sink (Spark fused execution: in published files).",
+            view.records_out if view.records_out is not None else p.records_out,
+        )
         yield from c(p_ + "bytes_in", "Input bytes read (line ends included).", p.bytes_in)
         yield from c(p_ + "bytes_out", "Bytes written into output files.", view.bytes_out)
         yield from c(p_ + "files_listed", "Files seen by directory listings.", view.files_listed)

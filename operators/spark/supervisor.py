@@ -62,6 +62,10 @@ class BatchProgress:
     #: The batch's Spark job and its commit, in ms (``None`` where Spark does not say).
     job_ms: int | None = None
     commit_ms: int | None = None
+    #: Records, bytes and files the batch published (fused execution; ``None``: not known).
+    records_out: int | None = None
+    bytes_out: int | None = None
+    files_out: int | None = None
 
 
 def source_options(settings: RegionSettings) -> dict[str, str]:

@@ -126,6 +126,8 @@ SPARK = """\
     [scan]
     directory = "landing"
     late_window = 0
+    [transform]
+    sql = "SELECT upper(value) AS value FROM input"
     [sink]
     file = "out/part-%FILENUM.txt"
     tuples_per_file = 2
@@ -166,6 +168,9 @@ def test_prometheus_reads_records_out_lag_batch_times_and_a_passed_over_file_of_
             )
 
         wait_for(settled, 120, "Prometheus to scrape the drained job", job)
+        published = [p for p in pdir.out.iterdir() if p.is_file() and p.name.startswith("part")]
+        assert scraped("files_published_total") == [float(len(published))] == [2.0]
+        assert scraped("bytes_out_total") == [float(sum(p.stat().st_size for p in published))]
         batches = scraped("cuts_total")[0]
         assert scraped("cut_duration_seconds_count") == [batches]
         assert scraped("batch_job_seconds_count") == [batches]
@@ -175,7 +180,7 @@ def test_prometheus_reads_records_out_lag_batch_times_and_a_passed_over_file_of_
         job.send_signal(signal.SIGTERM)
         _, err = job.communicate(timeout=120)
     assert job.returncode == 0, err[-3000:]
-    assert sorted(pdir.output_lines()) == ["b1", "b2", "c1", "c2"]
+    assert sorted(pdir.output_lines()) == ["B1", "B2", "C1", "C2"]
 
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
