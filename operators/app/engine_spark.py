@@ -589,7 +589,10 @@ class _Totals:
         now = time.time()
         stuck = None
         stuck_after = config.metrics.stuck_after
-        if self.status == "restarting" and now - self.status_since > stuck_after:
+        # A restarted query stays "restarting" until its next batch; in fused execution a plan
+        # that found nothing waiting says it runs again and is idle, not stuck.
+        idle = waiting is not None and not waiting
+        if self.status == "restarting" and not idle and now - self.status_since > stuck_after:
             stuck = f"restarting for {now - self.status_since:.0f} s (bound {stuck_after:g} s)"
         # A batch in progress is never judged stuck: nothing bounds its length (a backlog
         # read in one batch may rightly take long), and a restart would run it again.

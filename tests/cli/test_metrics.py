@@ -13,6 +13,8 @@ import urllib.request
 
 import pytest
 
+from operators.app.metrics import JobView, MetricsServer, health
+from operators.app.progress import Progress
 from tests.cli.conftest import ROOT, PipelineDir, cli, start_cli, wait_for
 from tests.conftest import Prometheus, free_port
 
@@ -199,3 +201,27 @@ def test_a_metrics_port_already_taken_stops_the_job_at_start_with_exit_2(
     assert "--metrics-port" in run.stderr
     assert not (pdir.root / "checkpoints").exists()  # nothing started
     assert not pdir.out.exists()
+
+
+def test_healthz_fails_only_for_a_failed_region_or_one_stuck_in_a_cut_or_reset_past_the_bound() -> (
+    None
+):
+    bound = 600.0
+    assert health("processing", 0.0, None, 10_000.0, bound) is None  # idle or lagging: alive
+    assert health("draining", 9_500.0, None, 10_000.0, bound) is None  # a slow cut, in bound
+    stuck = health("draining", 9_000.0, 8_990.0, 10_000.0, bound)
+    assert stuck == "draining for 1000 s (bound 600 s; last cut 1010 s ago)"
+    assert health("resetting", 0.0, None, 10_000.0, bound) == "resetting for 10000 s (bound 600 s)"
+    assert health("failed", 10_000.0, None, 10_000.0, bound) == "the region failed"
+    # Served: 503 with the reason on /healthz, /readyz by readiness, 200 otherwise.
+    view = JobView(progress=Progress(status="draining"), stuck=stuck, ready=True)
+    with MetricsServer(lambda: view, port=0, host="127.0.0.1", labels={"pipeline": "p"}) as server:
+        url = "http://{}:{}".format(*server.address)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}/healthz", timeout=10)
+        assert refused.value.code == 503 and refused.value.read().decode() == f"{stuck}\n"
+        assert status(f"{url}/readyz") == 200
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        assert 'hdfs_region_healthy{pipeline="p"} 0.0' in text
+        assert "hdfs_region_lag_seconds" not in text  # not known: left out, not 0
