@@ -173,8 +173,14 @@ class _JobCollector(Collector):
         )
         yield from c(p_ + "bytes_in", "Input bytes read (line ends included).", p.bytes_in)
         yield from c(p_ + "bytes_out", "Bytes written into output files.", view.bytes_out)
-        yield from c(p_ + "files_listed", "Files seen by directory listings.", view.files_listed)
-        yield from c(p_ + "files_read", "Input files read to their end.", p.files_in)
+        yield from c(
+            p_ + "files_listed",
+            "Entries returned by directory listings (a file counts in each listing that sees it).",
+            view.files_listed,
+        )
+        yield from c(
+            p_ + "files_read", "Landed files the scan handed to the source to read.", p.files_in
+        )
         yield from c(p_ + "files_published", "Output files published.", p.files_out)
         yield from c(
             p_ + "files_passed_over",
