@@ -291,7 +291,9 @@ class MetricsServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread is not None:  # shutdown() would wait forever for a loop never started
+            self._server.shutdown()
+            self._thread = None
         self._server.server_close()
 
     def respond(self, path: str) -> tuple[int, str, bytes]:
