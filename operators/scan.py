@@ -380,6 +380,13 @@ class HDFS2DirectoryScan(StartOperator):
         """Files that changed after they were read and were not read again (state)."""
         return self._cursor.modified
 
+    def waiting(self) -> list[tuple[int, int]]:
+        """``(mtime_ns, size)`` of each file the latest listing found and the scan has not
+        emitted yet. Safe from another thread (a metrics scrape): the list is replaced, never
+        changed in place, by a listing."""
+        new, pos = self._new, self._pos
+        return [(entry[0], entry[3]) for entry in new[pos:]]
+
     def metrics(self) -> dict[str, int]:
         return {
             "files_scanned": self.files_scanned,

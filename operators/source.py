@@ -568,6 +568,14 @@ class HDFS2FileSource(StartOperator):
         """Lines dropped by ``on_decode_error = "skip"`` (each logged)."""
         return self._decoder.skipped
 
+    def reading(self) -> tuple[int, int] | None:
+        """``(mtime_ns, bytes not read yet)`` of the file being read, or ``None`` between files.
+        Safe from another thread (a metrics scrape): plain attribute reads."""
+        opened, path = self._opened, self._path
+        if path is None or opened is None:
+            return None
+        return opened[0], max(0, opened[1] - self._offset)
+
     def metrics(self) -> dict[str, int]:
         return {
             "files_opened": self.files_opened,

@@ -137,6 +137,8 @@ class CheckpointStore:
         self.start_fresh = start_fresh
         self.guard = guard
         self._last_cut_id = 0
+        #: Bytes of the newest checkpoint this store wrote (``None`` before the first).
+        self.last_size: int | None = None
         #: Completion markers seen by the last listing: cut id -> path.
         self._done: dict[int, str] = {}
 
@@ -256,6 +258,7 @@ class CheckpointStore:
                 "(is another process writing to this checkpoint directory?)"
             ) from None
         self._last_cut_id = max(self._last_cut_id, cut_id)
+        self.last_size = len(data)
         logger.info(
             "Wrote checkpoint of cut %d to %s (%d bytes)", cut_id, self.fs.display(final), len(data)
         )

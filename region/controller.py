@@ -46,7 +46,13 @@ from region.permits import Permits
 from region.settings import RegionSettings, Trigger
 from region.state import StateHandler
 
-__all__ = ["ALLOWED_TRANSITIONS", "RegionController", "RegionSnapshot", "RegionStatus"]
+__all__ = [
+    "ALLOWED_TRANSITIONS",
+    "CUT_SECONDS_BUCKETS",
+    "RegionController",
+    "RegionSnapshot",
+    "RegionStatus",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +85,24 @@ ALLOWED_TRANSITIONS: Mapping[RegionStatus, frozenset[RegionStatus]] = {
 }
 
 
+#: Upper bounds (seconds) of the cut-duration histogram in :class:`RegionSnapshot`.
+CUT_SECONDS_BUCKETS: tuple[float, ...] = (
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    180.0,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class RegionSnapshot:
     """What the region is doing, for progress displays and health checks."""
@@ -96,6 +120,17 @@ class RegionSnapshot:
     consecutive_resets: int
     #: The newest failure, described (operator, phase, cause); ``None`` when none happened.
     last_error: str | None
+    #: Cuts completed here by duration: how many took at most each bound of
+    #: :data:`CUT_SECONDS_BUCKETS` (cumulative, as a Prometheus histogram counts them), and the
+    #: sum of their durations. Kept per cut (a few additions), read by a metrics scrape.
+    cut_seconds_buckets: tuple[int, ...] = ()
+    cut_seconds_sum: float = 0.0
+    #: Wall-clock time (``time.time()``) the newest cut here completed; ``None`` before.
+    last_cut_at: float | None = None
+    #: Wall-clock time the region entered ``status``.
+    status_since: float = 0.0
+    #: Whether the region recovered (reset to its newest cut) and may process.
+    started: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +195,7 @@ class RegionController:
         self._cycle_owner: int | None = None
         self._state_lock = threading.Lock()
         self._status = RegionStatus.RESETTING
+        self._status_since = time.time()
         self._started = False
         self._closed = False
         self._restore_point: _RestorePoint | None = None
@@ -173,6 +209,9 @@ class RegionController:
         self._cuts = 0
         self._last_cut_id: int | None = None
         self._last_cut_seconds: float | None = None
+        self._cut_buckets = [0] * len(CUT_SECONDS_BUCKETS)
+        self._cut_seconds_sum = 0.0
+        self._last_cut_at: float | None = None
         self._resets = 0
         self._consecutive_resets = 0
         self._last_error: str | None = None
@@ -204,6 +243,11 @@ class RegionController:
                 resets=self._resets,
                 consecutive_resets=self._consecutive_resets,
                 last_error=self._last_error,
+                cut_seconds_buckets=tuple(self._cut_buckets),
+                cut_seconds_sum=self._cut_seconds_sum,
+                last_cut_at=self._last_cut_at,
+                status_since=self._status_since,
+                started=self._started,
             )
 
     def _set_status(self, new: RegionStatus) -> None:
@@ -215,6 +259,7 @@ class RegionController:
                 msg = f"region status cannot change from {old} to {new}"
                 raise RuntimeError(msg)
             self._status = new
+            self._status_since = time.time()
         logger.debug("Region status %s -> %s", old, new)
 
     # ------------------------------------------------------------------ cycles
@@ -454,6 +499,11 @@ class RegionController:
         with self._state_lock:
             self._consecutive_resets = 0
             self._last_cut_seconds = seconds
+            self._last_cut_at = time.time()
+            self._cut_seconds_sum += seconds
+            for i, bound in enumerate(CUT_SECONDS_BUCKETS):
+                if seconds <= bound:
+                    self._cut_buckets[i] += 1
         logger.info("Cut %d completed in %.3f s (trigger: %s)", cut_id, seconds, trigger)
         # 10. Resume (or, for the final cut of a graceful stop, close and stop).
         if final and not settled and any(op.changed_after_publish() for op in self.operators):

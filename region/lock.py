@@ -446,6 +446,13 @@ class CheckpointLock:
             f"process, or if it is gone the lock expires in {expires:.0f}s"
         )
 
+    @property
+    def renewed_at(self) -> float | None:
+        """When this process last wrote its lock (the lock's clock, ``time.time()`` by
+        default): taken or renewed; ``None`` while not held. Read by metrics (the age of the
+        heartbeat)."""
+        return self._renewed if self._generation else None
+
     def refresh(self) -> None:
         """Prove this holder alive. Raises :class:`LockLostError` if another process took over."""
         with self._mutex:

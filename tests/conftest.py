@@ -24,12 +24,18 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import itertools
+import json
 import os
 import posixpath
 import re
+import shutil
+import socket
 import struct
 import subprocess
 import sys
+import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -336,3 +342,94 @@ def build_zip(source: Path, out: Path) -> Path:
     assert run.returncode == 0, run.stderr[-3000:]
     (wheel,) = out.glob("*.whl")
     return wheel.rename(wheel.with_suffix(".zip"))
+
+
+class Prometheus:
+    """A real Prometheus server scraping, every second, the targets a test names
+    (file_sd_configs: the targets file is re-read every second); queried through its HTTP API."""
+
+    def __init__(self, url: str, targets: Path) -> None:
+        self.url = url
+        self._targets = targets
+
+    def watch(self, *addresses: str) -> None:
+        """Scrape these ``host:port`` targets (and no others) from now on."""
+        body = json.dumps([{"targets": list(addresses)}])
+        tmp = self._targets.with_suffix(".tmp")
+        tmp.write_text(body, encoding="utf-8")
+        tmp.rename(self._targets)  # whole, never half written when Prometheus reads it
+
+    def query(self, expr: str) -> list[float]:
+        """The values of an instant query (one per series; empty when none matches)."""
+        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            answer = json.load(response)
+        assert answer["status"] == "success", answer
+        return [float(item["value"][1]) for item in answer["data"]["result"]]
+
+
+def require_prometheus() -> str:
+    """The prometheus binary; skip (fail under CI=true) without it, in one line."""
+    binary = shutil.which("prometheus")
+    if binary is not None:
+        return binary
+    problem = "no prometheus binary on PATH (Debian: apt-get install prometheus)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true: {problem}", pytrace=False)
+    pytest.skip(problem)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """The session's Prometheus server, on 127.0.0.1, scraping every second what tests name,
+    with the alert rules of conf/ evaluated every second."""
+    binary = require_prometheus()
+    work = tmp_path_factory.mktemp("prometheus")
+    targets = work / "targets.json"
+    targets.write_text("[]", encoding="utf-8")
+    (work / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files: ['{ROOT / 'conf' / 'prometheus-alerts.yml'}']\n"
+        "scrape_configs:\n  - job_name: hdfs-region\n    file_sd_configs:\n"
+        f"      - files: ['{targets}']\n        refresh_interval: 1s\n",
+        encoding="utf-8",
+    )
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={work / 'prometheus.yml'}",
+            f"--storage.tsdb.path={work / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(work / "prometheus.log").open("wb"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            log = (work / "prometheus.log").read_text(errors="replace")[-2000:]
+            assert process.poll() is None, f"prometheus ended:\n{log}"
+            assert time.monotonic() < deadline, f"prometheus not ready after 60 s:\n{log}"
+            time.sleep(0.2)
+        yield Prometheus(url, targets)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

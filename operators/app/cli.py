@@ -24,6 +24,7 @@ from operators.app.console import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_PENDING,
+    LOG_CONTEXT,
     PROG,
     config_error,
     error,
@@ -43,13 +44,19 @@ logger = logging.getLogger(__name__)
 
 def cmd_run(args: argparse.Namespace) -> int:
     # Logging first: reading the settings logs where the filesystem came from
-    # (fs.defaultFS of HADOOP_CONF_DIR).
-    display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
-    setup_logging(args.log_level, display)
+    # (fs.defaultFS of HADOOP_CONF_DIR). JSON logs are for machines: no live line among them.
+    display = ProgressDisplay(
+        sys.stderr, enabled=not args.no_progress and args.log_format == "text"
+    )
+    setup_logging(args.log_level, display, args.log_format)
     try:
         config = load_pipeline(args.config, engine=args.engine)
     except ConfigError as exc:
         return config_error(exc)
+    if args.metrics_port is not None:
+        metrics = config.metrics.model_copy(update={"port": args.metrics_port})
+        config = config.model_copy(update={"metrics": metrics})
+    LOG_CONTEXT["pipeline"] = config.pipeline_id()
     # One named file ([source] file) is read, then the run ends, as IBM's source does.
     available_now = args.available_now or config.single_file is not None
     # A signal after the stop it asked for completed must not kill the process (exit 0).
@@ -281,6 +288,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-progress", action="store_true", help="do not show progress")
     run.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
+    run.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one object per line (time, level, logger, message, pipeline, cut)",
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve /metrics, /healthz and /readyz on PORT ([metrics] port; 0: any free port)",
+    )
     run.set_defaults(func=cmd_run)
 
     switch = sub.add_parser(

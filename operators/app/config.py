@@ -54,11 +54,12 @@ from operators.source import SourceSettings
 from operators.templating import FileNameTemplate
 from region.checkpoint import cut_file_name
 from region.errors import ConfigError
-from region.settings import RegionSettings, load_toml
+from region.settings import Duration, RegionSettings, load_toml
 
 __all__ = [
     "ENGINES",
     "Engine",
+    "MetricsSettings",
     "PipelineConfig",
     "PipelineConfigError",
     "SparkSettings",
@@ -73,7 +74,7 @@ Engine = Literal["spark", "local"]
 ENGINES: tuple[Engine, ...] = ("spark", "local")
 
 #: Tables of the settings file, in the order they are documented.
-_TABLES = ("region", "scan", "source", "transform", "sink", "filesystem", "spark")
+_TABLES = ("region", "scan", "source", "transform", "sink", "filesystem", "spark", "metrics")
 #: Tables whose values are never echoed in messages (passwords, tokens, keytab paths, URIs
 #: that may carry ``user:password@``).
 _SECRET_TABLES = frozenset({"filesystem"})
@@ -188,6 +189,23 @@ class SparkSettings(BaseModel):
         return self
 
 
+class MetricsSettings(BaseModel):
+    """Prometheus metrics and health checks of the job: ``/metrics``, ``/healthz``, ``/readyz``
+    on one port (the driver's, on Spark). Off unless a port is given: a fixed default port
+    would make a second job on the same host fail at start."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    #: Port to serve on (off when unset); 0 takes any free port and logs it.
+    port: int | None = Field(None, ge=0, le=65535)
+    #: Address to listen on: every interface by default, so that a Prometheus server or a
+    #: Kubernetes probe on another host reaches it (only counters are served, never a path).
+    host: str = "0.0.0.0"
+    #: ``/healthz`` fails when one cut or reset lasts longer than this (each of their steps has
+    #: a shorter timeout of its own, so only a blocked operator gets there), or the region failed.
+    stuck_after: Duration = Field(600.0, gt=0)
+
+
 class PipelineConfig(BaseModel):
     """A whole pipeline as read from its settings file (paths already resolved)."""
 
@@ -205,6 +223,7 @@ class PipelineConfig(BaseModel):
     sink: SinkSettings
     filesystem: FileSystemSettings = Field(default_factory=FileSystemSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     #: Folder of the settings file (user transforms are imported from there).
     _folder: str = PrivateAttr(default_factory=os.getcwd)
@@ -284,6 +303,15 @@ class PipelineConfig(BaseModel):
                 raise ValueError(f"{key}: {why} (got {path!r})") from None
         self._output_outside_input()
         self._checkpoints_apart()
+        # A cut or a reset may rightly last its timeouts: a bound below them would have an
+        # orchestrator kill a job that is only slow.
+        steps = self.region.drain_timeout + self.region.reset_timeout
+        if self.metrics.stuck_after <= steps:
+            raise ValueError(
+                f"[metrics] stuck_after: {self.metrics.stuck_after:g} s must be longer than "
+                f"[region] drain_timeout + reset_timeout ({steps:g} s): a cut or a reset may "
+                "take that long without being stuck"
+            )
         return self
 
     def _where(self, path: str) -> str:

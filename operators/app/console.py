@@ -3,13 +3,16 @@ and the logging setup, shared by every command."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import logging
 import sys
-from typing import TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from operators.app.config import PipelineConfigError
 from operators.app.progress import LiveLineHandler, ProgressDisplay
-from operators.fs.errors import scrub
+from operators.fs.errors import scrub, scrub_secrets
 from region.errors import ConfigError
 
 __all__ = [
@@ -17,7 +20,9 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_OK",
     "EXIT_PENDING",
+    "LOG_CONTEXT",
     "PROG",
+    "JsonFormatter",
     "clean",
     "config_error",
     "error",
@@ -54,16 +59,54 @@ def config_error(exc: ConfigError) -> int:
     return EXIT_CONFIG
 
 
-def setup_logging(level: str | None, display: ProgressDisplay | None) -> None:
+#: What every JSON log line adds: the pipeline id, and the newest completed cut (a callable the
+#: engine sets once its region exists; read per line, so it must only read a counter).
+LOG_CONTEXT: dict[str, Any] = {"pipeline": None, "cut": None}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: the text line's fields (time, level, logger, message, and
+    the exception's text) plus ``pipeline`` and ``cut``. Secrets are masked as in the text
+    format, here again on the final text (a handler's filter may not have run)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        cut: Callable[[], int | None] | None = LOG_CONTEXT.get("cut")
+        try:
+            cut_id = cut() if cut is not None else None
+        except Exception:
+            cut_id = None
+        line: dict[str, Any] = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": scrub_secrets(record.getMessage()),
+            "pipeline": LOG_CONTEXT.get("pipeline"),
+            "cut": cut_id,
+        }
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exception"] = scrub_secrets(record.exc_text)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def setup_logging(
+    level: str | None, display: ProgressDisplay | None, log_format: str = "text"
+) -> None:
     """INFO log lines on standard error; on a terminal with a live progress line, only
     warnings (printed above the line) unless ``level`` asks for more."""
     root = logging.getLogger()
     for old in list(root.handlers):
         if getattr(old, "_hdfs_region", False):  # ours, from an earlier call
             root.removeHandler(old)
-    live = display is not None and display.live and display.enabled
+    live = display is not None and display.live and display.enabled and log_format == "text"
     handler: logging.Handler
-    if display is not None and live:
+    if log_format == "json":
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+    elif display is not None and live:
         handler = LiveLineHandler(display)
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     else:

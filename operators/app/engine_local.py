@@ -17,9 +17,11 @@ Wiring (see :func:`run_local`):
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from operators.app.config import PipelineConfig
+from operators.app.console import LOG_CONTEXT
 from operators.app.engines import (
     JobOutput,
     check_after_read,
@@ -29,6 +31,7 @@ from operators.app.engines import (
     read_identity,
     warn_files_left,
 )
+from operators.app.metrics import Histogram, JobView, MetricsServer, health, period_of
 from operators.app.progress import Progress, ProgressDisplay
 from operators.app.switch import check_pending_switch, control_path
 from operators.control import ControlFile
@@ -38,6 +41,7 @@ from operators.scan import HDFS2DirectoryScan
 from operators.sink import HDFS2FileSink
 from operators.source import HDFS2FileSource
 from region.checkpoint import CheckpointStore
+from region.controller import CUT_SECONDS_BUCKETS
 from region.errors import ConfigError, LockLostError
 from region.fs import FileSystem
 from region.lock import CheckpointLock
@@ -64,6 +68,44 @@ class LocalRun:
 
     def progress(self) -> Progress:
         return progress_of(self.runner.stats(), self.scan, self.sink)
+
+    def view(self) -> JobView:
+        """What a metrics scrape reports (reads only: counters and snapshots)."""
+        stats = self.runner.stats()
+        region = stats.region
+        waiting = list(self.scan.waiting())
+        reading = self.source.reading()
+        if reading is not None:
+            waiting.append(reading)
+        scan = self.scan.metrics()
+        now = time.time()
+        status = region.status.value
+        return JobView(
+            progress=progress_of(stats, self.scan, self.sink),
+            waiting=waiting,
+            files_listed=self.scan.files_scanned,
+            files_archived=scan["files_archived"],
+            files_deleted=scan["files_deleted"],
+            bytes_out=self.sink.metrics.bytes_written,
+            consecutive_resets=region.consecutive_resets,
+            period_seconds=period_of(self.config.region),
+            cut_seconds=Histogram(
+                CUT_SECONDS_BUCKETS,
+                region.cut_seconds_buckets or (0,) * len(CUT_SECONDS_BUCKETS),
+                region.cut_seconds_sum,
+            ),
+            last_cut_at=region.last_cut_at,
+            checkpoint_bytes=self.store.last_size,
+            lock_renewed_at=self.lock.renewed_at,
+            ready=region.started and status in ("processing", "draining", "checkpointing"),
+            stuck=health(
+                status,
+                region.status_since,
+                region.last_cut_at,
+                now,
+                self.config.metrics.stuck_after,
+            ),
+        )
 
 
 def progress_of(stats: PipelineStats, scan: HDFS2DirectoryScan, sink: HDFS2FileSink) -> Progress:
@@ -196,6 +238,24 @@ def run_local(
     :class:`~region.errors.LockLostError`.
     """
     run = build_local(config)
+    LOG_CONTEXT["cut"] = lambda: run.runner.controller.snapshot().last_cut_id
+    # Before the lock: a port already taken is a configuration error, nothing has started.
+    metrics = None
+    if config.metrics.port is not None:
+        labels = {"pipeline": config.pipeline_id(), "engine": "local"}
+        metrics = MetricsServer(
+            run.view, port=config.metrics.port, host=config.metrics.host, labels=labels
+        ).start()
+    try:
+        return _run_locked(run, config, available_now=available_now, display=display)
+    finally:
+        if metrics is not None:
+            metrics.stop()
+
+
+def _run_locked(
+    run: LocalRun, config: PipelineConfig, *, available_now: bool, display: ProgressDisplay | None
+) -> Progress:
     run.lock.acquire()
     try:
         if read_identity(run.checkpoint_fs, run.checkpoint_dir) is None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from operators.app.config import PipelineConfig
+from operators.app.console import LOG_CONTEXT
 from operators.app.engines import (
     JobOutput,
     check_after_read,
@@ -28,6 +29,7 @@ from operators.app.engines import (
     load_function,
     warn_files_left,
 )
+from operators.app.metrics import Histogram, JobView, MetricsServer, period_of
 from operators.app.progress import Progress, ProgressDisplay
 from operators.fs import open_path
 from operators.owner import SINK_DIR
@@ -534,13 +536,40 @@ class _Totals:
         self.replayed = 0
         #: The query stopped at once: the batch in flight (if any) was not committed.
         self.stopped_now = False
+        #: Published by the batches (fused execution says; ``None`` until a batch does).
+        self.records_out: int | None = None
+        self.bytes_out: int | None = None
+        self.files_out: int | None = None
+        self.consecutive_restarts = 0
+        self.last_batch_at: float | None = None
+        self.status_since = time.time()
+        self.batch_seconds = Histogram.empty()
+        self.job_seconds = Histogram.empty()
+        self.commit_seconds = Histogram.empty()
 
     def on_batch(self, batch: BatchProgress) -> None:
+        # Histograms are values replaced whole: a scrape on another thread sees one or the other.
+        self.batch_seconds = self.batch_seconds.observe(batch.duration_ms / 1000)
+        if batch.job_ms is not None:
+            self.job_seconds = self.job_seconds.observe(batch.job_ms / 1000)
+        if batch.commit_ms is not None:
+            self.commit_seconds = self.commit_seconds.observe(batch.commit_ms / 1000)
+        self.last_batch_at = time.time()
+        self.consecutive_restarts = 0
+        if self.status != "processing":
+            self.status_since = time.time()
         if self.last_batch is not None and batch.batch_id <= self.last_batch:
             # A batch run again after a restart (its commit was not recorded): counted once.
             self.replayed += batch.num_input_rows
         else:
             self.records += batch.num_input_rows
+        # What a batch published is published once, whichever attempt's commit did it.
+        if batch.records_out is not None:
+            self.records_out = (self.records_out or 0) + batch.records_out
+        if batch.bytes_out is not None:
+            self.bytes_out = (self.bytes_out or 0) + batch.bytes_out
+        if batch.files_out is not None:
+            self.files_out = (self.files_out or 0) + batch.files_out
         if batch.passed_over is not None:
             self.passed_over = batch.passed_over
         if batch.modified is not None:
@@ -551,13 +580,56 @@ class _Totals:
 
     def on_restart(self, attempt: int, error: BaseException) -> None:
         self.restarts += 1
+        self.consecutive_restarts += 1
+        if self.status != "restarting":
+            self.status_since = time.time()
         self.status = "restarting"
+
+    def view(
+        self,
+        runner: SparkSupervisor | FusedRunner | None,
+        lock: CheckpointLock,
+        config: PipelineConfig,
+    ) -> JobView:
+        """What a metrics scrape reports: the driver's view of the job (reads only)."""
+        from operators.spark.fused import FusedRunner
+
+        # Fused execution plans on this process; a streaming query plans in a Python worker
+        # of the JVM, out of reach: no lag then (not a lag of 0).
+        waiting = list(runner.reader.waiting) if isinstance(runner, FusedRunner) else None
+        now = time.time()
+        stuck = None
+        stuck_after = config.metrics.stuck_after
+        # A restarted query stays "restarting" until its next batch; in fused execution a plan
+        # that found nothing waiting says it runs again and is idle, not stuck.
+        idle = waiting is not None and not waiting
+        if self.status == "restarting" and not idle and now - self.status_since > stuck_after:
+            stuck = f"restarting for {now - self.status_since:.0f} s (bound {stuck_after:g} s)"
+        # A batch in progress is never judged stuck: nothing bounds its length (a backlog
+        # read in one batch may rightly take long), and a restart would run it again.
+        return JobView(
+            progress=self.progress(),
+            waiting=waiting,
+            # Fused execution counts the records in the files each batch published (the
+            # progress line keeps records read: files left open are published at the stop).
+            records_out=self.records_out,
+            bytes_out=self.bytes_out,
+            consecutive_resets=self.consecutive_restarts,
+            period_seconds=period_of(config.region),
+            cut_seconds=self.batch_seconds,
+            last_cut_at=self.last_batch_at,
+            lock_renewed_at=lock.renewed_at,
+            job_seconds=self.job_seconds,
+            commit_seconds=self.commit_seconds,
+            ready=self.status == "processing" or (self.status == "starting" and runner is not None),
+            stuck=stuck,
+        )
 
     def progress(self) -> Progress:
         return Progress(
             status=self.status,
             files_in=None,
-            files_out=None,
+            files_out=self.files_out,
             files_passed_over=self.passed_over,
             files_modified=self.modified,
             records_in=self.records,
@@ -615,7 +687,24 @@ def run_spark(
         # Another process may own the directory: no batch may commit after this.
         on_lost=lambda reason: stopper.request(immediate=True),
     )
-    lock.acquire()
+    totals = _Totals(config.transform is not None)
+    runner: list[SparkSupervisor | FusedRunner] = []
+    metrics = None
+    if config.metrics.port is not None:
+        # Before the lock: a port already taken is a configuration error, nothing has started.
+        metrics = MetricsServer(
+            lambda: totals.view(runner[0] if runner else None, lock, config),
+            port=config.metrics.port,
+            host=config.metrics.host,
+            labels={"pipeline": config.pipeline_id(), "engine": "spark"},
+        ).start()
+    LOG_CONTEXT["cut"] = lambda: totals.last_batch
+    try:
+        lock.acquire()
+    except BaseException:
+        if metrics is not None:
+            metrics.stop()
+        raise
     tokens: DelegationToken | None = None
     try:
         job_id = claim_checkpoint_dir(
@@ -648,7 +737,6 @@ def run_spark(
             config.display(config.region.checkpoint_dir),
             region.trigger.value,
         )
-        totals = _Totals(config.transform is not None)
         if plan.delegates:
             from operators.fs.tokens import DelegationToken
 
@@ -680,6 +768,7 @@ def run_spark(
                 raise ConfigError(msg)
             restarting = functools.partial(_restarting, totals, tokens)
             supervisor = _runner(spark, plan, available_now, totals, (cp_fs, cp_dir), restarting)
+            runner.append(supervisor)
             stopper.attach(supervisor)
             if display is not None:
                 display.start(totals.progress)
@@ -713,6 +802,8 @@ def run_spark(
         if tokens is not None:
             tokens.close()
         lock.release()
+        if metrics is not None:
+            metrics.stop()
 
 
 def _hand_token(spark: SparkSession, token: str) -> None:

@@ -126,6 +126,9 @@ class CommitResult:
     replayed: bool = False
     #: In-progress files left open for the next batches (their slot's task continues them).
     open: tuple[str, ...] = ()
+    #: Records and bytes in the files published (for metrics).
+    rows: int = 0
+    size: int = 0
 
 
 def cut_back(fs: FileSystem, carried: WrittenFile, permission: int | None) -> None:
@@ -483,7 +486,13 @@ class SinkLog:
         kept = tuple(f.path for f in still_open)
         self.delete_orphans(keep=kept)
         self._retire(batch_id)
-        return CommitResult(batch_id, tuple(dst for _, dst in renames), open=kept)
+        return CommitResult(
+            batch_id,
+            tuple(dst for _, dst in renames),
+            open=kept,
+            rows=sum(f.rows for f in ordered),
+            size=sum(f.size for f in ordered),
+        )
 
     def _next_open(
         self,

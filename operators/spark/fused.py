@@ -444,7 +444,9 @@ class FusedRunner:
             files, open_files, records_in = self._job(batch_id, start, end)
         ran = time.monotonic()
         # 4. Commit through the sink log.
+        self.writer.last_commit = None
         self.writer.commit([SinkTaskMessage(0, 0, files, open_files)], batch_id)
+        commit = self.writer.last_commit
         # 5. Record.
         self.log.write_commit(batch_id)
         # 6. after_read: the input behind every published record leaves the landing directory.
@@ -459,15 +461,20 @@ class FusedRunner:
             attempt=self.attempt,
             passed_over=end.get("passed_over"),
             modified=end.get("modified"),
+            job_ms=round((ran - started) * 1000),
+            commit_ms=round((time.monotonic() - ran) * 1000),
+            records_out=commit.rows if commit is not None else None,
+            bytes_out=commit.size if commit is not None else None,
+            files_out=len(commit.published) if commit is not None else None,
         )
         self.progress.append(progress)
         logger.info(
-            "batch %s: %s records in %s ms (job %.0f ms, commit %.0f ms)",
+            "batch %s: %s records in %s ms (job %s ms, commit %s ms)",
             batch_id,
             records_in,
             progress.duration_ms,
-            (ran - started) * 1000,
-            (time.monotonic() - ran) * 1000,
+            progress.job_ms,
+            progress.commit_ms,
         )
         if self._on_progress is not None:
             self._on_progress(progress)

@@ -45,7 +45,13 @@ from operators.owner import Owner
 from operators.plugins import load_callable
 from operators.safepath import name_problem
 from operators.sink.layout import numbered_name
-from operators.spark.commit import SinkLog, WrittenFile, cut_back, in_progress_name
+from operators.spark.commit import (
+    CommitResult,
+    SinkLog,
+    WrittenFile,
+    cut_back,
+    in_progress_name,
+)
 from operators.spark.config import SinkConfig, open_config_fs
 from operators.templating import FileNameTemplate
 from region.errors import ConfigError
@@ -264,6 +270,9 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         self.config = config
         self.column = _pick_column(config, schema)
         self._fs: FileSystem | None = None
+        #: What the newest :meth:`commit` in this process published (fused execution reads it
+        #: for its metrics: records and bytes out).
+        self.last_commit: CommitResult | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -525,6 +534,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         tasks = [m for m in messages if isinstance(m, SinkTaskMessage)]
         files = [f for m in tasks for f in m.files]
         result = self._log().commit(batchId, files, [f for m in tasks for f in m.open])
+        self.last_commit = result
         logger.info(
             "%s: batch %s published %s file(s)%s",
             _SINK,

@@ -102,6 +102,9 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: ``after_read`` at :meth:`commit` (a streaming query: the sink published the batch);
         #: fused execution calls :meth:`housekeep` itself, behind the sink's open files.
         self.housekeep_on_commit = True
+        #: ``(mtime_ns, bytes not read)`` of every file the latest planning found unread (the
+        #: batch it planned included): what a metrics scrape on the driver reports as lag.
+        self.waiting: list[tuple[int, int]] = []
         self._fs: FileSystem | None = None
         self._plan_fs: FileSystem | None = None
         self._pattern = re.compile(config.pattern) if config.pattern else None
@@ -230,6 +233,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             candidates += [(e, pos, False) for e in listing if (e[0], e[1]) == key and pos < e[3]]
         # A file with an mtime ahead of the listing leaves no key of its own: read whole.
         candidates += [(e, 0, cursor.is_ahead(e)) for e in new if not cursor.is_late(e)]
+        self.waiting = [(entry[0], entry[3] - begin) for entry, begin, _ in candidates]
         # 2. Admission control: the engine's limit (ReadAllAvailable ignores the options).
         max_files = max_bytes = None
         if not isinstance(limit, ReadAllAvailable):

@@ -59,6 +59,13 @@ class BatchProgress:
     #: read (its offset says; ``None``: no such source).
     passed_over: int | None = None
     modified: int | None = None
+    #: The batch's Spark job and its commit, in ms (``None`` where Spark does not say).
+    job_ms: int | None = None
+    commit_ms: int | None = None
+    #: Records, bytes and files the batch published (fused execution; ``None``: not known).
+    records_out: int | None = None
+    bytes_out: int | None = None
+    files_out: int | None = None
 
 
 def source_options(settings: RegionSettings) -> dict[str, str]:
@@ -276,6 +283,10 @@ def _progress(raw: Any, attempt: int) -> BatchProgress | None:
         attempt=attempt,
         passed_over=_scan_count(raw, "passed_over"),
         modified=_scan_count(raw, "modified"),
+        # addBatch is the job with the sink's commit inside it; walCommit and commitOffsets
+        # are Spark's own logs around it.
+        job_ms=int(durations["addBatch"]),
+        commit_ms=int(durations.get("walCommit", 0)) + int(durations.get("commitOffsets", 0)),
     )
 
 

@@ -23,7 +23,17 @@ BENCH = REPO / "bench"
 
 #: script -> arguments of a tiny run
 TINY: dict[str, list[str]] = {
-    "pipeline": ["--mb", "2", "--files", "3", "--repeat", "1", "--profile"],
+    "pipeline": [
+        "--mb",
+        "2",
+        "--files",
+        "3",
+        "--repeat",
+        "1",
+        "--metrics-repeat",
+        "1",
+        "--profile",
+    ],
     "scan": ["--files", "600", "--tie", "50", "--repeat", "1", "--late-windows", "0.01"],
     "cut_latency": ["--cuts", "2", "--period", "0.1", "--rate-mb", "0.5", "--file-kb", "16"],
     "recovery": ["--trials", "1", "--period", "200ms", "--lines", "1000"],
@@ -87,6 +97,11 @@ def test_pipeline_copies_every_byte_and_reports_both_rates(results: Path) -> Non
     assert data["pipeline"]["cuts"][0] >= 1  # at least the final cut that published the output
     assert isinstance(data["target_met"], bool)
     assert "function calls in" in data["profile_top"]  # a cProfile listing of one run
+    # The job with metrics off and on (output checked by the script), side by side.
+    metrics = data["metrics"]
+    for side in ("off", "on"):
+        assert metrics[side]["mb_per_s"] > 0 and len(metrics[side]["seconds"]) == 1
+    assert isinstance(metrics["target_met"], bool) and metrics["ratio"] > 0
 
 
 def test_scan_emits_every_file_in_order_with_a_bounded_checkpoint(results: Path) -> None:

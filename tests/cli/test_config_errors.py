@@ -64,6 +64,12 @@ CASES = [
     ),
     pytest.param({"scan": 'pattern = "x"'}, "[scan] directory: required", id="no-directory"),
     pytest.param(
+        {"region": 'drain_timeout = "5m"', "metrics": 'stuck_after = "6m"'},
+        "[metrics] stuck_after: 360 s must be longer than [region] drain_timeout + "
+        "reset_timeout (480 s)",
+        id="stuck-after-below-timeouts",
+    ),
+    pytest.param(
         {"scan": 'directory = "s3://bucket/landing"'},
         "[scan] directory: unknown filesystem scheme 's3' (known: file, hdfs, http, https, "
         "swebhdfs, webhdfs) (got 's3://bucket/landing')",
