@@ -4,12 +4,16 @@ process for hdfs://, and the sandbox's own promises (ready line, client configur
 
 from __future__ import annotations
 
+import json
 import posixpath
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -151,6 +155,43 @@ def test_the_ready_line_and_the_client_configuration(request: pytest.FixtureRequ
     assert not no_conf.supports_truncate  # no configuration: publish by rename, said in the log
     status = sandbox.command("status")
     assert status["datanodes"] == 2
+
+
+def _block_size(sandbox: Sandbox, path: str) -> tuple[int, str | None]:
+    """``(the blockSize WebHDFS's GETFILESTATUS answers for path, the clients' dfs.blocksize)``."""
+    http = sandbox.info.webhdfs.removeprefix("webhdfs://")
+    url = f"http://{http}/webhdfs/v1{path}?op=GETFILESTATUS&user.name={CLUSTER_USER}"
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        size = int(json.load(answer)["FileStatus"]["blockSize"])
+    site = ET.parse(Path(sandbox.info.conf_dir) / "hdfs-site.xml").getroot()
+    names = {p.findtext("name"): p.findtext("value") for p in site.iter("property")}
+    return size, names.get("dfs.blocksize")
+
+
+def test_the_sandbox_writes_1_mib_blocks_unless_told(request: pytest.FixtureRequest) -> None:
+    fs, root, sandbox = _root(request, "hdfs")
+    path = posixpath.join(root, "small-blocks")
+    _put(fs, path, b"x")
+    assert _block_size(sandbox, path) == (BLOCK, str(BLOCK))
+
+
+@pytest.mark.slow
+def test_a_sandbox_started_with_a_block_size_writes_blocks_of_it(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Benchmarks run at a production block size: hdfs:// (the NameNode's default) and
+    Hadoop's own client (the configuration directory's) both write blocks of it."""
+    request.getfixturevalue("hdfs_sandbox")  # Java and Maven, or a skip
+    big = 128 * BLOCK
+    with Sandbox.start(tmp_path / "sandbox", block_size=big) as sandbox:
+        fs = NativeHdfsFileSystem(cluster_settings(sandbox.info.hdfs, sandbox))
+        _put(fs, "/big-blocks", b"x" * 1000)
+        assert _block_size(sandbox, "/big-blocks") == (big, str(big))
+
+
+def test_a_block_size_hdfs_refuses_is_refused_before_the_start() -> None:
+    with pytest.raises(ValueError, match="block_size: 1000 is not a multiple of 512"):
+        Sandbox.start("/nonexistent", block_size=1000)
 
 
 def test_the_command_without_java_says_what_to_install(tmp_path: pytest.TempPathFactory) -> None:
