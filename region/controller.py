@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import logging
 import threading
 import time
@@ -155,6 +156,15 @@ class _RestorePoint:
     #: The cut's completion (every on_cut_completed) ran to the end, here or in a process that
     #: recorded it: operators are told before a reset to it (StateHandler.recall_completed).
     completed: bool = False
+
+
+def _same_states(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two cuts' operator states are the same once stored (JSON, as the store writes
+    them); states that are not JSON are never the same (the store refuses them, named)."""
+    try:
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    except (TypeError, ValueError):
+        return False
 
 
 class _StopNow(Exception):
@@ -449,6 +459,18 @@ class RegionController:
             except Exception as exc:
                 phase = f"checkpoint of cut {cut_id}"
                 return self._cut_failed(cut_id, _Failure(op.name, phase, exc))
+        # 5b. A final cut that records what the last completed cut records (a stop with
+        # nothing processed since) writes nothing: on HDFS a checkpoint's close waits for the
+        # NameNode. That cut stays the restore point; a restart from it is one from this cut.
+        kept = self._restore_point
+        if final and kept is not None and kept.completed and _same_states(states, kept.states):
+            logger.info(
+                "Cut %d not written: nothing changed since cut %d, which stays the last",
+                cut_id,
+                kept.cut_id,
+            )
+            self._finish_stop()
+            return True
         # 6. Write one region checkpoint through the store (atomic: temp file, sync, rename).
         self._check_stop_now()
         try:
@@ -512,10 +534,7 @@ class RegionController:
             self._set_status(RegionStatus.PROCESSING)  # permits stay blocked
             return self._cut_locked(final=True, trigger=trigger, settled=True)
         if final:
-            self._close_operators()
-            self._set_status(RegionStatus.STOPPED)
-            self.permits.cancel(_stopped_error)
-            self._signal_trigger_stop()
+            self._finish_stop()
         else:
             self._set_status(RegionStatus.PROCESSING)
             self.permits.unblock()
@@ -793,6 +812,13 @@ class RegionController:
             self._set_status(RegionStatus.STOPPED)
         self.permits.cancel(_stopped_error)
         logger.info("Region stopped without a final cut (last cut: %s)", self._last_cut_id)
+
+    def _finish_stop(self) -> None:
+        """After the final cut of a graceful stop: close the operators and stop."""
+        self._close_operators()
+        self._set_status(RegionStatus.STOPPED)
+        self.permits.cancel(_stopped_error)
+        self._signal_trigger_stop()
 
     def _close_operators(self) -> None:
         if self._closed:

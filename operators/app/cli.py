@@ -195,7 +195,11 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             ha=args.ha,
             secure=args.secure,
             token_lifetime=args.token_lifetime,
+            block_size=args.block_size,
         )
+    except ValueError as exc:
+        error(str(exc))
+        return EXIT_CONFIG
     except SandboxSetupError as exc:
         error(str(exc))
         return EXIT_CONFIG
@@ -426,6 +430,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="SECONDS",
         help="with --secure: the longest life of a delegation token (default: Hadoop's 7 days)",
+    )
+    sandbox.add_argument(
+        "--block-size",
+        type=int,
+        default=1 << 20,
+        metavar="BYTES",
+        help="the cluster's and its clients' block size (default 1048576, HDFS's smallest; "
+        "production clusters use 134217728)",
     )
     sandbox.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
     sandbox.set_defaults(func=cmd_sandbox)

@@ -15,6 +15,10 @@ What it lacks and how each gap is closed here:
   certificate, a failed login) is a :class:`~region.errors.ConfigError` naming the address; an
   address that does not answer means no truncate, with a WARNING.
 - **hflush**: ``flush`` is ``hsync`` (durable, and visible to new readers).
+- **a refused block**: the NameNode refuses addBlock (``NotReplicatedYetException``) while the
+  DataNodes' reports of earlier blocks lag; Hadoop's client asks again, hdfs-native raises and
+  its stream cannot ask again. The writer reopens the file at the length its DataNodes hold and
+  writes the rest (bounded backoff); a close the client gave up on is asked again likewise.
 - **the user**: it is read from ``HADOOP_USER_NAME`` whenever the client (re)connects, so a
   configured ``user`` is set there for the whole process; two ``hdfs://`` filesystems of one
   process with different users are refused.
@@ -37,6 +41,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from region.errors import ConfigError
@@ -77,6 +82,15 @@ _LEASE_MARKERS = (
 )
 _CONNECT_MARKERS = ("Connection refused", "connection reset", "Connection reset", "Broken pipe")
 _MAX_LEASE_POLL = 1.0
+#: The NameNode refuses a new block (addBlock) until the block before the last one has its
+#: minimum replicas reported; under load the DataNodes' reports lag. Hadoop's client asks again
+#: (400 ms, doubling, 5 times); hdfs-native raises it, and its stream is unusable after it.
+_NOT_REPLICATED = "NotReplicatedYetException"
+#: hdfs-native's close when the NameNode's complete kept answering false (the last blocks'
+#: replicas not reported yet) through its own five tries: the same cause, at close.
+_NOT_COMPLETED = "Failed to complete file in time"
+_REPLICATION_TRIES = 5
+_REPLICATION_FIRST_DELAY = 0.4
 #: A NameNode that just started refuses changes until enough blocks are reported.
 _SAFE_MODE_MARKERS = (*NOT_READY, "in safe mode")
 #: Errors hdfs-native raises as Python built-ins (kept, with the path as a URI).
@@ -333,7 +347,7 @@ class NativeHdfsFileSystem:
         except BaseException:
             claim.release()
             raise
-        return NativeHdfsWriter(self, path, stream, claim)
+        return NativeHdfsWriter(self, path, stream, claim, 0)
 
     def append(self, path: str) -> NativeHdfsWriter:
         claim = claim_path(self.settings.authority(), posixpath.normpath(path), self.display(path))
@@ -345,7 +359,7 @@ class NativeHdfsFileSystem:
         except BaseException:
             claim.release()
             raise
-        return NativeHdfsWriter(self, path, stream, claim)
+        return NativeHdfsWriter(self, path, stream, claim, st.size)
 
     def truncate(self, path: str, length: int) -> None:
         if self._truncator is None:
@@ -453,6 +467,8 @@ class NativeHdfsFileSystem:
                 return builtin(code, msg, where)
         if cls in INVALID_ARGUMENT:
             return OSError(errno.EINVAL, msg, where)
+        if cls == _NOT_REPLICATED:  # the writer retries on the class name: keep it
+            return OSError(errno.EIO, f"{op}: {cls}: {detail}", where)
         mapped = builtin_error(cls, msg, where)
         if mapped is not None:
             return mapped
@@ -526,13 +542,17 @@ class NativeHdfsFileSystem:
 class NativeHdfsWriter:
     """An HDFS output stream; the NameNode's lease makes it the file's only writer."""
 
-    def __init__(self, fs: NativeHdfsFileSystem, path: str, stream: Any, claim: WriterClaim):
+    def __init__(
+        self, fs: NativeHdfsFileSystem, path: str, stream: Any, claim: WriterClaim, position: int
+    ) -> None:
         self._fs = fs
         self._path = path
         self._stream = stream
+        #: The file's length once every byte the client accepted is in it.
+        self._position = position
         self._claim = claim
         self._closed = False
-        self._broken: TimeoutError | None = None
+        self._broken: OSError | None = None
         self._worker: _CallThread | None = None
 
     @property
@@ -566,9 +586,75 @@ class NativeHdfsWriter:
     def write(self, data: bytes) -> None:
         if self._closed:
             raise ValueError(f"{self._fs.display(self._path)}: write to a closed writer")
-        self._fs._call(
-            "WRITE", self._path, lambda: self._bounded("WRITE", self._stream.write, data)
-        )
+        delay = _REPLICATION_FIRST_DELAY
+        for attempt in range(1, _REPLICATION_TRIES + 1):
+            try:
+                self._fs._call(
+                    "WRITE", self._path, partial(self._bounded, "WRITE", self._write, data)
+                )
+            except OSError as err:
+                if _NOT_REPLICATED not in str(err):
+                    raise
+                if attempt == _REPLICATION_TRIES:
+                    msg = (
+                        f"WRITE: the NameNode refused a new block {attempt} times (the block "
+                        f"before it has not reached its minimum replicas): {err.strerror}"
+                    )
+                    raise OSError(errno.EIO, msg, self._fs.display(self._path)) from None
+                logger.warning(
+                    "%s: %s; try %d of %d in %.1fs on a reopened stream",
+                    self._fs.display(self._path),
+                    err.strerror,
+                    attempt + 1,
+                    _REPLICATION_TRIES,
+                    delay,
+                )
+                time.sleep(delay)
+                delay *= 2
+                try:
+                    data = self._reopen(data)
+                except OSError as failed:
+                    self._broken = failed  # no stream: every later call raises this
+                    raise
+                if not data:
+                    return
+                continue
+            self._position += len(data)
+            return
+
+    def _write(self, data: bytes) -> None:
+        self._stream.write(data)  # the stream of now: a refused block replaces it
+
+    def _reopen(self, data: bytes) -> bytes:
+        """After a refused block: a new stream at the file's end; returns the part of ``data``
+        the file does not hold yet.
+
+        hdfs-native drops the finished block's identity when its addBlock fails, so its stream
+        cannot ask again. Steps (a crash at any of them leaves a file with a dead writer's
+        lease and a prefix of what was written, which a sink's restart recovers and truncates
+        to its checkpoint as after any crash):
+
+        1. Drop the stream: the client stops renewing its lease.
+        2. Recover the lease (this process holds the path's claim, so the holder is known to
+           be done): the NameNode closes the file at the length its DataNodes hold.
+        3. That length lies between the bytes the client accepted before this call and those
+           plus ``data`` (a prefix of what was sent): anything else is an error naming both.
+        4. Append: a new stream at that length.
+        """
+        fs, path = self._fs, self._path
+        self._stream = None  # 1.
+        fs._lease_wait("RECOVERLEASE", path, lambda: fs.recover_lease(path))  # 2.
+        size = fs.status(path).size
+        if not self._position <= size <= self._position + len(data):  # 3.
+            msg = (
+                f"WRITE: after a refused block the file holds {size} bytes, expected "
+                f"{self._position} to {self._position + len(data)}"
+            )
+            raise OSError(errno.EIO, msg, fs.display(path))
+        self._stream = fs._lease_wait("APPEND", path, lambda: fs.client.append(path))  # 4.
+        held = size - self._position
+        self._position = size
+        return data[held:]
 
     def flush(self) -> None:
         # The client has hsync only (no hflush): visible and durable in one step.
@@ -584,11 +670,43 @@ class NativeHdfsWriter:
             return
         self._closed = True
         try:
-            self._fs._call("CLOSE", self._path, lambda: self._bounded("CLOSE", self._stream.close))
+            self._complete()
         finally:
             self._claim.release()
             if self._worker is not None and self._broken is None:
                 self._worker.stop()
+
+    def _complete(self) -> None:
+        """Close; a close that gave up because the NameNode had not yet seen the last blocks'
+        replicas is asked again (the block is committed: a new close completes it once they
+        are reported), with a bounded backoff, and then fails naming the cause."""
+        delay = _REPLICATION_FIRST_DELAY
+        for attempt in range(1, _REPLICATION_TRIES + 1):
+            try:
+                self._fs._call(
+                    "CLOSE", self._path, lambda: self._bounded("CLOSE", self._stream.close)
+                )
+                return
+            except OSError as err:
+                if _NOT_COMPLETED not in str(err):
+                    raise
+                if attempt == _REPLICATION_TRIES:
+                    msg = (
+                        f"CLOSE: the NameNode did not complete the file in {attempt} tries (its "
+                        f"last blocks have not reached their minimum replicas): {err.strerror}"
+                    )
+                    raise OSError(errno.EIO, msg, self._fs.display(self._path)) from None
+                logger.warning(
+                    "%s: %s (the last blocks' replicas are not reported yet); try %d of %d "
+                    "in %.1fs",
+                    self._fs.display(self._path),
+                    err.strerror,
+                    attempt + 1,
+                    _REPLICATION_TRIES,
+                    delay,
+                )
+                time.sleep(delay)
+                delay *= 2
 
     def __enter__(self) -> NativeHdfsWriter:
         return self

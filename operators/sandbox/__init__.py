@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__ = [
+    "MIN_BLOCK_SIZE",
     "Sandbox",
     "SandboxError",
     "SandboxInfo",
@@ -47,6 +48,9 @@ _JAVA_DIR = Path(__file__).with_name("java")
 _SOURCE = _JAVA_DIR / "src" / "main" / "java" / "hdfsregion" / "Sandbox.java"
 _POM = _JAVA_DIR / "pom.xml"
 _MAIN = "hdfsregion.Sandbox"
+#: HDFS's smallest block, the sandbox's default: truncates and appends cross block boundaries
+#: at test sizes.
+MIN_BLOCK_SIZE = 1 << 20
 _OPENS = (
     "java.lang",
     "java.lang.reflect",
@@ -151,13 +155,18 @@ def launcher_command(
     token_lifetime: float | None = None,
     command_timeout: float = 90.0,
     heap: str = "768m",
+    block_size: int = MIN_BLOCK_SIZE,
 ) -> list[str]:
     """The ``java`` command line that runs a sandbox in ``base_dir`` (resolving it if needed).
 
     ``secure``: a Kerberos KDC and a Kerberized cluster with HTTPS WebHDFS (its ready line adds
     the realm, ``krb5_conf``, ``principal``, ``keytab`` and ``ca_file``); ``token_lifetime``:
     the longest life of its delegation tokens, in seconds; ``command_timeout``: the longest a
-    command may take before it is answered with an error, in seconds."""
+    command may take before it is answered with an error, in seconds; ``block_size``: the
+    cluster's and its clients' ``dfs.blocksize`` in bytes (a multiple of 512, at least 1 MiB)."""
+    if block_size < MIN_BLOCK_SIZE or block_size % 512:
+        msg = f"block_size: {block_size} is not a multiple of 512 of at least {MIN_BLOCK_SIZE}"
+        raise ValueError(msg)
     classes, classpath = _prepare()
     base = Path(base_dir).resolve()
     base.mkdir(parents=True, exist_ok=True)
@@ -182,6 +191,8 @@ def launcher_command(
         str(datanodes),
         "--command-timeout",
         str(command_timeout),
+        "--block-size",
+        str(block_size),
     ]
     if ha:
         cmd.append("--ha")
@@ -265,6 +276,7 @@ class Sandbox:
         token_lifetime: float | None = None,
         command_timeout: float = 90.0,
         timeout: float = 180.0,
+        block_size: int = MIN_BLOCK_SIZE,
     ) -> Sandbox:
         """Start a sandbox and wait for its ready line (``SandboxError`` with the log's tail).
         Each later command is answered within ``command_timeout`` seconds."""
@@ -275,6 +287,7 @@ class Sandbox:
             secure=secure,
             token_lifetime=token_lifetime,
             command_timeout=command_timeout,
+            block_size=block_size,
         )
         base = Path(base_dir).resolve()
         log = base / "sandbox.log"

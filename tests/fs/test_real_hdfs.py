@@ -4,12 +4,16 @@ process for hdfs://, and the sandbox's own promises (ready line, client configur
 
 from __future__ import annotations
 
+import json
 import posixpath
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -153,6 +157,43 @@ def test_the_ready_line_and_the_client_configuration(request: pytest.FixtureRequ
     assert status["datanodes"] == 2
 
 
+def _block_size(sandbox: Sandbox, path: str) -> tuple[int, str | None]:
+    """``(the blockSize WebHDFS's GETFILESTATUS answers for path, the clients' dfs.blocksize)``."""
+    http = sandbox.info.webhdfs.removeprefix("webhdfs://")
+    url = f"http://{http}/webhdfs/v1{path}?op=GETFILESTATUS&user.name={CLUSTER_USER}"
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        size = int(json.load(answer)["FileStatus"]["blockSize"])
+    site = ET.parse(Path(sandbox.info.conf_dir) / "hdfs-site.xml").getroot()
+    names = {p.findtext("name"): p.findtext("value") for p in site.iter("property")}
+    return size, names.get("dfs.blocksize")
+
+
+def test_the_sandbox_writes_1_mib_blocks_unless_told(request: pytest.FixtureRequest) -> None:
+    fs, root, sandbox = _root(request, "hdfs")
+    path = posixpath.join(root, "small-blocks")
+    _put(fs, path, b"x")
+    assert _block_size(sandbox, path) == (BLOCK, str(BLOCK))
+
+
+@pytest.mark.slow
+def test_a_sandbox_started_with_a_block_size_writes_blocks_of_it(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Benchmarks run at a production block size: hdfs:// (the NameNode's default) and
+    Hadoop's own client (the configuration directory's) both write blocks of it."""
+    request.getfixturevalue("hdfs_sandbox")  # Java and Maven, or a skip
+    big = 128 * BLOCK
+    with Sandbox.start(tmp_path / "sandbox", block_size=big) as sandbox:
+        fs = NativeHdfsFileSystem(cluster_settings(sandbox.info.hdfs, sandbox))
+        _put(fs, "/big-blocks", b"x" * 1000)
+        assert _block_size(sandbox, "/big-blocks") == (big, str(big))
+
+
+def test_a_block_size_hdfs_refuses_is_refused_before_the_start() -> None:
+    with pytest.raises(ValueError, match="block_size: 1000 is not a multiple of 512"):
+        Sandbox.start("/nonexistent", block_size=1000)
+
+
 def test_the_command_without_java_says_what_to_install(tmp_path: pytest.TempPathFactory) -> None:
     code = textwrap.dedent(
         """
@@ -201,3 +242,126 @@ def test_an_ha_name_service_through_hadoop_conf_dir(
         w.write(b"++")
         w.close()
         assert fs.read("/tmp/ha.txt") == b"0123++"
+
+
+def _refused_block(path: str) -> RuntimeError:
+    """What hdfs-native raises when the NameNode refuses a new block, as a real one read (four
+    writers of 96 MB each on the sandbox's 1 MiB blocks): its error's debug text."""
+    return RuntimeError(
+        'RPCError("org.apache.hadoop.hdfs.server.namenode.NotReplicatedYetException", "Not '
+        f"replicated yet: {path}\\n\\tat org.apache.hadoop.hdfs.server.namenode.FSDirWriteFileOp"
+        '.validateAddBlock(FSDirWriteFileOp.java:181)\\n")'
+    )
+
+
+class _Stream:
+    """The client's real stream, with the refusals the test asks for: the ``refuse_at``-th
+    write (and every later one when ``always``) hands ``sent`` bytes to the DataNode first, as
+    the client does with the block it finished before asking for the next; a close gives up
+    ``close_fails`` times as the client's does when the NameNode cannot complete the file."""
+
+    def __init__(self, real: object, path: str, refuse_at: int, sent: int, always: bool) -> None:
+        self.real, self.path, self.refuse_at, self.sent, self.always = (
+            real,
+            path,
+            refuse_at,
+            sent,
+            always,
+        )
+        self.writes = 0
+        self.close_fails = 0
+
+    def write(self, data: bytes) -> int:
+        self.writes += 1
+        if self.writes == self.refuse_at or (self.always and self.writes > self.refuse_at):
+            self.real.write(data[: self.sent])  # type: ignore[attr-defined]
+            self.real.hsync()  # type: ignore[attr-defined]
+            raise _refused_block(self.path)
+        return self.real.write(data)  # type: ignore[attr-defined,no-any-return]
+
+    def close(self) -> None:
+        if self.close_fails:
+            self.close_fails -= 1
+            raise RuntimeError('OperationFailed("Failed to complete file in time")')
+        self.real.close()  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+class _Client:
+    """The real client; the streams of ``create`` are :class:`_Stream`."""
+
+    def __init__(self, real: object, **refusals: object) -> None:
+        self.real, self.refusals, self.streams = real, refusals, list[_Stream]()
+
+    def create(self, path: str, options: object) -> _Stream:
+        return self._wrap(self.real.create(path, options), path)  # type: ignore[attr-defined]
+
+    def append(self, path: str) -> _Stream:
+        return self._wrap(self.real.append(path), path)  # type: ignore[attr-defined]
+
+    def _wrap(self, real: object, path: str) -> _Stream:
+        stream = _Stream(real, path, **self.refusals)  # type: ignore[arg-type]
+        self.streams.append(stream)
+        return stream
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+def test_a_refused_block_is_asked_for_again_and_every_byte_lands_once(
+    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    """hdfs-native raises the NameNode's NotReplicatedYetException (Hadoop's client waits and
+    asks again) and its stream cannot ask again; the writer reopens the file at the length its
+    DataNode holds and writes the rest, once."""
+    fs, root, _ = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    fs.client = _Client(fs.client, refuse_at=2, sent=1000, always=False)
+    path = posixpath.join(root, "refused")
+    chunks = [bytes([n]) * 300_000 for n in range(4)]
+    w = fs.create(path)
+    for chunk in chunks:
+        w.write(chunk)
+    w.close()
+    assert fs.read(path) == b"".join(chunks)
+    assert "NotReplicatedYetException: Not replicated yet" in caplog.text
+    assert "try 2 of 5" in caplog.text
+
+
+def test_a_block_refused_at_every_try_fails_naming_the_namenodes_error(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fs, root, _ = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    monkeypatch.setattr("operators.fs.native._REPLICATION_FIRST_DELAY", 0.01)
+    fs.client = _Client(fs.client, refuse_at=1, sent=10, always=True)
+    path = posixpath.join(root, "refused")
+    w = fs.create(path)
+    with pytest.raises(OSError) as failed:
+        w.write(b"x" * 1000)
+    text = str(failed.value)
+    assert "refused a new block 5 times" in text
+    assert "NotReplicatedYetException: Not replicated yet" in text
+    assert path in text
+    fs.recover_lease(path)
+    # Each try sent 10 bytes and the next one only what was missing: no byte twice.
+    assert fs.read(path) == b"x" * 50
+
+
+def test_a_close_the_namenode_could_not_complete_yet_is_asked_again(
+    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    fs, root, _ = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    client = _Client(fs.client, refuse_at=0, sent=0, always=False)
+    fs.client = client
+    path = posixpath.join(root, "closed")
+    w = fs.create(path)
+    w.write(b"data")
+    client.streams[0].close_fails = 1
+    w.close()
+    assert fs.read(path) == b"data"
+    assert "Failed to complete file in time" in caplog.text
+    fs.append(path).close()  # closed: no lease is left behind

@@ -356,3 +356,24 @@ def test_a_second_runner_on_the_same_checkpoint_directory_is_refused(
     third = runner_for(CheckpointStore(fs, checkpoints), ListSource(RECORDS), [FileSink(str(out))])
     third.run(available_now=True)
     assert out.read_text().splitlines() == RECORDS
+
+
+def test_a_stop_with_nothing_new_since_the_last_cut_writes_no_checkpoint(make_store, out: Path):
+    """A restart that finds nothing to do stops without a new checkpoint (on HDFS each costs a
+    close the NameNode makes wait): the last cut already records the same. Nothing is written,
+    so a crash in it leaves that cut, and the next run goes on from it exactly once."""
+    runner_for(make_store(), ListSource(RECORDS[:50]), [FileSink(str(out))]).run(available_now=True)
+    last = make_store().latest()
+    assert last is not None
+
+    idle = runner_for(make_store(), ListSource(RECORDS[:50]), [FileSink(str(out))])
+    stats = idle.run(available_now=True)
+    assert stats.region.status is RegionStatus.STOPPED
+    again = make_store().latest()
+    assert again is not None and again.cut_id == last.cut_id  # no checkpoint written
+    assert out.read_bytes() == expected_lines(RECORDS[:50])
+
+    runner_for(make_store(), ListSource(RECORDS), [FileSink(str(out))]).run(available_now=True)
+    assert out.read_bytes() == expected_lines(RECORDS)
+    newest = make_store().latest()
+    assert newest is not None and newest.cut_id > last.cut_id

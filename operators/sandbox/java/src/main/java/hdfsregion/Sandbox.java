@@ -39,7 +39,9 @@ import sun.misc.Signal;
  * A real HDFS (Hadoop's MiniDFSCluster: NameNode and DataNodes in this JVM) for trying, testing
  * and benchmarking hdfs-region.
  *
- * <p>Arguments: {@code BASE_DIR [--datanodes N] [--ha] [--secure]}. {@code --secure} starts a
+ * <p>Arguments: {@code BASE_DIR [--datanodes N] [--ha] [--secure] [--block-size BYTES]}.
+ * {@code --block-size} (default 1 MiB, HDFS's minimum) is the NameNode's {@code dfs.blocksize}
+ * and the one written into the clients' configuration, so that every client writes blocks of it. {@code --secure} starts a
  * Kerberos KDC (Hadoop's MiniKdc) first and a Kerberized cluster: RPC authenticated by Kerberos,
  * SASL on the data transfer protocol (block access tokens), WebHDFS over HTTPS only with a
  * certificate signed by a CA generated here (see {@link Secure}). Ports are ephemeral. When the cluster is
@@ -62,6 +64,8 @@ public final class Sandbox {
   private static final String NAMESERVICE = "sandbox";
   /** MiniDFSCluster's own name of the HA name service (MiniDFSNNTopology.simpleHATopology). */
   private static final String MINI_NAMESERVICE = "minidfs-ns";
+  /** 1 MiB, HDFS's smallest block (dfs.namenode.fs-limits.min-block-size). */
+  private static final long MIN_BLOCK_SIZE = 1024 * 1024;
   /** How long a SIGTERM waits for the cluster's shutdown before halting the JVM. */
   private static final long SHUTDOWN_SECONDS = 30;
 
@@ -105,6 +109,7 @@ public final class Sandbox {
     boolean secured = false;
     long tokenLifetimeMs = 0;
     long commandTimeoutMs = 90_000;
+    long blockSize = MIN_BLOCK_SIZE;
     for (int i = 1; i < args.length; i++) {
       if (args[i].equals("--datanodes") && i + 1 < args.length) {
         datanodes = Integer.parseInt(args[++i]);
@@ -114,6 +119,13 @@ public final class Sandbox {
         secured = true;
       } else if (args[i].equals("--token-lifetime") && i + 1 < args.length) {
         tokenLifetimeMs = (long) (Double.parseDouble(args[++i]) * 1000);
+      } else if (args[i].equals("--block-size") && i + 1 < args.length) {
+        blockSize = Long.parseLong(args[++i]);
+        if (blockSize < MIN_BLOCK_SIZE || blockSize % 512 != 0) {
+          System.err.println(
+              "--block-size: " + blockSize + " is not a multiple of 512 of at least 1048576");
+          System.exit(2);
+        }
       } else if (args[i].equals("--command-timeout") && i + 1 < args.length) {
         commandTimeoutMs = (long) (Double.parseDouble(args[++i]) * 1000);
       } else {
@@ -123,7 +135,7 @@ public final class Sandbox {
     }
     long started = System.nanoTime();
     Secure secure = secured ? Secure.start(base, tokenLifetimeMs) : null;
-    MiniDFSCluster cluster = start(base, datanodes, ha, secure);
+    MiniDFSCluster cluster = start(base, datanodes, ha, secure, blockSize);
     Sandbox sandbox = new Sandbox(cluster, ha, secure, out, commandTimeoutMs);
     // SIGINT / SIGTERM stop the cluster from this thread, not from a JVM shutdown hook: Hadoop's
     // own hooks refuse to be removed while the JVM shuts down, which breaks an orderly stop.
@@ -170,8 +182,8 @@ public final class Sandbox {
     Runtime.getRuntime().halt(down.isAlive() ? 1 : code[0]);
   }
 
-  private static MiniDFSCluster start(File base, int datanodes, boolean ha, Secure secure)
-      throws IOException {
+  private static MiniDFSCluster start(
+      File base, int datanodes, boolean ha, Secure secure, long blockSize) throws IOException {
     Configuration conf = new HdfsConfiguration();
     if (secure != null) {
       secure.configure(conf);
@@ -182,8 +194,9 @@ public final class Sandbox {
     // A dead DataNode is noticed in seconds, not the default 10 minutes.
     conf.setInt("dfs.namenode.heartbeat.recheck-interval", 3000);
     conf.setInt("dfs.heartbeat.interval", 1);
-    // Blocks of 1 MiB (the minimum): truncates and appends cross block boundaries at test sizes.
-    conf.setLong("dfs.blocksize", 1024 * 1024);
+    // Blocks of 1 MiB (the minimum) by default: truncates and appends cross block boundaries at
+    // test sizes. Benchmarks ask for a production size (128 MiB).
+    conf.setLong("dfs.blocksize", blockSize);
     boolean reuse = new File(base, "data/name1").isDirectory();
     MiniDFSCluster.Builder builder =
         new MiniDFSCluster.Builder(conf).numDataNodes(datanodes).format(!reuse);
@@ -253,6 +266,9 @@ public final class Sandbox {
     core.set("fs.defaultFS", hdfsUri());
     Configuration hdfs = new Configuration(false);
     hdfs.set("dfs.replication", cluster.getConfiguration(0).get("dfs.replication"));
+    // Hadoop's client writes blocks of its own dfs.blocksize (128 MiB unless told): the
+    // cluster's, as hdfs-native (which asks the NameNode's defaults) does.
+    hdfs.set("dfs.blocksize", cluster.getConfiguration(0).get("dfs.blocksize"));
     List<String> rpc = rpcAddresses();
     List<String> http = httpAddresses();
     if (ha) {
