@@ -1,7 +1,7 @@
 """The IBM parity registry (``operators/ibm.py``) says only what the code does: every row that
 claims an IBM parameter is accepted by our settings model under the IBM name and ours, every
 port and metric it names exists (the metrics count what IBM's count in a real run), no row
-says "unsupported" of a name the code accepts, and the README's tables are the registry's."""
+says "unsupported" of a name the code accepts, and the docs' tables are the registry's."""
 
 from __future__ import annotations
 
@@ -28,7 +28,9 @@ from region.checkpoint import CheckpointStore
 from region.runtime import Pipeline, PipelineRunner
 from region.settings import RegionSettings
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+MIGRATION = DOCS / "ibm-migration.md"
+OPERATORS = DOCS / "operators.md"
 
 ALL = [(g, r) for g in GROUPS for r in g.rows]
 
@@ -192,11 +194,11 @@ def test_metrics_count_what_ibm_counts(tmp_path: Path) -> None:
 
 
 def test_the_readme_tables_are_the_registry() -> None:
-    text = README.read_text(encoding="utf-8")
+    text = MIGRATION.read_text(encoding="utf-8")
     assert "## IBM parameters" in text
     assert ibm.section_of(text) == ibm.markdown(), (
-        "README.md's IBM tables differ from operators/ibm.py: run "
-        "`python -m operators.ibm --write README.md`"
+        "docs/ibm-migration.md's IBM tables differ from operators/ibm.py: run "
+        "`python -m operators.ibm --write docs/ibm-migration.md`"
     )
 
 
@@ -233,7 +235,7 @@ def test_every_row_is_complete_and_named_once() -> None:
                 assert row.ours is None, f"{group.ibm} {row.ibm}: unsupported yet names ours"
             elif row.kind is Kind.PARAMETER:
                 assert row.ours is not None and re.fullmatch(r"[a-z][a-z0-9_]*", row.ours)
-            assert "|" not in row.note, f"{row.ibm}: a '|' breaks the README table"
+            assert "|" not in row.note, f"{row.ibm}: a '|' breaks the docs table"
     assert {g.ibm for g in ibm.OPERATORS} == {
         "HDFS2DirectoryScan",
         "HDFS2FileSource",
@@ -250,10 +252,10 @@ def test_every_row_is_complete_and_named_once() -> None:
 def test_the_operator_tables_name_the_ibm_names_the_registry_claims() -> None:
     """The hand-written parameter tables of "The operators" pair each of ours with the IBM name
     the registry pairs it with."""
-    text = README.read_text(encoding="utf-8")
+    text = OPERATORS.read_text(encoding="utf-8")
     for group in (ibm.SCAN, ibm.SOURCE, ibm.SINK):
         heading = f"### {group.ibm} (`{group.table}`)\n"
-        assert heading in text, f"README has no section {heading.strip()!r}"
+        assert heading in text, f"docs/operators.md has no section {heading.strip()!r}"
         table = text.split(heading, 1)[1].strip().split("\n\n", 1)[0]
         claimed = {(r.ibm, r.ours) for r in group.rows if r.status is not Status.UNSUPPORTED}
         pairs: list[tuple[str, str]] = []
@@ -265,5 +267,6 @@ def test_the_operator_tables_name_the_ibm_names_the_registry_claims() -> None:
         assert pairs, f"no IBM names found in the {group.ibm} table"
         for ours_name, ibm_name in pairs:
             assert (ibm_name, ours_name) in claimed, (
-                f"README's {group.ibm} table pairs {ours_name} with {ibm_name}; the registry not"
+                f"docs/operators.md's {group.ibm} table pairs {ours_name} with {ibm_name}; "
+                "the registry not"
             )

@@ -1,4 +1,4 @@
-"""The example of the README section "Testing your pipeline", verbatim."""
+"""The example of the docs page "The testing toolkit" (docs/testing.md), verbatim."""
 
 from hypothesis import given
 
@@ -45,6 +45,6 @@ def test_the_readme_shows_this_example_verbatim() -> None:
     here = Path(__file__)
     code = here.read_text().split("\n", 2)[2].lstrip("\n")
     code = code[: code.index("def test_the_readme_shows_this_example_verbatim")].rstrip() + "\n"
-    readme = (here.parents[2] / "README.md").read_text()
+    readme = (here.parents[2] / "docs" / "testing.md").read_text()
     section = readme[readme.index("## Testing your pipeline") :]
     assert "```python\n" + code + "```" in section
