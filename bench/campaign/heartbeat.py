@@ -16,7 +16,7 @@ from bench.campaign.outcome import Outcome, tally
 from bench.campaign.processes import kill, last_error, track, wait_for
 from bench.campaign.workspace import Workspace, progressed
 
-__all__ = ["heartbeat_dies"]
+__all__ = ["BROKEN_HEARTBEAT", "heartbeat_dies"]
 
 #: ``hdfs-region run`` with no lease file on its lock (as on a remote filesystem) and every lock
 #: write after the first failing with ValueError (as WebHDFS maps IllegalArgumentException, the
@@ -24,7 +24,7 @@ __all__ = ["heartbeat_dies"]
 BROKEN_HEARTBEAT = """\
 import sys
 
-from operators.app import cli, engine_local
+from operators.app import cli, engine_local, engine_spark
 
 
 class LockWritesFail:
@@ -43,7 +43,8 @@ class LockWritesFail:
 
 
 real = engine_local.CheckpointLock
-engine_local.CheckpointLock = lambda fs, *a, **kw: real(LockWritesFail(fs), *a, lease=False, **kw)
+for engine in (engine_local, engine_spark):
+    engine.CheckpointLock = lambda fs, *a, **kw: real(LockWritesFail(fs), *a, lease=False, **kw)
 sys.exit(cli.main(sys.argv[1:]))
 """
 

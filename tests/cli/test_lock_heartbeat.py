@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from bench.campaign.heartbeat import BROKEN_HEARTBEAT
 from operators.fs.local import LocalFileSystem
 from region.lock import CheckpointLock
 from tests.cli.conftest import PipelineDir, cli, cli_env, cut_files, wait_for
@@ -26,35 +27,6 @@ SETTINGS = """\
     [sink]
     file = "out/part-%FILENUM.txt"
     tuples_per_file = 40
-"""
-
-#: ``hdfs-region run`` with no lease file on the lock (as on a remote filesystem) and every lock
-#: write after the first failing with ValueError (as WebHDFS maps IllegalArgumentException).
-BROKEN_HEARTBEAT = """\
-import sys
-
-from operators.app import cli, engine_local, engine_spark
-
-
-class LockWritesFail:
-    def __init__(self, fs):
-        self._fs, self.writes = fs, 0
-
-    def __getattr__(self, name):
-        return getattr(self._fs, name)
-
-    def create(self, path, *args, **kw):
-        if "/.lock-" in path:
-            self.writes += 1
-            if self.writes > 1:
-                raise ValueError(path + ": CREATE: java.net.UnknownHostException: minidfs-ns")
-        return self._fs.create(path, *args, **kw)
-
-
-real = engine_local.CheckpointLock
-for engine in (engine_local, engine_spark):
-    engine.CheckpointLock = lambda fs, *a, **kw: real(LockWritesFail(fs), *a, lease=False, **kw)
-sys.exit(cli.main(sys.argv[1:]))
 """
 
 
