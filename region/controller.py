@@ -207,6 +207,9 @@ class RegionController:
         self._status = RegionStatus.RESETTING
         self._status_since = time.time()
         self._started = False
+        # The recovery at start: the caller has just taken the directory (the guard's checks
+        # apply to resets after failures, when time has passed).
+        self._recovered = False
         self._closed = False
         self._restore_point: _RestorePoint | None = None
         self._next_cut_id = 0
@@ -349,6 +352,7 @@ class RegionController:
             self._last_cut_id = self._restore_point.cut_id
             self._retire = [self._restore_point.cut_id]
         self._reset_locked(None)
+        self._recovered = True
         return True
 
     def _restore_point_of(
@@ -424,8 +428,10 @@ class RegionController:
                 f"{self.settings.drain_timeout:g} s: {activity.describe()}"
             )
             return self._cut_failed(cut_id, _Failure(None, f"drain of cut {cut_id}", error))
-        # 3. A batch that failed must not be checkpointed: its failure wins over the cut.
-        pending = self._pending_failure()
+        # 3. A batch that failed must not be checkpointed: its failure wins over the cut. Nor
+        #    may the operators write (drain) while the store's guard says another process may
+        #    own the directory by the time they are done (a lock not renewed for a while).
+        pending = self._pending_failure() or self._may_write(f"drain of cut {cut_id}")
         if pending is not None:
             return self._cut_failed(cut_id, pending)
         # 4. Drain every operator in topological order, within drain_timeout.
@@ -683,6 +689,11 @@ class RegionController:
                 f"{self.settings.reset_timeout:g} s: {activity.describe()}"
             )
             return _Failure(None, "reset", error)
+        # A reset writes too (sinks truncate and delete files): not while another process may
+        # own the directory; the next attempt tries again.
+        unsafe = self._may_write("reset") if self._recovered else None
+        if unsafe is not None:
+            return unsafe
         target = self._restore_point
         slowest, slowest_seconds = "", -1.0
         for op in self.operators:
@@ -712,6 +723,21 @@ class RegionController:
                 f"(slowest: {slowest_seconds:.3f} s)"
             )
             return _Failure(slowest, "reset", error)
+        return None
+
+    def _may_write(self, phase: str) -> _Failure | None:
+        """The store's guard (the checkpoint lock's check), as a failure of ``phase`` when it
+        refuses: the operators must not write now."""
+        guard = self.store.guard
+        if guard is None:
+            return None
+        try:
+            guard()
+        except RegionError as exc:
+            # Another process owns the directory now: a reset would undo its output.
+            raise self._fail_locked(_Failure(None, phase, exc), why="no_reset") from exc
+        except Exception as exc:  # passing (a lock not renewed for a while): try again later
+            return _Failure(None, phase, exc)
         return None
 
     def _input_published(self, cut_id: int, phase: str) -> _Failure | None:

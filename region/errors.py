@@ -10,6 +10,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "LockLostError",
+    "LockUnsafeError",
     "LockedError",
     "RegionError",
     "RegionFailedError",
@@ -47,6 +48,16 @@ class LockedError(RegionError):
 class LockLostError(RegionError):
     """This process held the checkpoint directory lock but another process has taken it over
     (this process stalled longer than the lock's ttl); it must stop writing checkpoints."""
+
+
+class LockUnsafeError(ConnectionError):
+    """This process still holds the checkpoint directory lock, but could not renew it for so
+    long (half its ttl) that another process may take it over before the next write lands: no
+    batch is written and no cut is taken until a heartbeat gets through again. A
+    ``ConnectionError``, not a :class:`RegionError`: it passes (the cause is a filesystem that
+    did not answer), and a cut it stops is retried like any cut that met a passing error. When
+    another process did take the lock, the next heartbeat finds it and :class:`LockLostError`
+    follows."""
 
 
 class RegionStoppedError(RegionError):

@@ -26,11 +26,16 @@ expired and may be taken over. Two stronger signals refine that:
 Heartbeat times are wall-clock times of the writing host: hosts sharing a directory need clocks
 synchronised well within ``ttl``.
 
-A holder without a lease file must itself stop before its lock can be taken over: any heartbeat
-failure (whatever the exception) is retried every ``ttl / 10`` seconds at most, and once the last
-renewal is more than half the ``ttl`` old, :meth:`CheckpointLock.check` treats the lock as lost
-(``on_lost`` is called). The other half of the ttl covers a commit already past its check and
-clock differences between hosts.
+A holder without a lease file must itself stop writing before its lock can be taken over: any
+heartbeat failure (whatever the exception) is retried every ``ttl / 10`` seconds at most, and
+once the last renewal is more than half the ``ttl`` old, :meth:`CheckpointLock.check` raises
+:class:`~region.errors.LockUnsafeError` (and ``on_unsafe`` is called, once per such spell): the
+holder writes nothing until a heartbeat gets through again. A heartbeat that finds another
+process's generation makes the lock lost for good (:class:`~region.errors.LockLostError`,
+``on_lost``). The other half of the ttl covers a commit already past its check and clock
+differences between hosts. A filesystem that stops answering for a while (a DataNode lost, a
+NameNode failing over) so pauses the holder instead of ending it; one that another process
+took over in the meantime ends it.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from region.atomic import dir_permission, write_atomically
-from region.errors import LockedError, LockLostError
+from region.errors import LockedError, LockLostError, LockUnsafeError
 from region.fs import FileStatus, FileSystem, FileWriter
 
 __all__ = ["CheckpointLock", "LockHolder"]
@@ -183,6 +188,7 @@ class CheckpointLock:
         heartbeat_interval: float | None = None,
         permission: int | None = 0o640,
         on_lost: Callable[[str], None] | None = None,
+        on_unsafe: Callable[[str], None] | None = None,
         lease: bool | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -203,6 +209,8 @@ class CheckpointLock:
             raise ValueError(msg)
         self.permission = permission
         self.on_lost = on_lost
+        self.on_unsafe = on_unsafe
+        self._unsafe_told = False
         #: Keep a lease file open while holding (default: on local disk only).
         self.lease = fs.display(self.directory).startswith("file:") if lease is None else lease
         self._clock = clock
@@ -454,9 +462,11 @@ class CheckpointLock:
         return self._renewed if self._generation else None
 
     def refresh(self) -> None:
-        """Prove this holder alive. Raises :class:`LockLostError` if another process took over."""
+        """Prove this holder alive. Raises :class:`LockLostError` if another process took over.
+        A lock unsafe for a while is renewed all the same when no other process took it: its
+        generation files decide, one rename wins."""
         with self._mutex:
-            self.check()
+            self._check_lost()
             if self._generation == 0:
                 raise LockLostError(
                     f"checkpoint directory {self.fs.display(self.directory)} is not locked"
@@ -489,20 +499,32 @@ class CheckpointLock:
         return reason
 
     def check(self) -> None:
-        """Raise :class:`LockLostError` when the lock has been lost, or may be lost before the
-        caller's next write lands: without a lease, a lock whose last renewal is older than half
-        its ttl counts as lost from then on (another process may take it over at the ttl)."""
-        if self._lost is None and self._generation and self._lease is None:
-            age = self._clock() - self._renewed
-            if age > self.ttl * _SAFE_PART:
-                failure = f" (last heartbeat failure: {self._failure})" if self._failure else ""
-                self._lost = (
-                    f"the lock of checkpoint directory {self.fs.display(self.directory)} was "
-                    f"last renewed {age:.1f}s ago{failure}; another process may take it over "
-                    f"after its ttl of {self.ttl:g}s, so this one stops writing"
-                )
+        """Raise :class:`LockLostError` when the lock has been lost, and
+        :class:`~region.errors.LockUnsafeError` while it may be lost before the caller's next
+        write lands: without a lease, a lock whose last renewal is older than half its ttl
+        (another process may take it over at the ttl), until a heartbeat gets through again."""
+        self._check_lost()
+        problem = self._unsafe()
+        if problem is not None:
+            raise LockUnsafeError(problem)
+
+    def _check_lost(self) -> None:
         if self._lost is not None:
             raise LockLostError(self._lost)
+
+    def _unsafe(self) -> str | None:
+        """Why the lock may be taken over before the next write lands, or ``None``."""
+        if not self._generation or self._lease is not None:
+            return None
+        age = self._clock() - self._renewed
+        if age <= self.ttl * _SAFE_PART:
+            return None
+        failure = f" (last heartbeat failure: {self._failure})" if self._failure else ""
+        return (
+            f"the lock of checkpoint directory {self.fs.display(self.directory)} was last "
+            f"renewed {age:.1f}s ago{failure}; another process may take it over after its ttl "
+            f"of {self.ttl:g}s, so this one writes nothing until a heartbeat gets through"
+        )
 
     def _heartbeat_loop(self) -> None:
         wait = self.heartbeat_interval
@@ -516,16 +538,55 @@ class CheckpointLock:
                 return
             except Exception as exc:
                 # Any failure (an OSError, a backend's ValueError, a bug) is retried soon: a beat
-                # may get through while the lock is still safe; check() ends it when it is not.
+                # may get through while the lock is still safe; check() pauses the holder when
+                # it is not, and a later beat that gets through resumes it.
                 self._failure = f"{type(exc).__name__}: {exc}"
                 logger.warning("Checkpoint directory lock heartbeat failed: %s", self._failure)
+                if self._taken_over():
+                    # A write failed but a read still works: another process holds it now.
+                    self._lost = self._lost_reason()
+                    logger.error("%s", self._lost)
+                    if self.on_lost is not None:
+                        self.on_lost(self._lost)
+                    return
+                wait = min(self.heartbeat_interval, self.ttl * _RETRY_PART)
                 until_unsafe = self._renewed + self.ttl * _SAFE_PART - self._clock()
-                wait = max(0.0, min(self.heartbeat_interval, self.ttl * _RETRY_PART, until_unsafe))
+                if until_unsafe > 0:
+                    wait = min(wait, until_unsafe)
+                else:
+                    self._tell_unsafe()
             else:
+                if self._unsafe_told:
+                    logger.warning(
+                        "Checkpoint directory lock %s renewed again: writing resumes",
+                        self.fs.display(self.directory),
+                    )
+                self._unsafe_told = False
                 self._failure = None
                 # The next beat is due an interval after this record's time, not after its
                 # (maybe slow) write: its time is what another process compares with the ttl.
                 wait = max(0.0, self._renewed + self.heartbeat_interval - self._clock())
+
+    def _taken_over(self) -> bool:
+        """Whether the newest generation is another holder's (a read; ``False`` when it fails)."""
+        try:
+            newest = self.holder()
+        except Exception:
+            return False
+        return (
+            newest is not None
+            and newest.token != self._token
+            and newest.generation > self._generation
+        )
+
+    def _tell_unsafe(self) -> None:
+        problem = self._unsafe()
+        if problem is None or self._unsafe_told:
+            return
+        self._unsafe_told = True
+        logger.error("%s", problem)
+        if self.on_unsafe is not None:
+            self.on_unsafe(problem)
 
     def release(self) -> None:
         """Give the lock up (publishing a released generation) and stop the heartbeat."""

@@ -34,7 +34,7 @@ from region import activity, stopping
 from region.activity import doing
 from region.checkpoint import CheckpointStore
 from region.controller import RegionController, RegionSnapshot, RegionStatus
-from region.errors import ConfigError, RegionStoppedError
+from region.errors import ConfigError, LockUnsafeError, RegionStoppedError
 from region.lock import CheckpointLock
 from region.settings import RegionSettings, Trigger
 from region.signals import StopSignals
@@ -424,9 +424,18 @@ class PipelineRunner:
             self.start()
             while True:
                 if self.lock is not None:
-                    # Lost, or not renewed for so long that another process may take it over
-                    # before this batch lands: stop before writing anything more.
-                    self.lock.check()
+                    # Lost (LockLostError ends the run), or not renewed for so long that another
+                    # process may take it over before this batch lands: write nothing until a
+                    # heartbeat gets through again (a stop asked for meanwhile ends at once).
+                    try:
+                        self.lock.check()
+                    except LockUnsafeError:
+                        if self._stop is not None:
+                            self._stop = _Stop.IMMEDIATE
+                        elif self.controller.status is not RegionStatus.FAILED:
+                            self._sleep(_SLEEP_SLICE)
+                            continue
+                        # FAILED (cuts and resets refused meanwhile): step() raises why.
                 if self._stop is _Stop.IMMEDIATE:
                     logger.info("Stopping immediately (no final cut)")
                     self.controller.stop(graceful=False)

@@ -599,7 +599,7 @@ class _Totals:
         waiting = list(runner.reader.waiting) if isinstance(runner, FusedRunner) else None
         now = time.time()
         stuck = None
-        stuck_after = config.metrics.stuck_after
+        stuck_after = config.metrics.bound(config.region)
         # A restarted query stays "restarting" until its next batch; in fused execution a plan
         # that found nothing waiting says it runs again and is idle, not stuck.
         idle = waiting is not None and not waiting
@@ -684,8 +684,11 @@ def run_spark(
         cp_dir,
         ttl=region.lock_ttl,
         permission=region.checkpoint_permission,
-        # Another process may own the directory: no batch may commit after this.
+        # Another process may own the directory: no batch may commit after this. Spark's
+        # tasks cannot be paused while the lock is unsafe (not renewed for half its ttl), so
+        # the query stops then too; the next run resumes from its checkpoint.
         on_lost=lambda reason: stopper.request(immediate=True),
+        on_unsafe=lambda reason: stopper.request(immediate=True),
     )
     totals = _Totals(config.transform is not None)
     runner: list[SparkSupervisor | FusedRunner] = []

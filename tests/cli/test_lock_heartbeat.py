@@ -69,9 +69,12 @@ def test_a_runner_whose_heartbeat_dies_stops_before_a_second_runner_takes_over(
             assert "is locked by" in second.stderr, second.stderr
             assert time.monotonic() < deadline, "the second runner never got the lock"
             time.sleep(0.2)
-        # 3. The first runner had stopped by itself, naming why.
-        first_code = first.poll()
-        if first_code is None:
+        # 3. The first runner stops by itself (it wrote nothing while its lock was unsafe, and
+        #    learns at its next heartbeat that the second runner holds it), naming why.
+        try:
+            first_code: int | None = first.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            first_code = None
             first.send_signal(signal.SIGTERM)
         _, err = first.communicate(timeout=300)
         assert first_code == 1, err

@@ -18,7 +18,7 @@ import pytest
 from operators.fs.local import LocalFileSystem
 from operators.testing import ManualClock
 from region.checkpoint import CheckpointStore
-from region.errors import LockedError, LockLostError
+from region.errors import LockedError, LockLostError, LockUnsafeError
 from region.fs import FileSystem
 from region.lock import CheckpointLock, LockHolder
 from tests.conftest import FsHandle
@@ -349,12 +349,12 @@ class _LockWritesFail:
 
 
 @pytest.mark.parametrize("error", [ValueError("CREATE: UnknownHostException"), RuntimeError("x")])
-def test_a_heartbeat_failing_with_any_exception_stops_the_holder_before_its_ttl(
+def test_a_heartbeat_failing_with_any_exception_pauses_the_holder_before_its_ttl(
     any_fs: FsHandle, error: Exception
 ) -> None:
     directory, clock = _dir(any_fs), ManualClock(T0)
     failing = _LockWritesFail(any_fs.fs, error)
-    lost = threading.Event()
+    lost, unsafe = threading.Event(), threading.Event()
     lock = CheckpointLock(
         failing,  # type: ignore[arg-type]
         directory,
@@ -364,29 +364,55 @@ def test_a_heartbeat_failing_with_any_exception_stops_the_holder_before_its_ttl(
         clock=clock,
         lease=False,  # as on a remote filesystem: nothing but the heartbeat keeps the lock
         on_lost=lambda reason: lost.set(),
+        on_unsafe=lambda reason: unsafe.set(),
     )
     lock.acquire()
     store = CheckpointStore(any_fs.fs, directory, guard=lock.check)
+    # 1. The heartbeat keeps failing (and retrying); the lock is still safe for half its ttl.
     failing.broken = True
     assert failing.failed.wait(10), "no heartbeat ran"
-    clock.now += 14  # the heartbeat keeps failing (and retrying); the lock is still safe
+    clock.now += 14
     lock.check()
     store.write(1, {"op": {"n": 1}})
-    clock.now += 2  # 16 s without a renewal: more than half the ttl
-    with pytest.raises(LockLostError, match=type(error).__name__):
+    # 2. 16 s without a renewal: more than half the ttl. Nothing is written any more.
+    clock.now += 2
+    with pytest.raises(LockUnsafeError, match=type(error).__name__):
         lock.check()
-    assert lost.wait(10), "the heartbeat thread did not report the lost lock"
-    with pytest.raises(LockLostError):
+    assert unsafe.wait(10), "the heartbeat thread did not report the unsafe lock"
+    with pytest.raises(LockUnsafeError):
         store.write(2, {"op": {"n": 2}})
     assert [i.cut_id for i in store.list()] == [1]
     # All this happened before anyone else could take the lock over.
     with pytest.raises(LockedError, match="job-a"):
         _lock(any_fs, directory, "job-b", clock).acquire()
+    # 3. The filesystem answers again: the next heartbeat renews the lock, writing resumes.
     failing.broken = False
-    lock.release()
-    clock.now += 15  # the ttl ran out: the next process takes over
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            lock.check()
+            break
+        except LockUnsafeError:
+            assert time.monotonic() < deadline, "the heartbeat did not renew the lock"
+            time.sleep(0.01)
+    store.write(2, {"op": {"n": 2}})
+    assert not lost.is_set()
+    # 4. Broken again past the ttl: another process takes over, and the holder learns it at
+    #    its next heartbeat that gets through: lost for good.
+    failing.failed.clear()
+    failing.broken = True
+    assert failing.failed.wait(10)
+    clock.now += 31
     with _lock(any_fs, directory, "job-b", clock) as taker:
         assert taker.held
+        failing.broken = False
+        assert lost.wait(10), "the holder did not learn that its lock was taken over"
+        with pytest.raises(LockLostError):
+            lock.check()
+        with pytest.raises(LockLostError):
+            store.write(3, {"op": {"n": 3}})
+    assert [i.cut_id for i in store.list()] == [1, 2]
+    lock.release()
 
 
 def test_a_heartbeat_that_fails_once_is_retried_and_keeps_the_lock(any_fs: FsHandle) -> None:
