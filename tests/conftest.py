@@ -146,11 +146,47 @@ def _test_dir_name(request: pytest.FixtureRequest) -> str:
 INTEGRATION_FIXTURES = {"spark_cluster", "secure_sandbox", "connect_server"}
 
 
+#: The longest process-level runs whose promise the default run already covers with another
+#: test (named after each): they run in the integration tier, so that the README's command
+#: stays short. Node ids, as ``pytest`` prints them (tests/test_tiers.py checks they exist).
+INTEGRATION_TESTS = {
+    # Spark kill -9 mid-write and between WAL and renames: [fused] stays in the default run.
+    "tests/spark/test_spark_crash.py::"
+    "test_sigkill_during_task_write_and_between_wal_and_renames[streaming]",
+    # The Spark demo: the local demo and test_spark_crash[fused] stay.
+    "tests/cli/test_spark.py::test_spark_demo_crashes_and_restarts_exactly_once",
+    "tests/cli/test_spark.py::test_spark_reads_one_named_file",  # test_fused's one-file tests
+    # Late files under SIGKILL on Spark: [local] and test_fused's late-file tests stay.
+    "tests/cli/test_late_files.py::test_sigkill_while_files_land_late_publishes_every_record_once"
+    "[spark-1]",
+    "tests/cli/test_published_stream.py::"
+    "test_every_published_file_is_in_the_manifest_once_and_announced[spark]",  # [local] stays
+    # Cron-style re-land on Spark through the command: test_fused's cron tests stay.
+    "tests/cli/test_landing_again.py::"
+    "test_spark_cron_style_runs_read_a_name_landing_again_after_delete",
+    # A DataNode stopped mid-write on hdfs:// (the longest, ~90 s): the webhdfs:// one stays.
+    "tests/cli/test_real_hdfs.py::"
+    "test_a_cluster_fault_mid_run_loses_and_repeats_nothing[hdfs-datanode-stopped-mid-write]",
+    # A dead heartbeat on Spark: [local] and tests/region/test_lock.py stay.
+    "tests/cli/test_lock_heartbeat.py::"
+    "test_a_runner_whose_heartbeat_dies_stops_before_a_second_runner_takes_over[spark]",
+    # Prometheus scraping a Spark job: the local job's scrape and the endpoint tests stay.
+    "tests/cli/test_metrics.py::"
+    "test_prometheus_reads_records_out_lag_batch_times_and_a_passed_over_file_of_a_spark_job",
+    # The whole HDFS benchmark on the sandbox: the other benchmarks' tests stay.
+    "tests/bench/test_benchmarks.py::test_hdfs_benchmark_runs_every_part_on_the_real_cluster",
+}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of the heavy fixtures before ``-m`` selects (whatever module they are in)."""
+    """Mark the integration tier before ``-m`` selects: the tests of the heavy fixtures
+    (whatever module they are in) and :data:`INTEGRATION_TESTS`."""
     for item in items:
-        if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if (
+            INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or item.nodeid in INTEGRATION_TESTS
+        ):
             item.add_marker(pytest.mark.integration)
 
 

@@ -203,7 +203,14 @@ class MetricsSettings(BaseModel):
     host: str = "0.0.0.0"
     #: ``/healthz`` fails when one cut or reset lasts longer than this (each of their steps has
     #: a shorter timeout of its own, so only a blocked operator gets there), or the region failed.
-    stuck_after: Duration = Field(600.0, gt=0)
+    #: Default: 10 minutes, or ``drain_timeout + reset_timeout`` and one minute when longer.
+    stuck_after: Duration | None = Field(None, gt=0)
+
+    def bound(self, region: RegionSettings) -> float:
+        """The ``stuck_after`` in force for ``region``'s timeouts."""
+        if self.stuck_after is not None:
+            return self.stuck_after
+        return max(600.0, region.drain_timeout + region.reset_timeout + 60.0)
 
 
 class PipelineConfig(BaseModel):
@@ -306,7 +313,7 @@ class PipelineConfig(BaseModel):
         # A cut or a reset may rightly last its timeouts: a bound below them would have an
         # orchestrator kill a job that is only slow.
         steps = self.region.drain_timeout + self.region.reset_timeout
-        if self.metrics.stuck_after <= steps:
+        if self.metrics.stuck_after is not None and self.metrics.stuck_after <= steps:
             raise ValueError(
                 f"[metrics] stuck_after: {self.metrics.stuck_after:g} s must be longer than "
                 f"[region] drain_timeout + reset_timeout ({steps:g} s): a cut or a reset may "

@@ -103,7 +103,7 @@ class LocalRun:
                 region.status_since,
                 region.last_cut_at,
                 now,
-                self.config.metrics.stuck_after,
+                self.config.metrics.bound(self.config.region),
             ),
         )
 

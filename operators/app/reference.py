@@ -20,7 +20,12 @@ from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from operators.app.config import PipelineConfig, SparkSettings, TransformSettings
+from operators.app.config import (
+    MetricsSettings,
+    PipelineConfig,
+    SparkSettings,
+    TransformSettings,
+)
 from operators.fs.settings import FileSystemSettings
 from operators.scan import ScanSettings
 from operators.sink.settings import SinkSettings
@@ -39,6 +44,7 @@ TABLES: tuple[tuple[str, type[BaseModel]], ...] = (
     ("[sink]", SinkSettings),
     ("[filesystem]", FileSystemSettings),
     ("[spark]", SparkSettings),
+    ("[metrics]", MetricsSettings),
 )
 
 _HEADER = """# Configuration reference
@@ -136,7 +142,7 @@ def markdown() -> str:
         out.append("")
         doc = inspect.getdoc(model)
         if doc:
-            out.append(doc.split("\n\n")[0].replace("\n", " "))
+            out.append(_cell(doc.split("\n\n")[0].replace("\n", " ")))
             out.append("")
         out.append("| key | IBM name | type | default | meaning |")
         out.append("|---|---|---|---|---|")
