@@ -175,6 +175,18 @@ INTEGRATION_TESTS = {
     "test_prometheus_reads_records_out_lag_batch_times_and_a_passed_over_file_of_a_spark_job",
     # The whole HDFS benchmark on the sandbox: the other benchmarks' tests stay.
     "tests/bench/test_benchmarks.py::test_hdfs_benchmark_runs_every_part_on_the_real_cluster",
+    # More Spark command runs: test_spark_crash[fused] and tests/spark's data source tests stay.
+    "tests/cli/test_spark.py::test_spark_run_available_now_then_inspect",
+    "tests/cli/test_spark.py::test_spark_writes_the_files_records_name_and_a_returning_name_rolls",
+    # A DataNode stopped under webhdfs://: the NameNode restarts on both schemes stay.
+    "tests/cli/test_real_hdfs.py::test_a_cluster_fault_mid_run_loses_and_repeats_nothing"
+    "[webhdfs-cluster-datanode-stopped-mid-write]",
+    # Sandboxes of their own (HA, 128 MiB blocks): the session's sandbox tests stay.
+    "tests/fs/test_real_hdfs.py::test_an_ha_name_service_through_hadoop_conf_dir",
+    "tests/fs/test_real_hdfs.py::test_a_sandbox_started_with_a_block_size_writes_blocks_of_it",
+    "tests/cli/test_ha_sandbox.py::test_a_webhdfs_job_across_a_namenode_restart_is_exactly_once",
+    "tests/cli/test_ha_sandbox.py::test_after_the_standby_restarts_sigterm_still_stops_the_sandbox",
+    "tests/cli/test_ha_sandbox.py::test_a_command_that_outlasts_its_bound_is_answered_with_an_error",
 }
 
 
@@ -188,6 +200,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             or item.nodeid in INTEGRATION_TESTS
         ):
             item.add_marker(pytest.mark.integration)
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            # Property tests: sized by the profile (HYPOTHESIS_PROFILE); the tier runs them
+            # again with the larger "ci" profile (pytest -m "integration or property").
+            item.add_marker(pytest.mark.property)
 
 
 def pytest_report_header() -> list[str]:
