@@ -408,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
             "or SIGTERM. The first line on standard output is a JSON object with the hdfs:// "
             "and webhdfs:// URIs and the client configuration directory (for HADOOP_CONF_DIR). "
             "Commands on standard input: stop-datanode I, start-datanode I, restart-datanode I, "
+            "pause-ibr I, resume-ibr I (hold, then send, its reports of new replicas), "
             "restart-namenode, status. The first start resolves the classpath with Maven."
         ),
     )

@@ -48,6 +48,9 @@ _truncate_request = _Request("POST").to_method("TRUNCATE")
 #: (1000 by default) and how many remain, the next page starts after the last name.
 _list_batch_request = _Request("GET").to_method("LISTSTATUS_BATCH")
 _get_token_request = _Request("GET").to_method("GETDELEGATIONTOKEN")
+#: The NameNode's located blocks of a range of a file (all Hadoop versions; the public
+#: GETFILEBLOCKLOCATIONS came with 3.3).
+_block_locations_request = _Request("GET").to_method("GET_BLOCK_LOCATIONS")
 _renew_token_request = _Request("PUT").to_method("RENEWDELEGATIONTOKEN")
 _cancel_token_request = _Request("PUT").to_method("CANCELDELEGATIONTOKEN")
 
@@ -336,6 +339,17 @@ class WebHdfsFileSystem:
             "/",
             lambda: _cancel_token_request(self.client, "/", token=token),
         )
+
+    def last_block_replicas(self, path: str) -> int | None:
+        """How many replicas of the file's last block the NameNode knows of (``None`` when the
+        file has no block)."""
+
+        def send() -> Any:
+            return _block_locations_request(self.client, path, offset=0, length=1).json()
+
+        blocks = self._call("GET_BLOCK_LOCATIONS", path, send).get("LocatedBlocks") or {}
+        last = blocks.get("lastLocatedBlock")
+        return None if last is None else len(last.get("locations") or ())
 
     def truncate(self, path: str, length: int) -> None:
         where = self.display(path)

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import urllib.request
 import xml.etree.ElementTree as ET
@@ -365,3 +366,38 @@ def test_a_close_the_namenode_could_not_complete_yet_is_asked_again(
     assert fs.read(path) == b"data"
     assert "Failed to complete file in time" in caplog.text
     fs.append(path).close()  # closed: no lease is left behind
+
+
+def test_an_append_right_after_a_close_keeps_every_byte_while_a_datanode_reports_late(
+    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    """hdfs-native appends to the last block under its old generation stamp: a DataNode the
+    NameNode has not heard from yet (its report trails the close) is left out of the append and
+    keeps a shorter replica of the same stamp; the next append through it failed, and the lease
+    recovery that followed rolled the file back past a close that had succeeded. The append
+    waits until the NameNode knows every replica."""
+    fs, root, sandbox = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem) and fs.webhdfs is not None
+    path = posixpath.join(root, "late")
+    resume = threading.Timer(1.0, sandbox.command, ["resume-ibr 1"])
+    sandbox.command("pause-ibr 1")
+    try:
+        _put(fs, path, b"one\n")  # the NameNode knows the replica of DataNode 0 only
+        resume.start()
+        w = fs.append(path)
+        w.write(b"two\n")
+        w.close()
+        resume.join()
+        time.sleep(0.5)  # DataNode 1's report is in
+        w = fs.append(path)  # through DataNode 1 too
+        w.write(b"three\n")
+        w.close()
+    finally:
+        resume.cancel()
+        if resume.is_alive():
+            resume.join()
+        sandbox.command("resume-ibr 1")
+    assert fs.read(path) == b"one\ntwo\nthree\n"
+    fs.recover_lease(path)  # closed: nothing for a recovery to roll back
+    assert fs.read(path) == b"one\ntwo\nthree\n"
+    assert fs.webhdfs.last_block_replicas(path) == 2

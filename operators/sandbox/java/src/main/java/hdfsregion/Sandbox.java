@@ -29,6 +29,7 @@ import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.HdfsConfiguration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.MiniDFSNNTopology;
+import org.apache.hadoop.hdfs.server.datanode.DataNodeTestUtils;
 import org.apache.hadoop.hdfs.server.namenode.NameNode;
 import org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider;
 import org.apache.hadoop.minikdc.MiniKdc;
@@ -398,6 +399,14 @@ public final class Sandbox {
         cluster.waitActive();
         return "";
       }
+      case "pause-ibr":
+        // The DataNode's reports of new replicas wait (as a busy NameNode or network makes
+        // them trail a close): what a client asks right after a write meets that lag.
+        DataNodeTestUtils.pauseIBR(cluster.getDataNodes().get(index));
+        return "";
+      case "resume-ibr":
+        DataNodeTestUtils.resumeIBR(cluster.getDataNodes().get(index));
+        return "";
       case "restart-datanode":
         cluster.restartDataNode(index, true);
         cluster.waitActive();
