@@ -811,6 +811,9 @@ class _BackgroundCloses:
                 exc,
             )
         finally:
+            # The client's stream is freed here, not by whichever thread drops the writer
+            # last: at the interpreter's exit that could be this thread, frozen mid-drop.
+            writer._stream = None
             with self._done:
                 self._running -= 1
                 self._done.notify_all()
