@@ -516,3 +516,68 @@ def test_a_cut_and_a_lock_left_open_by_a_killed_process_are_read_at_the_restart(
     lock = CheckpointLock(bare, directory, heartbeat_interval=0)
     lock.acquire()  # the holder's process is gone: taken at once, not after its ttl of 600 s
     lock.release()
+
+
+STOPPED_JOB = """\
+import sys
+from operators.fs import FileSystemSettings, open_path
+from region.checkpoint import CheckpointStore
+from region.lock import CheckpointLock
+settings = FileSystemSettings(uri=sys.argv[1], user=sys.argv[3], config_dir=sys.argv[4])
+fs, _ = open_path(sys.argv[1], settings)
+lock = CheckpointLock(fs, sys.argv[2], heartbeat_interval=0)
+lock.acquire()
+CheckpointStore(fs, sys.argv[2], guard=lock.check).write(1, {"op": {"offset": 7}})
+lock.release()
+print("released", flush=True)
+"""
+
+
+def test_a_stopped_job_unlocks_at_once_and_its_exit_waits_for_the_closes(
+    request: pytest.FixtureRequest,
+) -> None:
+    """A job's unlock returns without waiting for the DataNodes' reports; the process's exit
+    waits until the closes it handed to the background have landed, so a clean stop leaves no
+    file open behind it."""
+    fs, root, sandbox = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    directory = posixpath.join(root, "ck")
+    fired = threading.Event()
+
+    def resume_late() -> None:  # the old code's closes wait for the reports
+        fired.set()
+        _resume_reports(sandbox)
+
+    guard = threading.Timer(90.0, resume_late)
+    for index in range(sandbox.info.datanodes):
+        sandbox.command(f"pause-ibr {index}")
+    guard.start()
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            STOPPED_JOB,
+            sandbox.info.hdfs,
+            directory,
+            CLUSTER_USER,
+            sandbox.info.conf_dir,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "released"
+        assert not fired.is_set()  # unlocked while every report was held
+        assert child.poll() is None  # its exit waits for the closes
+    finally:
+        guard.cancel()
+        _resume_reports(sandbox)
+        try:
+            child.wait(90)
+        finally:
+            if child.poll() is None:
+                child.kill()
+    assert child.returncode == 0
+    files = [s.path for s in fs.list_dir(directory)]
+    assert files and not any(_still_open(fs, path) for path in files)
