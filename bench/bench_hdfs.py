@@ -11,9 +11,9 @@ client:
    byte for byte against the input.
 2. cuts: the measurement of bench_cut_latency.py with the sink's output and the checkpoints on
    ``hdfs://`` (input fed on the local disk at ``--rate-mb``): p50 / p99 of a cut (drain with
-   hsync, checkpoint: create + write + hsync + close + rename, publish, retire). Baseline: one
-   durable small write through the same client (create, write 300 bytes, hsync, close), each
-   step timed.
+   hsync, checkpoint: create + write + hsync + rename, closed in the background, publish,
+   retire). Baseline: one durable small write through the same client (create, write 300
+   bytes, hsync, close), each step timed.
 3. recovery: the kills of bench_recovery.py (the real ``operators.app.cli run`` command, SIGKILLed
    mid-file after a cut, then started again) with output and checkpoints on ``hdfs://`` (input
    on the local disk): seconds from the restart to recovered (the killed writer's lease ended

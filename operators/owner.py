@@ -20,7 +20,7 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from region.atomic import dir_permission, write_atomically
+from region.atomic import dir_permission, read_whole, write_atomically
 from region.errors import ConfigError
 from region.fs import FileSystem
 
@@ -74,7 +74,7 @@ def read_owner(fs: FileSystem, sink_dir: str) -> Owner | None:
     """The job recorded in ``sink_dir``, or ``None`` when none is (ValueError: damaged)."""
     path = posixpath.join(sink_dir, OWNER_FILE)
     try:
-        raw = fs.read(path)
+        raw = read_whole(fs, path)
     except FileNotFoundError:
         return None
     try:
@@ -123,7 +123,11 @@ def claim_output(
         fs.mkdirs(sink_dir, permission=dir_permission(permission))
     try:
         write_atomically(
-            fs, posixpath.join(sink_dir, OWNER_FILE), body.encode(), permission=permission
+            fs,
+            posixpath.join(sink_dir, OWNER_FILE),
+            body.encode(),
+            permission=permission,
+            close_later=True,
         )
     except FileExistsError:  # another job claimed it meanwhile
         if not check_output(fs, sink_dir, owner):

@@ -4,6 +4,8 @@ cut back to a size on every filesystem (:func:`cut_to`).
 Checkpoint cuts, lock generations, the Spark sink's log entries and the Spark scan's plans are
 all published this way. A reader lists or opens only final names, so it never sees a file being
 written; the temporary name is hidden (leading ``.``) and unique, so writers never collide on it.
+Where the close waits on the storage (HDFS), it may run after the rename, in the background
+(``close_later``): such a file may be found open, and is read with :func:`read_whole`.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import posixpath
 import uuid
 from collections.abc import Callable
 
-from region.fs import FileSystem
+from region.fs import FileSystem, LaterCloser, LeaseRecoverer
 
-__all__ = ["cut_to", "dir_permission", "temp_path", "write_atomically"]
+__all__ = ["cut_to", "dir_permission", "read_whole", "temp_path", "write_atomically"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,17 +45,25 @@ def write_atomically(
     overwrite: bool = False,
     permission: int | None = None,
     before_rename: Callable[[], None] | None = None,
+    close_later: bool = False,
 ) -> None:
     """Publish ``data`` as ``path``, durable when this returns.
 
     1. Create ``temp`` (default :func:`temp_path`; never overwriting) with ``permission``.
-    2. Write, sync and close it.
+    2. Write and sync it; close it, unless ``close_later``.
     3. Call ``before_rename`` (a last check, e.g. that a lock is still held).
     4. Rename it onto ``path``; without ``overwrite`` an existing ``path`` raises
        ``FileExistsError`` (of racing writers exactly one wins).
+    5. With ``close_later``: close it in the background where the writer can
+       (:class:`~region.fs.LaterCloser`: an HDFS close waits until a DataNode reports the
+       block, 500 ms on a small cluster), else now. Durability comes from the sync of step 2
+       and the rename does not need the file closed. Readers of ``path`` then use
+       :func:`read_whole`: a crash before the close lands leaves ``path`` whole but open, with
+       a dead writer's lease.
 
-    On any failure after step 1 the temporary file is deleted (a failed delete is logged, never
-    raised over the original error) and the error propagates; ``path`` is untouched.
+    On any failure after step 1 the temporary file is closed and deleted (a failed delete is
+    logged, never raised over the original error) and the error propagates; ``path`` is
+    untouched.
     """
     temp = temp if temp is not None else temp_path(path)
     writer = fs.create(temp, overwrite=False, permission=permission)
@@ -62,13 +72,60 @@ def write_atomically(
             writer.write(data)
             writer.sync()
         finally:
-            writer.close()
+            if not close_later:
+                writer.close()
         if before_rename is not None:
             before_rename()
         fs.rename(temp, path, overwrite=overwrite)
     except BaseException:
-        _delete_quietly(fs, temp)
+        try:
+            writer.close()  # a no-op when closed above
+        finally:
+            _delete_quietly(fs, temp)
         raise
+    if not close_later:
+        return
+    if isinstance(writer, LaterCloser):
+        writer.close_later()
+    else:
+        writer.close()
+
+
+def read_whole(fs: FileSystem, path: str) -> bytes:
+    """Every byte of a file published by :func:`write_atomically`, also when its writer's close
+    has not landed (``close_later``), or never will (the writer was killed).
+
+    An HDFS client reads an open file's last block only by asking its DataNodes: hdfs-native
+    does not (the backend reads that block through the cluster's WebHDFS when its address is
+    known), and after a DataNode restart no client can until the lease is recovered. A
+    published file is final (every byte synced before its rename, none written after), so
+    ending its writer's lease loses nothing:
+
+    1. Read the length the NameNode holds (an hsync records it), then the file.
+    2. Short of that length, or failing for another reason than a missing or forbidden file,
+       on a filesystem with leases (:class:`~region.fs.LeaseRecoverer`): recover the lease
+       (the file is closed at its synced length) and read it again.
+    """
+    size = fs.status(path).size
+    try:
+        data = fs.read(path)
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except OSError as exc:
+        if not isinstance(fs, LeaseRecoverer):
+            raise
+        logger.info("%s: read failed (%s); recovering its lease", fs.display(path), exc)
+    else:
+        if len(data) >= size or not isinstance(fs, LeaseRecoverer):
+            return data
+        logger.info(
+            "%s: %d of %d bytes readable (left open by its writer); recovering its lease",
+            fs.display(path),
+            len(data),
+            size,
+        )
+    fs.recover_lease(path)
+    return fs.read(path)
 
 
 def _delete_quietly(fs: FileSystem, path: str) -> None:

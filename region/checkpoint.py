@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from region.atomic import dir_permission, write_atomically
+from region.atomic import dir_permission, read_whole, write_atomically
 from region.errors import CheckpointError
 from region.fs import FileStatus, FileSystem
 from region.state import State
@@ -251,6 +251,7 @@ class CheckpointStore:
                 temp=self._path(f".cut-{cut_id:012d}-{uuid.uuid4().hex}.tmp"),
                 permission=self.permission,
                 before_rename=self.guard,
+                close_later=True,
             )
         except FileExistsError:
             raise CheckpointError(
@@ -386,7 +387,7 @@ class CheckpointStore:
             for cut_id, status in reversed(cuts):
                 shown = self.fs.display(status.path)
                 try:
-                    data = self.fs.read(status.path)
+                    data = read_whole(self.fs, status.path)
                 except FileNotFoundError:
                     # Retired by the writer between our listing and the read.
                     vanished = True
@@ -437,7 +438,7 @@ class CheckpointStore:
         cuts, _ = self._scan()
         for cut_id, status in cuts:
             try:
-                checkpoint = self._decode(self.fs.read(status.path), cut_id, status.path)
+                checkpoint = self._decode(read_whole(self.fs, status.path), cut_id, status.path)
             except _Invalid as exc:
                 infos.append(
                     CheckpointInfo(cut_id, None, status.size, status.path, False, str(exc))

@@ -19,6 +19,7 @@ __all__ = [
     "FileStatus",
     "FileSystem",
     "FileWriter",
+    "LaterCloser",
     "LeaseRecoverer",
     "ListingEntry",
 ]
@@ -94,6 +95,23 @@ class FileWriter(Protocol):
 
     def close(self) -> None:
         """Flush and release the file; closing twice is a no-op."""
+
+
+@runtime_checkable
+class LaterCloser(Protocol):
+    """Optional capability of a :class:`FileWriter` whose close may wait on the storage: HDFS
+    completes a file only once a DataNode has reported a replica of its last block, and the
+    client asks again after a fixed pause (500 ms with hdfs-native) when it has not yet.
+
+    For a file whose bytes are all synced and to which nothing more will be written (a file
+    published whole by :func:`region.atomic.write_atomically`): the close runs in the
+    background, and the file stays open (its writer's lease held) until it lands, or after a
+    crash until the lease is recovered. Its synced bytes are durable and readable meanwhile;
+    :func:`region.atomic.read_whole` reads such a file.
+    """
+
+    def close_later(self) -> None:
+        """Hand the close to the background; this writer is closed for its caller."""
 
 
 @runtime_checkable

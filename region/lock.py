@@ -52,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from region.atomic import dir_permission, write_atomically
+from region.atomic import dir_permission, read_whole, write_atomically
 from region.errors import LockedError, LockLostError, LockUnsafeError
 from region.fs import FileStatus, FileSystem, FileWriter
 
@@ -291,6 +291,7 @@ class CheckpointLock:
                 record.to_json(),
                 temp=self._path(f".lock-{uuid.uuid4().hex}.tmp"),
                 permission=self.permission,
+                close_later=True,
             )
         except FileExistsError:
             return False
@@ -314,7 +315,7 @@ class CheckpointLock:
     def _read(self, generation: int, status: FileStatus) -> LockHolder | None:
         """The record of ``generation``; ``None`` when unreadable. ``FileNotFoundError`` when it
         was replaced meanwhile."""
-        return LockHolder.from_json(self.fs.read(status.path), generation, status.path)
+        return LockHolder.from_json(read_whole(self.fs, status.path), generation, status.path)
 
     def _lease_held(self, holder: LockHolder) -> bool:
         if not self.lease:

@@ -22,7 +22,7 @@ from operators.housekeeping import AfterRead
 from operators.owner import SINK_DIR, Owner, check_output, claim_output, read_owner
 from operators.plugins import load_callable
 from operators.scan import ScanSettings, young_files
-from region.atomic import write_atomically
+from region.atomic import read_whole, write_atomically
 from region.errors import CheckpointError, ConfigError
 from region.fs import FileSystem
 
@@ -92,7 +92,7 @@ def read_identity(fs: FileSystem, directory: str) -> dict[str, Any] | None:
     """The identity record of a checkpoint directory, or ``None`` when it has none."""
     path = _join(directory, IDENTITY_FILE)
     try:
-        data = fs.read(path)
+        data = read_whole(fs, path)
     except FileNotFoundError:
         return None
     try:
@@ -252,7 +252,12 @@ def _write_identity(
 ) -> None:
     body = json.dumps(record, indent=1) + "\n"
     write_atomically(
-        fs, _join(directory, IDENTITY_FILE), body.encode(), overwrite=True, permission=permission
+        fs,
+        _join(directory, IDENTITY_FILE),
+        body.encode(),
+        overwrite=True,
+        permission=permission,
+        close_later=True,
     )
 
 

@@ -23,6 +23,13 @@ What it lacks and how each gap is closed here:
   configured ``user`` is set there for the whole process; two ``hdfs://`` filesystems of one
   process with different users are refused.
 
+Closes: the NameNode completes a file once a DataNode has reported a replica of its last block;
+asked before that report lands (always on a one-DataNode cluster: it trails the write's last
+acknowledgement), hdfs-native waits a fixed 500 ms and asks again. A file published whole (all
+synced, nothing written after its rename) can be closed in the background instead
+(:meth:`NativeHdfsWriter.close_later`); the closes still running when the interpreter exits
+are waited for (:func:`settle_closes`).
+
 Leases: HDFS lets one client write a file. A second writer is refused (``BlockingIOError``)
 until the holder closes it, or its lease expires (soft limit, 60 s on a default cluster).
 :meth:`NativeHdfsFileSystem.recover_lease` ends a dead writer's lease at once; only a caller
@@ -31,6 +38,7 @@ that knows the holder is dead may call it (the sink does, under its region's loc
 
 from __future__ import annotations
 
+import atexit
 import errno
 import logging
 import os
@@ -63,6 +71,7 @@ __all__ = [
     "NativeHdfsWriter",
     "hadoop_http_addresses",
     "hadoop_properties",
+    "settle_closes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -715,6 +724,15 @@ class NativeHdfsWriter:
             if self._worker is not None and self._broken is None:
                 self._worker.stop()
 
+    def close_later(self) -> None:
+        """Close on a thread of its own (:class:`~region.fs.LaterCloser`): for a file whose
+        bytes are synced and to which nothing more is written. A close that fails is logged:
+        the file stays open with this process's lease until the process ends (then its lease
+        expires) or a reader recovers the lease; its synced bytes are durable either way."""
+        if self._closed:
+            return
+        _background.submit(self)
+
     def _complete(self) -> None:
         """Close; a close that gave up because the NameNode had not yet seen the last blocks'
         replicas is asked again (the block is committed: a new close completes it once they
@@ -756,6 +774,69 @@ class NativeHdfsWriter:
 
 _NO_ANSWER = object()
 _STOP = object()
+#: Background closes at once; one more makes ``close_later`` wait (a NameNode that stopped
+#: completing files must not gather threads without end).
+_MAX_BACKGROUND_CLOSES = 32
+#: How long the interpreter's exit waits for background closes.
+_EXIT_WAIT = 60.0
+
+
+class _BackgroundCloses:
+    """The writers being closed in the background, one short-lived daemon thread each (each
+    close is bounded by its filesystem's ``timeout``; they run side by side, so a cut every
+    100 ms on a cluster that completes files after 500 ms does not build a queue)."""
+
+    def __init__(self) -> None:
+        self._slots = threading.BoundedSemaphore(_MAX_BACKGROUND_CLOSES)
+        self._done = threading.Condition()
+        self._running = 0
+
+    def submit(self, writer: NativeHdfsWriter) -> None:
+        self._slots.acquire()
+        with self._done:
+            self._running += 1
+        name = f"hdfs-close {writer.path}"
+        threading.Thread(target=self._close, args=(writer,), name=name, daemon=True).start()
+
+    def _close(self, writer: NativeHdfsWriter) -> None:
+        try:
+            writer.close()
+        except FileNotFoundError as exc:  # deleted meanwhile (a retired checkpoint)
+            logger.info("%s: not closed, it was deleted: %s", writer.path, exc)
+        except Exception as exc:
+            logger.warning(
+                "%s: the background close failed (its synced bytes stay; the file stays open "
+                "until its lease is recovered or expires): %s",
+                writer._fs.display(writer.path),
+                exc,
+            )
+        finally:
+            # The client's stream is freed here, not by whichever thread drops the writer
+            # last: at the interpreter's exit that could be this thread, frozen mid-drop.
+            writer._stream = None
+            with self._done:
+                self._running -= 1
+                self._done.notify_all()
+            self._slots.release()
+
+    def settle(self, timeout: float | None) -> bool:
+        with self._done:
+            return self._done.wait_for(lambda: self._running == 0, timeout)
+
+
+_background = _BackgroundCloses()
+
+
+def settle_closes(timeout: float | None = None) -> bool:
+    """Wait until every close handed to the background has ended (landed or failed, at most
+    ``timeout`` seconds); whether they all have."""
+    return _background.settle(timeout)
+
+
+@atexit.register
+def _settle_at_exit() -> None:
+    if not settle_closes(_EXIT_WAIT):
+        logger.warning("Exiting with HDFS files still being closed (their writes are synced)")
 
 
 class _CallThread:

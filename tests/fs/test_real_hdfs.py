@@ -19,10 +19,13 @@ from pathlib import Path
 import pytest
 
 from operators.fs import FileSystemSettings, NativeHdfsFileSystem, WebHdfsFileSystem
-from operators.fs.native import hadoop_http_addresses
+from operators.fs.native import hadoop_http_addresses, settle_closes
 from operators.fs.webhdfs import _truncate_request
+from operators.owner import OWNER_FILE, Owner, claim_output, read_owner
 from operators.sandbox import Sandbox
+from region.checkpoint import CheckpointStore, cut_file_name
 from region.fs import FileSystem
+from region.lock import CheckpointLock
 from tests.conftest import CLUSTER_USER, cluster_settings, real_fs
 
 BLOCK = 1024 * 1024  # the sandbox's block size
@@ -401,3 +404,180 @@ def test_an_append_right_after_a_close_keeps_every_byte_while_a_datanode_reports
     fs.recover_lease(path)  # closed: nothing for a recovery to roll back
     assert fs.read(path) == b"one\ntwo\nthree\n"
     assert fs.webhdfs.last_block_replicas(path) == 2
+
+
+def _still_open(fs: NativeHdfsFileSystem, path: str) -> bool:
+    """An open file's last block is not complete: hdfs-native reads complete blocks only."""
+    return len(fs.client.read(path)) < fs.status(path).size
+
+
+def test_cuts_and_the_lock_are_written_while_the_datanodes_hold_their_reports(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The NameNode completes a file only once a DataNode has reported its last block; asked
+    before, hdfs-native waits a fixed 500 ms (always on one DataNode, whose report trails its
+    acknowledgement). The lock's take, heartbeat and release, a checkpoint and the output's
+    owner stamp are durable at their sync and renamed into place without that close: with
+    every report held, each returns and the files are read back; their closes land in the
+    background once the reports come."""
+    fs, root, sandbox = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem) and fs.webhdfs is not None
+    directory = posixpath.join(root, "ck")
+    sink_dir = posixpath.join(root, "out", "_hdfs_sink")
+    lock = CheckpointLock(fs, directory, heartbeat_interval=0)
+    store = CheckpointStore(fs, directory, guard=lock.check)
+    guard = threading.Timer(90.0, _resume_reports, [sandbox])  # the old code's closes wait
+    for index in range(sandbox.info.datanodes):
+        sandbox.command(f"pause-ibr {index}")
+    guard.start()
+    try:
+        lock.acquire()
+        lock.refresh()
+        store.write(1, {"op": {"offset": 7}})
+        claim_output(fs, sink_dir, Owner(directory, "job-1"))
+        held = [s.path for s in fs.list_dir(directory) if s.name.startswith(".lock-")]
+        published = [*held, posixpath.join(directory, cut_file_name(1))]
+        published.append(posixpath.join(sink_dir, OWNER_FILE))
+        assert all(_still_open(fs, path) for path in published)  # no close landed
+        latest = store.latest()
+        assert latest is not None and latest.operators == {"op": {"offset": 7}}
+        assert lock.holder() is not None and lock.holder().token == lock._token  # type: ignore[union-attr]
+        assert read_owner(fs, sink_dir) == Owner(directory, "job-1")
+        lock.release()
+    finally:
+        guard.cancel()
+        _resume_reports(sandbox)
+    assert settle_closes(60.0)
+    survivors = [s.path for s in fs.list_dir(directory)] + [posixpath.join(sink_dir, OWNER_FILE)]
+    assert not any(_still_open(fs, path) for path in survivors)
+
+
+def _resume_reports(sandbox: Sandbox) -> None:
+    for index in range(sandbox.info.datanodes):
+        sandbox.command(f"resume-ibr {index}")
+
+
+KILLED_BEFORE_CLOSES = """\
+import sys, time
+from operators.fs import FileSystemSettings, open_path
+from operators.fs.native import NativeHdfsWriter
+from region.checkpoint import CheckpointStore
+from region.lock import CheckpointLock
+# Killed before any close lands: the published files stay open with this process's lease.
+held = []
+NativeHdfsWriter.close = NativeHdfsWriter.close_later = lambda self: held.append(self)
+settings = FileSystemSettings(uri=sys.argv[1], user=sys.argv[3], config_dir=sys.argv[4])
+fs, _ = open_path(sys.argv[1], settings)
+lock = CheckpointLock(fs, sys.argv[2], ttl=600, heartbeat_interval=0)
+lock.acquire()
+CheckpointStore(fs, sys.argv[2], guard=lock.check).write(1, {"op": {"offset": 7}})
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_cut_and_a_lock_left_open_by_a_killed_process_are_read_at_the_restart(
+    request: pytest.FixtureRequest,
+) -> None:
+    """A process killed after renaming a checkpoint and a lock generation into place but
+    before their closes landed leaves both open under a dead writer's lease. hdfs-native
+    without the cluster's WebHDFS reads an open file's complete blocks only (none here): the
+    restart recovers their leases (they are final: all synced before the rename) and reads
+    them whole, so it resumes from that cut and takes the dead holder's lock at once."""
+    _, root, sandbox = _root(request, "hdfs")
+    directory = posixpath.join(root, "ck")
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            KILLED_BEFORE_CLOSES,
+            sandbox.info.hdfs,
+            directory,
+            CLUSTER_USER,
+            sandbox.info.conf_dir,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    bare = NativeHdfsFileSystem(cluster_settings(sandbox.info.hdfs, None, config_dir=None))
+    assert bare.webhdfs is None
+    cut = posixpath.join(directory, cut_file_name(1))
+    assert _still_open(bare, cut) and bare.read(cut) == b""
+    latest = CheckpointStore(bare, directory).latest()
+    assert latest is not None and latest.operators == {"op": {"offset": 7}}
+    lock = CheckpointLock(bare, directory, heartbeat_interval=0)
+    lock.acquire()  # the holder's process is gone: taken at once, not after its ttl of 600 s
+    lock.release()
+
+
+STOPPED_JOB = """\
+import sys
+from operators.fs import FileSystemSettings, open_path
+from region.checkpoint import CheckpointStore
+from region.lock import CheckpointLock
+settings = FileSystemSettings(uri=sys.argv[1], user=sys.argv[3], config_dir=sys.argv[4])
+fs, _ = open_path(sys.argv[1], settings)
+lock = CheckpointLock(fs, sys.argv[2], heartbeat_interval=0)
+lock.acquire()
+CheckpointStore(fs, sys.argv[2], guard=lock.check).write(1, {"op": {"offset": 7}})
+lock.release()
+print("released", flush=True)
+"""
+
+
+def test_a_stopped_job_unlocks_at_once_and_its_exit_waits_for_the_closes(
+    request: pytest.FixtureRequest,
+) -> None:
+    """A job's unlock returns without waiting for the DataNodes' reports; the process's exit
+    waits until the closes it handed to the background have landed, so a clean stop leaves no
+    file open behind it."""
+    fs, root, sandbox = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    directory = posixpath.join(root, "ck")
+    fired = threading.Event()
+
+    def resume_late() -> None:  # the old code's closes wait for the reports
+        fired.set()
+        _resume_reports(sandbox)
+
+    guard = threading.Timer(90.0, resume_late)
+    for index in range(sandbox.info.datanodes):
+        sandbox.command(f"pause-ibr {index}")
+    guard.start()
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            STOPPED_JOB,
+            sandbox.info.hdfs,
+            directory,
+            CLUSTER_USER,
+            sandbox.info.conf_dir,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "released"
+        assert not fired.is_set()  # unlocked while every report was held
+        assert child.poll() is None  # its exit waits for the closes
+    finally:
+        guard.cancel()
+        _resume_reports(sandbox)
+        try:
+            child.wait(90)
+        finally:
+            if child.poll() is None:
+                child.kill()
+    assert child.returncode == 0
+    files = [s.path for s in fs.list_dir(directory)]
+    assert files and not any(_still_open(fs, path) for path in files)

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from operators.fs.local import LocalFileSystem
-from region.atomic import dir_permission, temp_path, write_atomically
+from region.atomic import dir_permission, read_whole, temp_path, write_atomically
+from region.checkpoint import CheckpointStore
 from region.fs import FileWriter
+from region.lock import CheckpointLock
 from tests.conftest import FsHandle
 
 
@@ -116,3 +118,74 @@ def test_a_directory_lets_whoever_may_read_the_files_traverse_it(
     file_mode: int | None, dir_mode: int | None
 ) -> None:
     assert dir_permission(file_mode) == dir_mode
+
+
+class _SlowCloses(LocalFileSystem):
+    """Local files whose writers can close later (as on HDFS, where a close waits until a
+    DataNode has reported the file's last block): each step recorded in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: list[tuple[str, str]] = []
+
+    def create(
+        self, path: str, *, overwrite: bool = False, permission: int | None = None
+    ) -> FileWriter:
+        writer = super().create(path, overwrite=overwrite, permission=permission)
+        steps, close = self.steps, writer.close
+
+        def close_now() -> None:
+            steps.append(("close", path))
+            close()
+
+        def close_later() -> None:
+            steps.append(("close_later", path))
+            close()
+
+        writer.close = close_now  # type: ignore[method-assign]
+        writer.close_later = close_later  # type: ignore[attr-defined]
+        return writer
+
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        self.steps.append(("rename", src))
+        super().rename(src, dst, overwrite=overwrite)
+
+
+def test_cuts_and_the_lock_wait_for_no_close_and_publish_synced_files(tmp_path: Path) -> None:
+    """A checkpoint, and each change of the lock (take, heartbeat, release), is renamed into
+    place once synced and closed afterwards in the background: the close is off the cut."""
+    fs = _SlowCloses()
+    directory = str(tmp_path / "ck")
+    lock = CheckpointLock(fs, directory, heartbeat_interval=0)
+    store = CheckpointStore(fs, directory, guard=lock.check)
+    lock.acquire()
+    lock.refresh()
+    store.write(1, {"op": {"offset": 7}})
+    lock.release()
+    published = [(step, path) for step, path in fs.steps if path.endswith(".tmp")]
+    assert [step for step, _ in published] == ["rename", "close_later"] * 4
+    assert store.latest() is not None and store.latest().operators == {"op": {"offset": 7}}
+
+
+def test_read_whole_recovers_the_lease_of_a_published_file_read_short(tmp_path: Path) -> None:
+    """A published file left open (its writer killed before its background close landed):
+    a client that reads only complete blocks gets it short; its bytes are all synced and none
+    is written after the rename, so ending the lease loses nothing and the read is whole."""
+
+    class _OpenUntilRecovered(LocalFileSystem):
+        recovered: list[str] = []
+
+        def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
+            data = super().read(path, offset, length)
+            return data if path in self.recovered else b""
+
+        def recover_lease(self, path: str) -> float:
+            self.recovered.append(path)
+            return 0.0
+
+    fs = _OpenUntilRecovered()
+    path = str(tmp_path / "cut.json")
+    write_atomically(fs, path, b"whole\n")
+    assert read_whole(fs, path) == b"whole\n"
+    assert fs.recovered == [path]
+    assert read_whole(LocalFileSystem(), path) == b"whole\n"  # no lease to recover
