@@ -178,3 +178,27 @@ def test_a_transform_that_cannot_run_batch_by_batch_is_refused_naming_it(
     # Refused before anything was written or locked.
     assert not (tmp_path / "ck").exists()
     assert not (tmp_path / "out").exists()
+
+
+def test_a_stop_of_a_running_query_publishes_the_file_a_limit_kept_open(
+    spark: Any, tmp_path: Path
+) -> None:
+    from operators.spark import start_fused
+
+    files = inputs(2)
+    write_inputs(tmp_path / "in", files, T0)
+    query = start_fused(
+        spark,
+        shout,
+        scan={"directory": str(tmp_path / "in")},
+        sink={"file": str(tmp_path / "out" / "part-%FILENUM.txt"), "tuples_per_file": "1000"},
+        checkpoint_location=str(tmp_path / "ck"),
+    )
+    while not query.recentProgress:  # the batch committed, its file kept open for the next
+        assert query.isActive, query.exception()
+        query.awaitTermination(0.2)
+    assert published_lines(tmp_path / "out") == []
+    query.stop()
+    assert not query.isActive and query.exception() is None
+    assert published_lines(tmp_path / "out") == expected(files)
+    assert leftovers(tmp_path / "out") == []
