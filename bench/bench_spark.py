@@ -1,5 +1,6 @@
-"""Throughput on Spark, JVM started: hdfs_scan -> hdfs_sink as a streaming query, and the same
-pipeline in fused execution (what ``hdfs-region run`` does without a SQL transform), against
+"""Throughput on Spark, JVM started: hdfs_scan -> hdfs_sink as a streaming query, the same
+pipeline in fused execution (what ``hdfs-region run`` does without a SQL transform), and fused
+from a user's own code with a DataFrame transform (``start_fused``, ``upper(value)``), against
 Spark's built-in text source -> text sink.
 
 Same session, same input files, all available-now, after a warm-up run of each. Prints a table
@@ -7,6 +8,7 @@ and writes ``bench/results/spark.json``.
 
     python bench/bench_spark.py            # 200 MB
     python bench/bench_spark.py --mb 20    # a quick run
+    python bench/bench_spark.py --mb 1000 --files 20   # 20 files of 50 MB
 """
 
 from __future__ import annotations
@@ -72,13 +74,32 @@ def run_fused(spark: Any, src: Path, work: Path, tag: str) -> float:
     return time.perf_counter() - started
 
 
-def run_builtin(spark: Any, src: Path, work: Path, tag: str) -> float:
-    out, ck = work / f"spark-{tag}", work / f"spark-{tag}-ck"
+def run_api(spark: Any, src: Path, work: Path, tag: str) -> float:
+    """``start_fused`` with a user's transform (ASCII input: the same bytes out)."""
+    from operators.spark import start_fused
+
+    out, ck = work / f"api-{tag}", work / f"api-{tag}-ck"
     started = time.perf_counter()
+    start_fused(
+        spark,
+        lambda frame: frame.selectExpr("upper(value) AS value"),
+        scan={"directory": str(src)},
+        sink={"file": str(out / "part-%FILENUM.txt")},
+        checkpoint_location=str(ck),
+        available_now=True,
+    ).awaitTermination()
+    return time.perf_counter() - started
+
+
+def run_builtin(spark: Any, src: Path, work: Path, tag: str, *, upper: bool = False) -> float:
+    """Spark's text -> text; ``upper``: with ``start_fused``'s transform."""
+    out, ck = work / f"{'spark-upper' if upper else 'spark'}-{tag}", work / f"spark-{tag}-ck{upper}"
+    started = time.perf_counter()
+    frame = spark.readStream.format("text").load(str(src))
+    if upper:
+        frame = frame.selectExpr("upper(value) AS value")
     query = (
-        spark.readStream.format("text")
-        .load(str(src))
-        .writeStream.format("text")
+        frame.writeStream.format("text")
         .option("path", str(out))
         .option("checkpointLocation", str(ck))
         .trigger(availableNow=True)
@@ -117,19 +138,26 @@ def main(argv: list[str] | None = None) -> int:
         spark = build_session("bench-spark", conf=conf)
         run_ours(spark, warm, work, "warm")
         run_fused(spark, warm, work, "warm")
+        run_api(spark, warm, work, "warm")
         run_builtin(spark, warm, work, "warm")
+        run_builtin(spark, warm, work, "warm", upper=True)
         ours: list[float] = []
         fused: list[float] = []
+        api: list[float] = []
         builtin: list[float] = []
+        builtin_upper: list[float] = []
         for i in range(args.repeat):
             # Alternate so that no side always runs on a warmer page cache.
             builtin.append(run_builtin(spark, src, work, str(i)))
             fused.append(run_fused(spark, src, work, str(i)))
+            api.append(run_api(spark, src, work, str(i)))
+            builtin_upper.append(run_builtin(spark, src, work, str(i), upper=True))
             ours.append(run_ours(spark, src, work, str(i)))
-            for tag in ("ours", "fused", "spark"):
+            for tag in ("ours", "fused", "api", "spark", "spark-upper"):
                 written = output_bytes(work / f"{tag}-{i}")
                 if written != total_bytes:
                     raise RuntimeError(f"{tag} run {i} wrote {written} bytes, read {total_bytes}")
+                shutil.rmtree(work / f"{tag}-{i}")  # a large input would fill the disk
         spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -137,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     mb = total_bytes / 1e6
     ours_s, builtin_s = statistics.median(ours), statistics.median(builtin)
-    fused_s = statistics.median(fused)
+    fused_s, api_s = statistics.median(fused), statistics.median(api)
+    upper_s = statistics.median(builtin_upper)
     result = {
         "input_mb": round(mb, 1),
         "input_lines": total_lines,
@@ -147,9 +176,16 @@ def main(argv: list[str] | None = None) -> int:
         "work": str(args.work or tempfile.gettempdir()),
         "hdfs_scan_to_hdfs_sink": {"seconds": ours, "mb_per_s": round(mb / ours_s, 1)},
         "fused": {"seconds": fused, "mb_per_s": round(mb / fused_s, 1)},
+        "start_fused": {"seconds": api, "mb_per_s": round(mb / api_s, 1)},
         "spark_text_to_text": {"seconds": builtin, "mb_per_s": round(mb / builtin_s, 1)},
+        "spark_text_upper_to_text": {
+            "seconds": builtin_upper,
+            "mb_per_s": round(mb / upper_s, 1),
+        },
         "ratio": round(builtin_s / ours_s, 2),
         "fused_ratio": round(builtin_s / fused_s, 2),
+        "start_fused_ratio": round(builtin_s / api_s, 2),
+        "start_fused_ratio_same_transform": round(upper_s / api_s, 2),
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
@@ -161,10 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'pipeline':<28} {'MB/s':>8} {'seconds (median)':>18}")
     print(f"{'hdfs_scan -> hdfs_sink':<28} {mb / ours_s:>8.1f} {ours_s:>18.2f}")
     print(f"{'fused (hdfs-region run)':<28} {mb / fused_s:>8.1f} {fused_s:>18.2f}")
+    print(f"{'start_fused + upper(value)':<28} {mb / api_s:>8.1f} {api_s:>18.2f}")
     print(f"{'Spark text -> text':<28} {mb / builtin_s:>8.1f} {builtin_s:>18.2f}")
+    print(f"{'Spark text -> upper -> text':<28} {mb / upper_s:>8.1f} {upper_s:>18.2f}")
     print(
-        f"ratio to built-in: streaming {result['ratio']:.2f}, fused {result['fused_ratio']:.2f}"
-        f"   ({mb:.0f} MB, {total_lines} lines)"
+        f"ratio to built-in: streaming {result['ratio']:.2f}, fused {result['fused_ratio']:.2f}, "
+        f"start_fused {result['start_fused_ratio']:.2f} (to the same upper(value): "
+        f"{result['start_fused_ratio_same_transform']:.2f})   ({mb:.0f} MB, {total_lines} lines)"
     )
     before, after = (" ".join(f"{x:.2f}" for x in load) for load in (load_before, load_after))
     print(f"load average (1, 5, 15 min) before: {before}, after: {after}")

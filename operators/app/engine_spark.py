@@ -894,7 +894,7 @@ def _runner(
             return _supervisor(spark, plan, available_now, totals, on_restart)
     if not fused(config):
         return _supervisor(spark, plan, available_now, totals, on_restart)
-    from operators.spark.fused import FusedRunner
+    from operators.spark.fused import FusedRunner, sql_transform
 
     function = None
     if transform is not None and transform.function is not None:
@@ -908,7 +908,7 @@ def _runner(
         posixpath.join(cp_dir, SPARK_DIR),
         config.region,
         transform=function,
-        sql=sql,
+        frame=None if sql is None else sql_transform(spark, sql),
         available_now=available_now,
         on_progress=totals.on_batch,
         on_restart=on_restart,

@@ -1,17 +1,22 @@
-"""Run the operators on Spark through the PySpark Python Data Source API.
+"""Run the operators on Spark through the PySpark Python Data Source API, or fused.
 
 ``register(spark)`` makes ``spark.readStream.format("hdfs_scan")`` (the directory scan and file
 source) and ``df.writeStream.format("hdfs_sink")`` (the exactly-once file sink) available.
+``start_fused(spark, transform, scan=..., sink=..., checkpoint_location=...)`` runs the same
+pipeline as ``hdfs-region run`` does, each batch one Spark job, with a DataFrame transform of
+the caller's (:mod:`operators.spark.query`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["MIN_PYSPARK", "check_pyspark", "register"]
+    from operators.spark.query import FusedQuery, start_fused
+
+__all__ = ["MIN_PYSPARK", "FusedQuery", "check_pyspark", "register", "start_fused"]
 
 #: The first pyspark whose streaming Data Source API has read limits and Trigger.AvailableNow
 #: for Python sources (``ReadLimit``, ``SupportsTriggerAvailableNow``), which the scan needs.
@@ -55,3 +60,14 @@ def register(spark: SparkSession) -> None:
 
     spark.dataSource.register(HdfsScanDataSource)
     spark.dataSource.register(HdfsSinkDataSource)
+
+
+def __getattr__(name: str) -> Any:
+    """``start_fused`` and ``FusedQuery``, imported when first used: the version check comes
+    before anything imports pyspark's Data Source API."""
+    if name in ("start_fused", "FusedQuery"):
+        check_pyspark()
+        from operators.spark import query
+
+        return getattr(query, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,8 +10,9 @@ task reads its byte ranges, applies the transform and writes in-progress files w
 code as ``hdfs_scan`` / ``hdfs_sink`` (and the same rules as the in-process engine: cursor,
 decoding, rolling, file names). ``mapInArrow`` is plain DataFrame API (it works through Spark
 Connect as well) and gives each task its Spark task context (partition, attempt), which the
-in-progress names need. A SQL transform runs between two such halves in one stage (read by
-``mapInArrow``, the SQL, write by ``mapInArrow``) when it keeps no state across batches
+in-progress names need. A DataFrame transform (a SQL one, :func:`sql_transform`, or a user's
+function, :mod:`operators.spark.query`) runs between two such halves in one stage (read by
+``mapInArrow``, the transform, write by ``mapInArrow``) when it keeps no state across batches
 (:func:`stateful_part`); one that does (an aggregation, a deduplication) needs a streaming query.
 
 Batch ``N`` (the region's cut), numbered steps as in :mod:`operators.spark.commit`:
@@ -61,13 +62,23 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["FusedRunner", "Transform", "sql_frame", "stateful_part"]
+__all__ = [
+    "FrameTransform",
+    "FusedRunner",
+    "Transform",
+    "sql_frame",
+    "sql_transform",
+    "stateful_part",
+]
 
 logger = logging.getLogger(__name__)
 
 #: A per-record transform: the value (``str``, or ``bytes`` in binary mode) to the value to
 #: write, or ``None`` to drop the record.
 Transform = Callable[[Any], Any]
+#: A DataFrame transform: the batch's records (the columns ``hdfs_scan`` gives) to the records
+#: to write (a ``value`` column, and the ``file_attribute_name`` column when the sink has one).
+FrameTransform = Callable[["DataFrame"], "DataFrame"]
 
 _MANIFEST = (
     "path string, partition int, idx int, rows long, size long, opened_ns long, records_in long, "
@@ -201,8 +212,8 @@ def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
 
 
 def _read_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The source half of a task whose transform is SQL: the partition's records (counted by
-    an observation of the frame: the write half sees only the SQL's output)."""
+    """The source half of a task whose transform is a DataFrame's: the partition's records
+    (counted by an observation of the frame: the write half sees only the transform's output)."""
     for id_batch in ids:
         for partition in id_batch.column(0).to_pylist():
             yield from task.reader.read(ScanPartition(list(task.plan[partition])))
@@ -215,7 +226,8 @@ def _task_ids(batch_id: int) -> TaskIds:
 def _write_tasks(
     writer: HdfsSinkStreamWriter, batch_id: int, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """The sink half of a task whose transform is SQL: the SQL's output to in-progress files."""
+    """The sink half of a task whose transform is a DataFrame's: its output to in-progress
+    files."""
     yield _manifest(writer.write_task(batches, _task_ids(batch_id)), 0)
 
 
@@ -250,8 +262,8 @@ def _manifest_schema() -> pa.Schema:
     )
 
 
-#: Logical plan nodes a SQL transform may use to run fused: each batch's output is then what
-#: a streaming query would append for it. Anything else (aggregation, deduplication, sorting,
+#: Logical plan nodes a DataFrame transform may use to run fused: each batch's output is then
+#: what a streaming query would append for it. Anything else (aggregation, deduplication, sorting,
 #: limits, windows...) keeps state across batches in a streaming query: it runs as one.
 _STATELESS_NODES = frozenset(
     {
@@ -262,6 +274,10 @@ _STATELESS_NODES = frozenset(
         "View",
         "MapInArrow",
         "PythonMapInArrow",
+        "MapInPandas",
+        # Python UDFs: row by row (or Arrow batch by batch), nothing kept between rows.
+        "BatchEvalPython",
+        "ArrowEvalPython",
         "Range",
         "LocalRelation",
     }
@@ -281,21 +297,47 @@ def sql_frame(spark: SparkSession, source: DataFrame, sql: str) -> DataFrame:
         raise ConfigError(f"[transform] sql: {first} (got {sql!r})") from None
 
 
-def stateful_part(spark: SparkSession, sql: str, *, binary: bool) -> str | None:
-    """The first plan node of ``sql`` that keeps state across streaming batches (its name), or
-    ``None`` when the SQL can run fused, batch by batch."""
+def sql_transform(spark: SparkSession, sql: str) -> FrameTransform:
+    """The DataFrame transform of ``[transform] sql``: ``sql`` over the view ``input``."""
+    return functools.partial(_sql_over, spark, sql)
+
+
+def _sql_over(spark: SparkSession, sql: str, source: DataFrame) -> DataFrame:
+    return sql_frame(spark, source, sql)
+
+
+def stateful_part(
+    spark: SparkSession,
+    transform: str | FrameTransform,
+    *,
+    binary: bool,
+    schema: str | None = None,
+) -> str | None:
+    """The first plan node of ``transform`` (SQL over the view ``input``, or a DataFrame
+    function) that keeps state across streaming batches (its name), or ``None`` when it can
+    run fused, batch by batch. ``schema``: the columns it gets (default: ``value`` alone)."""
+
+    for node in _plan_nodes(spark, transform, binary=binary, schema=schema):
+        if node not in _STATELESS_NODES:
+            return node
+    return None
+
+
+def _plan_nodes(
+    spark: SparkSession, transform: str | FrameTransform, *, binary: bool, schema: str | None
+) -> list[str]:
+    """The node names of ``transform``'s optimized plan over an input of ``schema``."""
 
     def nothing(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from ()
 
-    value = "value binary" if binary else "value string"
-    frame = sql_frame(spark, spark.range(0).mapInArrow(nothing, value), sql)
+    if isinstance(transform, str):
+        transform = sql_transform(spark, transform)
+    if schema is None:
+        schema = "value binary" if binary else "value string"
+    frame = transform(spark.range(0).mapInArrow(nothing, schema))
     plan = str(frame._jdf.queryExecution().optimizedPlan().toString())
-    for line in plan.splitlines():
-        match = _NODE.match(line)
-        if match is not None and match.group(1) not in _STATELESS_NODES:
-            return match.group(1)
-    return None
+    return [m.group(1) for m in map(_NODE.match, plan.splitlines()) if m is not None]
 
 
 #: The observation that counts a SQL transform's input records.
@@ -317,7 +359,7 @@ class FusedRunner:
         settings: RegionSettings,
         *,
         transform: Transform | None = None,
-        sql: str | None = None,
+        frame: FrameTransform | None = None,
         available_now: bool = False,
         on_progress: Callable[[BatchProgress], None] | None = None,
         on_restart: Callable[[int, BaseException], None] | None = None,
@@ -328,13 +370,13 @@ class FusedRunner:
         from operators.spark.connect import is_connect
         from operators.spark.options import scan_config, sink_config
 
-        if sql is not None and is_connect(spark):
-            # The SQL reads the observed frame through the view ``input``, and a Spark Connect
-            # server reports an observation only of a frame in the plan the client sent.
+        if frame is not None and is_connect(spark):
+            # A SQL transform reads the observed frame through the view ``input``, and a Spark
+            # Connect server reports an observation only of a frame in the plan the client sent.
             msg = (
-                "fused execution of a SQL transform needs a classic SparkSession (over Spark "
-                "Connect the batch's input count cannot be observed): run it as a streaming "
-                "query"
+                "fused execution of a DataFrame transform needs a classic SparkSession (over "
+                "Spark Connect the batch's input count cannot be observed): run it as a "
+                "streaming query"
             )
             raise ValueError(msg)
         self.spark = spark
@@ -350,8 +392,10 @@ class FusedRunner:
             columns.insert(0, StructField(sink.attribute, StringType()))
         self.writer = HdfsSinkStreamWriter(sink, StructType(columns))
         self.transform = transform
-        #: A stateless SQL transform over the view ``input`` (see :func:`stateful_part`).
-        self.sql = sql
+        #: A DataFrame transform between the reading and the writing half of each task.
+        self.frame = frame
+        if frame is not None:
+            self._check_stateless(frame)
         self.log = BatchLog(log_fs, log_dir, permission=permission)
         self.available_now = available_now
         self._on_progress = on_progress
@@ -362,6 +406,35 @@ class FusedRunner:
         self._group = f"hdfs-region-{id(self):x}"
         self.progress: list[BatchProgress] = []
         self.attempt = 0
+
+    def _check_stateless(self, frame: FrameTransform) -> None:
+        """Refuse a transform that keeps state across batches (ConfigError naming it and the
+        plan node): run batch by batch it would aggregate, deduplicate or sort each batch
+        alone, where a streaming query carries its state from one batch to the next."""
+        from region.errors import ConfigError
+
+        schema = self.reader.config.schema()
+        nodes = _plan_nodes(self.spark, frame, binary=self.binary, schema=schema)
+        name = getattr(frame, "__qualname__", None) or repr(frame)
+        if isinstance(frame, functools.partial) and frame.func is _sql_over:
+            name = f"[transform] sql {frame.args[1]!r}"
+        stateful = [node for node in nodes if node not in _STATELESS_NODES]
+        if stateful:
+            msg = (
+                f"transform {name}: its plan keeps state across batches ({stateful[0]}), which "
+                "fused execution runs one batch at a time: give a transform of projections, "
+                "filters and generators only, or run it as a streaming query (hdfs_scan -> "
+                "hdfs_sink)"
+            )
+            raise ConfigError(msg)
+        if not {"MapInArrow", "PythonMapInArrow"} & set(nodes):
+            # Nothing would read the batch (nor count it): its records would be skipped.
+            msg = (
+                f"transform {name}: its plan does not read its input (Spark's optimizer "
+                "removed it, e.g. for a filter that is always false), so every batch would "
+                "be lost uncounted: give a transform of its input DataFrame"
+            )
+            raise ConfigError(msg)
 
     # -- control --------------------------------------------------------------------------
 
@@ -503,18 +576,18 @@ class FusedRunner:
         task = _Task(self.reader, self.writer, self.transform, self.binary, plan, batch_id)
         ids = self.spark.range(0, len(plan), 1, len(plan))
         observed = None
-        if self.sql is None:
+        if self.frame is None:
             frame = ids.mapInArrow(functools.partial(_run_tasks, task), _MANIFEST)
         else:
             from pyspark.sql import Observation
             from pyspark.sql.functions import count, lit
 
-            # One stage: read (Python), the SQL (Spark), write (Python), task by task.
+            # One stage: read (Python), the transform (Spark), write (Python), task by task.
             observed = Observation(_OBSERVED)
             source = ids.mapInArrow(
                 functools.partial(_read_tasks, task), self.reader.config.schema()
             ).observe(observed, count(lit(1)).alias("records"))
-            out = sql_frame(self.spark, source, self.sql)
+            out = self.frame(source)
             writer = HdfsSinkStreamWriter(self.writer.config, out.schema)
             frame = out.mapInArrow(functools.partial(_write_tasks, writer, batch_id), _MANIFEST)
         rows = self._collect(frame)

@@ -13,7 +13,7 @@ import pytest
 
 from operators.fs.local import LocalFileSystem
 from operators.spark.batchlog import BatchLog
-from operators.spark.fused import FusedRunner, stateful_part
+from operators.spark.fused import FusedRunner, sql_transform, stateful_part
 from region.errors import ConfigError, RegionFailedError
 from region.settings import RegionSettings
 from tests.spark.helpers import leftovers, lines_of, published_lines, write_inputs
@@ -413,7 +413,9 @@ def test_a_stateless_sql_transform_runs_fused_counting_the_records_read(
     files = inputs(0, 3)
     write_inputs(lay.src, files, T0)
     sql = "SELECT upper(value) AS value FROM input WHERE value NOT LIKE '%line 7'"
-    runner = lay.runner(spark, transform=None, sql=sql, scan={"maxFilesPerTrigger": "2"})
+    runner = lay.runner(
+        spark, transform=None, frame=sql_transform(spark, sql), scan={"maxFilesPerTrigger": "2"}
+    )
     runner.run()
     kept = [line for line in expected(files) if not line.endswith("LINE 7")]
     assert published_lines(lay.out) == kept

@@ -1,0 +1,204 @@
+"""Fused execution from a user's own code (``start_fused``): the user's DataFrame transform runs
+inside each batch's job, every record is published once across failures and immediate stops,
+and a transform that keeps state across batches is refused, named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operators.fs.local import LocalFileSystem
+from operators.spark.batchlog import BatchLog
+from region.errors import ConfigError, RegionFailedError
+from tests.spark.helpers import leftovers, lines_of, published_lines, write_inputs
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000_000_000
+
+
+def inputs(count: int, lines: int = 20) -> dict[str, bytes]:
+    return {
+        f"f{i:02d}.txt": "".join(f"file {i} line {j}\n" for j in range(lines)).encode()
+        for i in range(count)
+    }
+
+
+def expected(files: dict[str, bytes]) -> list[str]:
+    """What :func:`shout` makes of ``files``."""
+    return [
+        f"{line.upper()} ({len(line)})"
+        for data in files.values()
+        for line in lines_of(data)
+        if not line.endswith(" 7")
+    ]
+
+
+def shout(frame: Any) -> Any:
+    """A user's transform: DataFrame functions, a filter and a column computed from two."""
+    from pyspark.sql import functions as F
+
+    kept = frame.where(~F.col("value").endswith(" 7"))
+    size = F.length("value").cast("string")
+    return kept.select(F.concat(F.upper("value"), F.lit(" ("), size, F.lit(")")).alias("value"))
+
+
+def start(spark: Any, root: Path, transform: Any = shout, **kwargs: Any) -> Any:
+    from operators.spark import start_fused
+
+    kwargs.setdefault("available_now", True)
+    return start_fused(
+        spark,
+        transform,
+        scan={"directory": str(root / "in"), "maxFilesPerTrigger": "1"},
+        sink={"file": str(root / "out" / "part-%FILENUM.txt")},
+        checkpoint_location=str(root / "ck"),
+        **kwargs,
+    )
+
+
+def failing_on(marker: Path, record: str) -> Any:
+    """``shout`` with a Python UDF that, while ``marker`` exists, fails on ``record`` (or, for
+    ``"sleep"``, writes ``marker.started`` and takes 50 ms for each record of file 1: a task
+    that Spark can cancel between the batches of rows it sends the UDF)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import udf
+
+    flag = str(marker)
+
+    @udf("string")
+    def check(value: str) -> str:
+        import os
+        import time
+
+        if os.path.exists(flag):
+            if record == "sleep" and value.startswith("file 1 "):
+                open(flag + ".started", "w").close()
+                time.sleep(0.05)
+            if value == record:
+                raise ValueError(f"bad record {value!r}")
+        return value
+
+    def transform(frame: Any) -> Any:
+        return shout(frame.select(check(F.col("value")).alias("value")))
+
+    return transform
+
+
+def test_the_users_transform_runs_fused_and_publishes_every_record_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    files = inputs(3)
+    write_inputs(tmp_path / "in", files, T0)
+    query = start(spark, tmp_path)
+    query.awaitTermination()
+    assert not query.isActive
+    assert published_lines(tmp_path / "out") == expected(files)
+    # One batch per file, each counting the records it read (before the filter).
+    assert [p.num_input_rows for p in query.recentProgress] == [20, 20, 20]
+    assert leftovers(tmp_path / "out") == []
+    # The lock went with the query: the next run continues after the published files.
+    more = {f"g{i}.txt": f"later {i}\n".encode() for i in range(2)}
+    write_inputs(tmp_path / "in", more, T0 + 100_000_000_000)
+    start(spark, tmp_path).awaitTermination()
+    assert published_lines(tmp_path / "out") == expected(files) + expected(more)
+
+
+def test_a_batch_failing_in_the_transform_then_a_rerun_publish_each_record_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    files = inputs(3)
+    write_inputs(tmp_path / "in", files, T0)
+    marker = tmp_path / "fail"
+    marker.touch()
+    region = {"max_consecutive_reset_attempts": 1, "reset_backoff": 0}
+    query = start(spark, tmp_path, failing_on(marker, "file 1 line 3"), region=region)
+    with pytest.raises(RegionFailedError, match="bad record 'file 1 line 3'"):
+        query.awaitTermination()
+    # Batch 0 published; batch 1 written ahead, never committed.
+    assert published_lines(tmp_path / "out") == expected(inputs(1))
+    assert BatchLog(LocalFileSystem(), str(tmp_path / "ck" / "spark")).newest() == (1, 0)
+    marker.unlink()
+    start(spark, tmp_path, failing_on(marker, "file 1 line 3")).awaitTermination()
+    assert published_lines(tmp_path / "out") == expected(files)
+    assert leftovers(tmp_path / "out") == []
+
+
+def test_an_immediate_stop_mid_batch_then_a_restart_publish_each_record_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    files = inputs(3, lines=1000)  # file 1: 50 s in the transform, cancelled long before
+    write_inputs(tmp_path / "in", files, T0)
+    marker = tmp_path / "sleep"
+    marker.touch()
+    query = start(spark, tmp_path, failing_on(marker, "sleep"), available_now=False)
+    started = Path(str(marker) + ".started")
+    while not started.exists():  # batch 1's task is in the transform
+        assert query.isActive, query.exception()
+        query.awaitTermination(0.2)
+    query.stop(immediate=True)
+    assert not query.isActive and query.exception() is None
+    # Batch 0 published; batch 1 written ahead, its job cancelled.
+    assert published_lines(tmp_path / "out") == expected(inputs(1, lines=1000))
+    assert BatchLog(LocalFileSystem(), str(tmp_path / "ck" / "spark")).newest() == (1, 0)
+    marker.unlink()
+    start(spark, tmp_path, failing_on(marker, "sleep")).awaitTermination()
+    assert published_lines(tmp_path / "out") == expected(files)
+    assert leftovers(tmp_path / "out") == []
+
+
+def deduplicate(frame: Any) -> Any:
+    return frame.dropDuplicates(["value"])
+
+
+def in_order(frame: Any) -> Any:
+    return frame.orderBy("value")
+
+
+def nothing_read(frame: Any) -> Any:
+    return frame.where("false")
+
+
+@pytest.mark.parametrize(
+    ("transform", "why"),
+    [
+        (deduplicate, r"transform deduplicate: its plan keeps state across batches \(Aggregate\)"),
+        (in_order, r"transform in_order: its plan keeps state across batches \(Sort\)"),
+        (nothing_read, r"transform nothing_read: its plan does not read its input"),
+    ],
+)
+def test_a_transform_that_cannot_run_batch_by_batch_is_refused_naming_it(
+    spark: Any, tmp_path: Path, transform: Any, why: str
+) -> None:
+    write_inputs(tmp_path / "in", inputs(1), T0)
+    with pytest.raises(ConfigError, match=why):
+        start(spark, tmp_path, transform)
+    # Refused before anything was written or locked.
+    assert not (tmp_path / "ck").exists()
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_stop_of_a_running_query_publishes_the_file_a_limit_kept_open(
+    spark: Any, tmp_path: Path
+) -> None:
+    from operators.spark import start_fused
+
+    files = inputs(2)
+    write_inputs(tmp_path / "in", files, T0)
+    query = start_fused(
+        spark,
+        shout,
+        scan={"directory": str(tmp_path / "in")},
+        sink={"file": str(tmp_path / "out" / "part-%FILENUM.txt"), "tuples_per_file": "1000"},
+        checkpoint_location=str(tmp_path / "ck"),
+    )
+    while not query.recentProgress:  # the batch committed, its file kept open for the next
+        assert query.isActive, query.exception()
+        query.awaitTermination(0.2)
+    assert published_lines(tmp_path / "out") == []
+    query.stop()
+    assert not query.isActive and query.exception() is None
+    assert published_lines(tmp_path / "out") == expected(files)
+    assert leftovers(tmp_path / "out") == []
