@@ -30,6 +30,7 @@ results record each cluster's block size.
     python bench/bench_hdfs.py                          # 64 MB in 8 files, 50 cuts, 3 kills
     python bench/bench_hdfs.py --mb 16 --cuts 10 --trials 1    # a quick run
     python bench/bench_hdfs.py --parts pipeline --backends hdfs --block-size 134217728
+    python bench/bench_hdfs.py --parts process --mb 200 --files 10 --block-size 134217728
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import contextlib
 import importlib.metadata
 import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -52,6 +54,7 @@ if __package__ in (None, ""):
 from bench import bench_cut_latency, bench_pipeline, bench_recovery
 from bench.campaign import Arrivals, Workspace, kill_all
 from bench.common import (
+    REPO,
     add_common_args,
     make_text_files,
     median,
@@ -64,7 +67,7 @@ from operators.fs import FileSystemSettings, LocalFileSystem, open_path
 from operators.sandbox import Sandbox, SandboxSetupError
 from region.fs import FileStatus, FileSystem
 
-PARTS = ("pipeline", "cuts", "recovery")
+PARTS = ("pipeline", "cuts", "recovery", "process")
 BACKENDS = ("hdfs", "webhdfs")
 
 
@@ -426,6 +429,90 @@ def run_recovery_part(
     }
 
 
+# -- 4. whole process vs a plain copy process -------------------------------------------------
+
+PROCESS_CONFIG = """\
+engine = "local"
+[filesystem]
+uri = "{uri}"
+user = "{user}"
+config_dir = "{conf_dir}"
+[region]
+trigger = "periodic"
+period = "{period}s"
+checkpoint_dir = "{root}/checkpoints"
+[scan]
+directory = "{landing}"
+[sink]
+file = "{root}/out/part-%FILENUM.txt"
+"""
+
+#: The baseline's process: every input read whole through hdfs-native, written into one output
+#: file, hsync and close (``plain_copy`` run as its own Python process).
+PLAIN_COPY_PROCESS = """\
+import sys
+from bench.bench_hdfs import plain_copy
+from operators.fs import open_path
+fs, _ = open_path(sys.argv[1])
+names = sorted(s.path for s in fs.list_dir(sys.argv[2]) if not s.is_dir)
+plain_copy(fs, names, sys.argv[3])
+"""
+
+
+def run_process_part(c: Cluster, root: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Part 4, on hdfs://: ``hdfs-region run --engine local --available-now`` as a whole
+    process (Python start, lock, stamps, cuts, unlock) against a Python process copying the same
+    files through hdfs-native; alternating, ``args.repeat`` times each, fresh output each time."""
+    local = work / "process-input"
+    total_bytes, _ = make_text_files(local, args.mb, args.files)
+    landing = f"{root}/process/input"
+    fs = c.open("hdfs", root)
+    upload(fs, local, landing)
+    expected = b"".join(p.read_bytes() for p in sorted(local.iterdir()))
+    env = {**os.environ, "HADOOP_USER_NAME": c.user, "HADOOP_CONF_DIR": c.conf_dir or ""}
+    ours: list[float] = []
+    plain: list[float] = []
+    for n in range(args.repeat):
+        run_root = f"{root}/process/run-{n}"
+        config = work / f"process-{n}.toml"
+        config.write_text(
+            PROCESS_CONFIG.format(
+                uri=c.hdfs,
+                user=c.user,
+                conf_dir=c.conf_dir or "",
+                period=args.period,
+                root=run_root,
+                landing=landing,
+            )
+        )
+        command = [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
+        started = time.perf_counter()
+        subprocess.run(command, check=True, env=env, capture_output=True)
+        ours.append(time.perf_counter() - started)
+        got, _ = published_bytes(fs, f"{run_root}/out")
+        if sorted(got.splitlines()) != sorted(expected.splitlines()):
+            raise SystemExit(f"bench_hdfs: run {n}: the output is not the input, line for line")
+        out = f"{root}/process/copy-{n}"
+        copy = [sys.executable, "-c", PLAIN_COPY_PROCESS, c.hdfs + "/", landing, out]
+        started = time.perf_counter()
+        subprocess.run(copy, check=True, env=env, capture_output=True, cwd=REPO)
+        plain.append(time.perf_counter() - started)
+        if fs.status(out).size != total_bytes:
+            raise SystemExit(f"bench_hdfs: copy {n}: {out} is not {total_bytes} bytes")
+    ours_s, plain_s = round(median(ours), 2), round(median(plain), 2)
+    return {
+        "input_mb": round(total_bytes / 1e6, 1),
+        "input_files": args.files,
+        "ours_s": ours_s,
+        "plain_copy_s": plain_s,
+        "ratio": round(plain_s / ours_s, 2),
+        "samples": {
+            "ours": [round(x, 2) for x in ours],
+            "plain_copy": [round(x, 2) for x in plain],
+        },
+    }
+
+
 # -- main -------------------------------------------------------------------------------------
 
 
@@ -446,7 +533,11 @@ def _choices(value: str, known: tuple[str, ...], flag: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default=",".join(PARTS), help="default pipeline,cuts,recovery")
+    parser.add_argument(
+        "--parts",
+        default="pipeline,cuts,recovery",
+        help="default pipeline,cuts,recovery (also: process)",
+    )
     parser.add_argument("--period", type=float, default=1.0, help="cut period in s (default 1)")
     group = parser.add_argument_group("1. pipeline vs plain copy")
     group.add_argument("--mb", type=float, default=64.0, help="input size in MB (default 64)")
@@ -558,6 +649,8 @@ def run(
                 result["cut_latency"] = run_cuts_part(c, root, work, args)
             if "recovery" in parts:
                 result["recovery"] = run_recovery_part(c, root, work, args)
+            if "process" in parts:
+                result["process"] = run_process_part(c, root, work, args)
         finally:
             with contextlib.suppress(OSError):
                 c.open("hdfs", root).delete(root, recursive=True)
@@ -629,6 +722,15 @@ def print_results(args: argparse.Namespace, result: dict[str, Any]) -> None:
         print(
             f"lease recovered in {r['restarts_with_lease_recovery']} of {r['trials']} restarts; "
             f"output after {r['trials']} kills: every record exactly once"
+        )
+    if "process" in result:
+        r = result["process"]
+        print_table(
+            f"Benchmark 6.4: whole process, hdfs-region run --engine local --available-now vs a "
+            f"Python process copying through hdfs-native ({where}); {r['input_mb']:.0f} MB in "
+            f"{r['input_files']} files, median of {args.repeat}",
+            ["ours s", "plain copy s", "ratio"],
+            [[r["ours_s"], r["plain_copy_s"], r["ratio"]]],
         )
 
 

@@ -191,7 +191,7 @@ def test_hdfs_benchmark_runs_every_part_on_the_real_cluster(
         *("--hdfs", info.hdfs, "--webhdfs", info.webhdfs, "--conf-dir", info.conf_dir),
         *("--mb", "1", "--files", "2", "--repeat", "1", "--period", "0.2"),
         *("--cuts", "2", "--rate-mb", "0.5", "--file-kb", "16", "--durable-writes", "3"),
-        *("--trials", "1", "--lines", "1000"),
+        *("--trials", "1", "--lines", "1000", "--parts", "pipeline,cuts,recovery,process"),
         *("--json", str(tmp_path / "hdfs.json"), "--work", str(work)),
         timeout=600,
     )
@@ -235,6 +235,10 @@ def test_hdfs_benchmark_runs_every_part_on_the_real_cluster(
         assert times["first_file"] > 0
     assert [r["run"] for r in recovery["restarts"]] == [2]
     assert recovery["restarts"][0]["reset_s"] is not None  # read from the restart's log
+
+    process = data["process"]  # whole processes, output checked line for line by the script
+    assert process["input_files"] == 2 and len(process["samples"]["ours"]) == 1
+    assert process["ratio"] == round(process["plain_copy_s"] / process["ours_s"], 2)
 
     # run_all tabulates it.
     table = run_script("run_all.py", "--table-only", "--results", str(tmp_path))
