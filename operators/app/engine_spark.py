@@ -17,6 +17,7 @@ import os
 import posixpath
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from operators.app.config import PipelineConfig
@@ -469,10 +470,39 @@ def _session(config: PipelineConfig, secrets: dict[str, str]) -> SparkSession:
     return build_session(
         f"hdfs-region {config.pipeline_id()}",
         master=config.spark.master,
-        conf={**_jvm_login(config), **config.spark.conf},
+        conf={**_jvm_login(config), **_deploy_mode(config), **config.spark.conf},
         data_sources=not fused(config),
         environment=None if is_local_master(config.spark.master) else secrets,
+        stage_archive=_yarn_stage(config),
     )
+
+
+def _deploy_mode(config: PipelineConfig) -> dict[str, str]:
+    from operators.spark.yarn import is_yarn_master
+
+    if not is_yarn_master(config.spark.master):
+        return {}
+    return {"spark.submit.deployMode": config.spark.deploy_mode}
+
+
+#: Where a YARN job keeps the packed environment of its containers, on the cluster's default
+#: filesystem: any user may read it (the NodeManagers' public cache keeps it across jobs).
+YARN_ENV_DIR = "/tmp/hdfs-region/yarn-env"
+
+
+def _yarn_stage(config: PipelineConfig) -> Callable[[Path], str] | None:
+    """On YARN: copies the containers' environment to ``fs.defaultFS`` of the Hadoop
+    configuration once (``None``: Spark uploads it with each application)."""
+    from operators.fs.hadoop_conf import default_fs
+    from operators.spark.yarn import is_yarn_master, stage_archive
+
+    conf_dir = config.filesystem.config_dir or os.environ.get("HADOOP_CONF_DIR")
+    found = default_fs(conf_dir) if conf_dir and is_yarn_master(config.spark.master) else None
+    if found is None or not found[0].startswith("hdfs://"):
+        return None
+    settings = config.filesystem.model_copy(update={"uri": found[0]})
+    fs, _ = open_path(found[0], settings)
+    return functools.partial(stage_archive, fs, YARN_ENV_DIR)
 
 
 def _connect_session(config: PipelineConfig, remote: str) -> SparkSession:
