@@ -145,9 +145,9 @@ def build_session(
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     root = str(Path(__file__).resolve().parents[2])
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    # Local workers import this tree; YARN's client passes the driver's PYTHONPATH on to the
-    # containers, which import the project from what the job ships.
-    if local and root not in paths:
+    # Python workers of this host import this tree; not on YARN, whose client passes the
+    # driver's PYTHONPATH on to the containers (they import the project from what the job ships).
+    if not is_yarn_master(master) and root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
 
     from pyspark.sql import SparkSession
