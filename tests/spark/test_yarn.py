@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import signal
 import subprocess
 import sys
 import time
@@ -15,12 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from operators.faults import FAULT_ENV
+from operators.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.fs import open_path
 from operators.sandbox import Sandbox
 from region.fs import FileSystem
 from tests.conftest import CLUSTER_USER, cluster_settings
-from tests.spark.test_cluster import land, orphans, published
+from tests.spark.test_cluster import (
+    GATED_TRANSFORM,
+    kill_after_wal_while_landing,
+    land,
+    orphans,
+    published,
+    start_driver,
+)
 
 
 def _yarn_site(sandbox: Sandbox) -> dict[str, str]:
@@ -115,10 +123,17 @@ class YarnRun:
         self.files: dict[str, list[str]] = {}
 
     def land(self, count: int, lines: int = 40) -> None:
+        for name in self.more_files(count, lines):
+            land(self.fs, posixpath.join(self.root, "landing"), name, self.files[name])
+
+    def more_files(self, count: int, lines: int = 40) -> list[str]:
+        """Names (and lines, in ``files``) of ``count`` more files, not landed yet."""
+        names = []
         for i in range(len(self.files), len(self.files) + count):
             name = f"f{i:02d}.txt"
             self.files[name] = [f"file {i} line {j}" for j in range(lines)]
-            land(self.fs, posixpath.join(self.root, "landing"), name, self.files[name])
+            names.append(name)
+        return names
 
     def command(self, *extra: str) -> list[str]:
         return [
@@ -173,4 +188,89 @@ def test_run_on_yarn_in_client_mode_publishes_every_record_once(on_yarn: YarnRun
         check=False,
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    on_yarn.check_exactly_once()
+
+
+def _executor_of(worker: int) -> tuple[str, int]:
+    """``(YARN container id, executor JVM pid)`` of the Python worker ``worker``: its container
+    id from its environment, the JVM among its ancestors whose command line names it."""
+    environ = Path(f"/proc/{worker}/environ").read_bytes().split(b"\0")
+    container = next(v for k, _, v in (e.partition(b"=") for e in environ) if k == b"CONTAINER_ID")
+    pid = worker
+    while pid > 1:
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"CoarseGrainedExecutorBackend" in cmdline and container in cmdline:
+            return container.decode(), pid
+    raise AssertionError(f"no executor JVM of container {container!r} above {worker}")
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return False
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_on_yarn_survives_an_executor_container_killed_mid_batch(on_yarn: YarnRun) -> None:
+    """The executor JVM of the container running the first batch's task is SIGKILLed while the
+    task holds; Spark runs the task again in another container, the driver's commit publishes
+    the batch once and removes the dead attempt's in-progress file."""
+    gate = on_yarn.work / "gate"
+    gate.mkdir()
+    (on_yarn.work / "yarn_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
+    on_yarn.land(3)
+    log = on_yarn.work / "driver.log"
+    driver = start_driver(on_yarn.command("--available-now"), on_yarn.env(), on_yarn.work, log)
+    try:
+        deadline = time.monotonic() + 600
+        while not list(gate.glob("started-*")):
+            assert driver.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        worker = int(next(gate.glob("started-*")).name.split("-")[1])
+        _, executor = _executor_of(worker)
+        # A container of the sandbox this session started, nothing else on this host.
+        assert _descends_from(executor, on_yarn.sandbox.process.pid)
+        os.kill(executor, signal.SIGKILL)
+        (gate / "go").touch()
+        assert driver.wait(timeout=900) == 0, log.read_text()[-3000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    on_yarn.check_exactly_once()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_on_yarn_survives_kill_9_of_the_driver_while_files_arrive(on_yarn: YarnRun) -> None:
+    """The client-mode driver (the ``hdfs-region run`` process and its JVM) is SIGKILLed after
+    a batch's write-ahead entry, before its renames, while files keep landing; the same command
+    started again publishes every record once."""
+    on_yarn.land(2)
+    more = on_yarn.more_files(3)
+    faults = on_yarn.work / "faults"
+    faults.mkdir()
+    env = on_yarn.env(**{FAULT_ENV: "after_wal:1", FAULT_DIR_ENV: str(faults)})
+    log = on_yarn.work / "driver.log"
+    driver = start_driver(on_yarn.command(), env, on_yarn.work, log)
+    landing = posixpath.join(on_yarn.root, "landing")
+    kill_after_wal_while_landing(
+        driver, log, faults, on_yarn.fs, landing, on_yarn.files, iter(more), every=3.0
+    )
+    env.pop(FAULT_ENV)
+    rerun = subprocess.run(
+        on_yarn.command("--available-now"),
+        env=env,
+        cwd=on_yarn.work,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
     on_yarn.check_exactly_once()
