@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import signal
 import subprocess
 import sys
@@ -273,4 +274,53 @@ def test_run_on_yarn_survives_kill_9_of_the_driver_while_files_arrive(on_yarn: Y
         check=False,
     )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
+    on_yarn.check_exactly_once()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_on_yarn_survives_a_nodemanager_stopped_mid_batch(on_yarn: YarnRun) -> None:
+    """The NodeManager whose container runs the first batch's task is stopped (its containers
+    end with it) while the task holds. The task runs again on the other NodeManager; when the
+    application master was on the stopped one too, the run ends with an error and the same
+    command run again finishes the job. Either way every record is published once."""
+    gate = on_yarn.work / "gate"
+    gate.mkdir()
+    (on_yarn.work / "yarn_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
+    on_yarn.land(3)
+    log = on_yarn.work / "driver.log"
+    command = on_yarn.command("--available-now")
+    driver = start_driver(command, on_yarn.env(), on_yarn.work, log)
+    stopped = None
+    try:
+        deadline = time.monotonic() + 600
+        while not list(gate.glob("started-*")):
+            assert driver.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        worker = int(next(gate.glob("started-*")).name.split("-")[1])
+        # The container's working directory is under its NodeManager's local directory.
+        found = re.search(r"localDir-nm-(\d+)_", os.readlink(f"/proc/{worker}/cwd"))
+        assert found is not None
+        stopped = int(found.group(1))
+        on_yarn.sandbox.command(f"stop-nodemanager {stopped}")
+        (gate / "go").touch()
+        code = driver.wait(timeout=900)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+        if stopped is not None:
+            on_yarn.sandbox.command(f"start-nodemanager {stopped}")
+    if code != 0:
+        rerun = subprocess.run(
+            command,
+            env=on_yarn.env(),
+            cwd=on_yarn.work,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
     on_yarn.check_exactly_once()
