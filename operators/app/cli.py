@@ -65,8 +65,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(config: PipelineConfig, available_now: bool, display: ProgressDisplay) -> int:
+    from operators.app.yarn_cluster import is_cluster_submit, submit
+
     try:
         check_default_fs_input(config)
+        if is_cluster_submit(config):
+            return submit(config, available_now)
         if config.engine == "local":
             from operators.app.engine_local import run_local
 
@@ -465,8 +469,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from operators.app.yarn_cluster import record_result
+
     try:
-        code: int = args.func(args)
+        # In a YARN application master: the exit code and errors reach the submitter too.
+        code: int = record_result(lambda: args.func(args))
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

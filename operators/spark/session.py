@@ -128,9 +128,10 @@ def build_session(
     find_java()
     settings = {**DEFAULT_CONF, **(conf or {})}
     local = is_local_master(master)
-    if is_yarn_master(master):
+    if is_yarn_master(master) and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         # The containers get a packed environment of the driver's releases (operators.spark.yarn)
-        # unless the job ships its own.
+        # unless the job ships its own; a driver started by spark-submit (in YARN's application
+        # master) has its settings from there.
         settings = {**yarn_conf(settings, stage_archive), **settings}
         pyspark_archives(settings)
     if local:

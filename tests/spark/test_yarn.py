@@ -324,3 +324,38 @@ def test_run_on_yarn_survives_a_nodemanager_stopped_mid_batch(on_yarn: YarnRun) 
         )
         assert rerun.returncode == 0, rerun.stderr[-3000:]
     on_yarn.check_exactly_once()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_in_cluster_mode_publishes_once_and_hands_back_exit_code_and_error(
+    on_yarn: YarnRun,
+) -> None:
+    """``deploy_mode = "cluster"``: the command submits itself, the settings file travels with
+    the application and the pipeline runs in the application master: every record once. A run
+    refused there (its checkpoints belong to another pipeline) ends the submitting command with
+    the same exit code and one-line error as a run in place."""
+    text = on_yarn.config.read_text().replace('deploy_mode = "client"', 'deploy_mode = "cluster"')
+    on_yarn.config.write_text(text)
+    on_yarn.land(3)
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            on_yarn.command("--available-now"),
+            env=on_yarn.env(),
+            cwd=on_yarn.work,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+
+    done = run()
+    assert done.returncode == 0, done.stderr[-3000:]
+    on_yarn.check_exactly_once()
+    on_yarn.config.write_text('name = "another"\n' + text)
+    refused = run()
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("hdfs-region: ")]
+    assert len(errors) == 1, refused.stderr[-3000:]
+    assert "belongs to pipeline" in errors[0] and "another" in errors[0]
