@@ -5,6 +5,7 @@ landing, output and checkpoints on the sandbox's hdfs://.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import re
@@ -359,3 +360,59 @@ def test_run_in_cluster_mode_publishes_once_and_hands_back_exit_code_and_error(
     errors = [line for line in refused.stderr.splitlines() if line.startswith("hdfs-region: ")]
     assert len(errors) == 1, refused.stderr[-3000:]
     assert "belongs to pipeline" in errors[0] and "another" in errors[0]
+
+
+def _processes_below(ancestor: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError):
+                if _descends_from(int(entry.name), ancestor):
+                    found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_cluster_mode_survives_the_application_master_killed(on_yarn: YarnRun) -> None:
+    """``deploy_mode = "cluster"`` with ``spark.yarn.maxAppAttempts = 2``: the application
+    master's container (its JVM and the driver in it) is SIGKILLed while the first batch's
+    task holds; YARN starts attempt 2, which resumes from the checkpoint: every record once,
+    and the submitting command ends with exit code 0."""
+    gate = on_yarn.work / "gate"
+    gate.mkdir()
+    (on_yarn.work / "yarn_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
+    text = on_yarn.config.read_text().replace('deploy_mode = "client"', 'deploy_mode = "cluster"')
+    on_yarn.config.write_text(text + '"spark.yarn.maxAppAttempts" = "2"\n')
+    on_yarn.land(3)
+    log = on_yarn.work / "submit.log"
+    submitter = start_driver(on_yarn.command("--available-now"), on_yarn.env(), on_yarn.work, log)
+    try:
+        deadline = time.monotonic() + 600
+        while not list(gate.glob("started-*")):
+            assert submitter.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        worker = int(next(gate.glob("started-*")).name.split("-")[1])
+        executor_container, _ = _executor_of(worker)
+        # container_<cluster>_<app>_<attempt>_<n>: the first attempt's master is container 1.
+        master_container = executor_container.rsplit("_", 1)[0] + "_000001"
+        # The container's launch script and JVM (the driver's Python below it): one group.
+        (group,) = {
+            os.getpgid(pid)
+            for pid in _processes_below(on_yarn.sandbox.process.pid)
+            if b"ApplicationMaster" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            and master_container.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        }
+        os.killpg(group, signal.SIGKILL)
+        (gate / "go").touch()
+        assert submitter.wait(timeout=900) == 0, log.read_text()[-3000:]
+    finally:
+        if submitter.poll() is None:
+            os.killpg(submitter.pid, signal.SIGKILL)
+            submitter.wait()
+    # Attempt 2's master ran (its container's log directory, kept by the NodeManager).
+    _, stamp, app, _, _ = master_container.split("_")
+    second = f"application_{stamp}_{app}/container_{stamp}_{app}_02_000001"
+    assert list(Path(on_yarn.sandbox.info.base_dir, "yarn").glob(f"*/*/*logDir*/{second}"))
+    on_yarn.check_exactly_once()
