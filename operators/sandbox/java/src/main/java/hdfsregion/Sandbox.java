@@ -746,6 +746,9 @@ public final class Sandbox {
       conf.setLong(YarnConfiguration.RM_NM_HEARTBEAT_INTERVAL_MS, 500);
       conf.setLong(YarnConfiguration.DEBUG_NM_DELETE_DELAY_SEC, 600);
       conf.setBoolean(YarnConfiguration.TIMELINE_SERVICE_ENABLED, false);
+      // A NodeManager's stop waits this (and a second) for its containers to end: the sandbox's
+      // shutdown stays within its bound.
+      conf.setLong(YarnConfiguration.NM_PROCESS_KILL_WAIT_MS, 1000);
       MiniYARNCluster cluster = new MiniYARNCluster("sandbox", count, 1, 1);
       cluster.init(conf);
       cluster.start();
