@@ -96,6 +96,8 @@ class SparkPlan:
             self.output_dir = posixpath.dirname(template) or "."
         self.sink_log = config.display(_join(self.output_dir, SINK_DIR))
         self._check_shared_paths()
+        if config.spark.execution == "streaming":
+            check_streaming_on_yarn(config)
         if config.transform is not None and config.transform.function is not None:
             load_function(config.transform.function, config.folder)  # fails here, not in Spark
         if config.sink.on_published is not None:
@@ -396,6 +398,27 @@ def hdfs_uri_of_webhdfs(hosts: list[tuple[str, int]], conf_dir: str | None) -> s
     if default_authority and default_authority.rsplit(":", 1)[0] in (h for h, _ in hosts):
         return f"hdfs://{default_authority}"
     return None
+
+
+def check_streaming_on_yarn(config: PipelineConfig, what: str | None = None) -> None:
+    """Refuse a streaming query on YARN with the packed environment: Spark plans the Python
+    data sources in Python processes beside the driver, started with the containers' Python
+    (``./environment/bin/python``, a path only inside a container)."""
+    from operators.spark.yarn import is_yarn_master
+
+    conf = config.spark.conf
+    if not is_yarn_master(config.spark.master) or "spark.pyspark.python" in conf:
+        return
+    what = what or "[spark] execution = 'streaming'"
+    msg = (
+        f"{what} on YARN: Spark would start the "
+        "hdfs_scan source's planner beside the driver with the containers' Python "
+        "(./environment/bin/python), which exists only in a container: use fused execution "
+        "([spark] execution = 'auto', a SQL transform without state across batches), or give "
+        "spark.archives and a spark.pyspark.python present on the driver's host and the "
+        "NodeManagers alike"
+    )
+    raise ConfigError(msg)
 
 
 def plan_spark(config: PipelineConfig) -> SparkPlan:
@@ -917,6 +940,7 @@ def _runner(
             node = stateful_part(spark, sql, binary=config.source.format == "binary")
             reason = None if node is None else f"it keeps state across batches ({node})"
         if reason is not None:
+            check_streaming_on_yarn(config, f"[transform] sql: {reason}, a streaming query")
             logger.info("[transform] sql: %s: it runs as a streaming query", reason)
             from operators.spark import register
 

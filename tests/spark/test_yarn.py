@@ -18,9 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from operators.app.config import PipelineConfig
+from operators.app.engine_spark import plan_spark
 from operators.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.fs import open_path
 from operators.sandbox import Sandbox
+from region.errors import ConfigError
 from region.fs import FileSystem
 from tests.conftest import CLUSTER_USER, cluster_settings
 from tests.spark.test_cluster import (
@@ -416,3 +419,17 @@ def test_cluster_mode_survives_the_application_master_killed(on_yarn: YarnRun) -
     second = f"application_{stamp}_{app}/container_{stamp}_{app}_02_000001"
     assert list(Path(on_yarn.sandbox.info.base_dir, "yarn").glob(f"*/*/*logDir*/{second}"))
     on_yarn.check_exactly_once()
+
+
+def test_a_streaming_query_on_yarn_is_refused_at_start() -> None:
+    """Spark would plan the Python source beside the driver with the containers' Python."""
+    config = PipelineConfig.model_validate(
+        {
+            "region": {"checkpoint_dir": "hdfs://127.0.0.1:8020/ck"},
+            "scan": {"directory": "hdfs://127.0.0.1:8020/landing"},
+            "sink": {"file": "hdfs://127.0.0.1:8020/out/part-%FILENUM.txt"},
+            "spark": {"master": "yarn", "execution": "streaming"},
+        }
+    )
+    with pytest.raises(ConfigError, match=r"execution = 'streaming' on YARN.*environment/bin"):
+        plan_spark(config)
