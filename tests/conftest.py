@@ -143,7 +143,7 @@ def _test_dir_name(request: pytest.FixtureRequest) -> str:
 
 #: Session fixtures that start a heavy part: a test that uses one belongs to the integration tier
 #: (``pytest -m integration``, run by .ci/run after the README's command).
-INTEGRATION_FIXTURES = {"spark_cluster", "secure_sandbox", "connect_server"}
+INTEGRATION_FIXTURES = {"spark_cluster", "secure_sandbox", "connect_server", "yarn_sandbox"}
 
 
 #: The longest process-level runs whose promise the default run already covers with another
@@ -229,6 +229,21 @@ def hdfs_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     """The session's real HDFS: a NameNode and 2 DataNodes (Hadoop's MiniDFSCluster)."""
     require_java_and_maven()
     sandbox = Sandbox.start(tmp_path_factory.mktemp("hdfs-sandbox"), datanodes=2)
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+@pytest.fixture(scope="session")
+def yarn_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A real HDFS with YARN beside it (``sandbox --yarn --nodemanagers 2``): a NameNode, a
+    DataNode, a ResourceManager and 2 NodeManagers of 3 GiB; ``conf_dir`` has yarn-site.xml.
+    Started only by the tests that ask for it."""
+    require_java_and_maven()
+    sandbox = Sandbox.start(
+        tmp_path_factory.mktemp("yarn-sandbox"), datanodes=1, nodemanagers=2, timeout=400
+    )
     try:
         yield sandbox
     finally:

@@ -65,8 +65,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(config: PipelineConfig, available_now: bool, display: ProgressDisplay) -> int:
+    from operators.app.yarn_cluster import is_cluster_submit, submit
+
     try:
         check_default_fs_input(config)
+        if is_cluster_submit(config):
+            return submit(config, available_now)
         if config.engine == "local":
             from operators.app.engine_local import run_local
 
@@ -186,6 +190,9 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     from operators.sandbox import SandboxError, SandboxSetupError, launcher_command
 
     setup_logging(args.log_level or "WARNING", None)
+    if args.nodemanagers is not None and not args.yarn:
+        error("--nodemanagers needs --yarn")
+        return EXIT_CONFIG
     temporary = args.dir is None
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hdfs-sandbox-"))
     try:
@@ -196,6 +203,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             secure=args.secure,
             token_lifetime=args.token_lifetime,
             block_size=args.block_size,
+            nodemanagers=(args.nodemanagers or 1) if args.yarn else 0,
         )
     except ValueError as exc:
         error(str(exc))
@@ -213,7 +221,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     )
     # The JVM shares stdin/stdout (ready line, fault commands); a signal to us is passed on so
     # that its shutdown hook stops the cluster cleanly.
-    child = subprocess.Popen(cmd)
+    child = subprocess.Popen(cmd, cwd=base)
     forward = lambda signum, _frame: child.send_signal(signum)  # noqa: E731
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, forward)
@@ -409,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
             "and webhdfs:// URIs and the client configuration directory (for HADOOP_CONF_DIR). "
             "Commands on standard input: stop-datanode I, start-datanode I, restart-datanode I, "
             "pause-ibr I, resume-ibr I (hold, then send, its reports of new replicas), "
-            "restart-namenode, status. The first start resolves the classpath with Maven."
+            "restart-namenode, status; with --yarn: stop-nodemanager I, start-nodemanager I. The "
+            "first start resolves the classpath with Maven."
         ),
     )
     sandbox.add_argument(
@@ -440,6 +449,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="the cluster's and its clients' block size (default 1048576, HDFS's smallest; "
         "production clusters use 134217728)",
     )
+    sandbox.add_argument(
+        "--yarn",
+        action="store_true",
+        help="YARN too: a ResourceManager and NodeManagers (Hadoop's MiniYARNCluster); the JSON "
+        "line adds yarn (the ResourceManager's address), conf_dir gets a yarn-site.xml",
+    )
+    sandbox.add_argument(
+        "--nodemanagers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --yarn: NodeManagers, 3 GiB each (default 1)",
+    )
     sandbox.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
     sandbox.set_defaults(func=cmd_sandbox)
     return parser
@@ -447,8 +469,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from operators.app.yarn_cluster import record_result
+
     try:
-        code: int = args.func(args)
+        # In a YARN application master: the exit code and errors reach the submitter too.
+        code: int = record_result(lambda: args.func(args))
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -148,8 +148,12 @@ class SparkSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    #: Spark master URL: ``local[2]`` runs in this process's JVM; a cluster URL works too.
+    #: Spark master URL: ``local[2]`` runs in this process's JVM; a cluster URL works too, and
+    #: ``yarn`` (the ResourceManager of ``HADOOP_CONF_DIR``; docs/cluster.md, "On YARN").
     master: str = "local[2]"
+    #: With ``master = "yarn"``: ``client`` runs the driver in this process; ``cluster`` in
+    #: YARN's application master (this command submits it and waits for its exit code).
+    deploy_mode: Literal["client", "cluster"] = "client"
     #: A Spark Connect server (``sc://host:port``) to run on instead of a session of this
     #: process: no JVM here; the server's Python workers must import this project, and its
     #: environment holds the secrets (README, "Through Spark Connect").

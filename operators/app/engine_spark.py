@@ -17,6 +17,7 @@ import os
 import posixpath
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from operators.app.config import PipelineConfig
@@ -95,6 +96,8 @@ class SparkPlan:
             self.output_dir = posixpath.dirname(template) or "."
         self.sink_log = config.display(_join(self.output_dir, SINK_DIR))
         self._check_shared_paths()
+        if config.spark.execution == "streaming":
+            check_streaming_on_yarn(config)
         if config.transform is not None and config.transform.function is not None:
             load_function(config.transform.function, config.folder)  # fails here, not in Spark
         if config.sink.on_published is not None:
@@ -397,6 +400,27 @@ def hdfs_uri_of_webhdfs(hosts: list[tuple[str, int]], conf_dir: str | None) -> s
     return None
 
 
+def check_streaming_on_yarn(config: PipelineConfig, what: str | None = None) -> None:
+    """Refuse a streaming query on YARN with the packed environment: Spark plans the Python
+    data sources in Python processes beside the driver, started with the containers' Python
+    (``./environment/bin/python``, a path only inside a container)."""
+    from operators.spark.yarn import is_yarn_master
+
+    conf = config.spark.conf
+    if not is_yarn_master(config.spark.master) or "spark.pyspark.python" in conf:
+        return
+    what = what or "[spark] execution = 'streaming'"
+    msg = (
+        f"{what} on YARN: Spark would start the "
+        "hdfs_scan source's planner beside the driver with the containers' Python "
+        "(./environment/bin/python), which exists only in a container: use fused execution "
+        "([spark] execution = 'auto', a SQL transform without state across batches), or give "
+        "spark.archives and a spark.pyspark.python present on the driver's host and the "
+        "NodeManagers alike"
+    )
+    raise ConfigError(msg)
+
+
 def plan_spark(config: PipelineConfig) -> SparkPlan:
     """Check the settings for the Spark engine (no JVM); raises ConfigError naming the key."""
     return SparkPlan(config)
@@ -469,10 +493,39 @@ def _session(config: PipelineConfig, secrets: dict[str, str]) -> SparkSession:
     return build_session(
         f"hdfs-region {config.pipeline_id()}",
         master=config.spark.master,
-        conf={**_jvm_login(config), **config.spark.conf},
+        conf={**_jvm_login(config), **_deploy_mode(config), **config.spark.conf},
         data_sources=not fused(config),
         environment=None if is_local_master(config.spark.master) else secrets,
+        stage_archive=_yarn_stage(config),
     )
+
+
+def _deploy_mode(config: PipelineConfig) -> dict[str, str]:
+    from operators.spark.yarn import is_yarn_master
+
+    if not is_yarn_master(config.spark.master):
+        return {}
+    return {"spark.submit.deployMode": config.spark.deploy_mode}
+
+
+#: Where a YARN job keeps the packed environment of its containers, on the cluster's default
+#: filesystem: any user may read it (the NodeManagers' public cache keeps it across jobs).
+YARN_ENV_DIR = "/tmp/hdfs-region/yarn-env"
+
+
+def _yarn_stage(config: PipelineConfig) -> Callable[[Path], str] | None:
+    """On YARN: copies the containers' environment to ``fs.defaultFS`` of the Hadoop
+    configuration once (``None``: Spark uploads it with each application)."""
+    from operators.fs.hadoop_conf import default_fs
+    from operators.spark.yarn import is_yarn_master, stage_archive
+
+    conf_dir = config.filesystem.config_dir or os.environ.get("HADOOP_CONF_DIR")
+    found = default_fs(conf_dir) if conf_dir and is_yarn_master(config.spark.master) else None
+    if found is None or not found[0].startswith("hdfs://"):
+        return None
+    settings = config.filesystem.model_copy(update={"uri": found[0]})
+    fs, _ = open_path(found[0], settings)
+    return functools.partial(stage_archive, fs, YARN_ENV_DIR)
 
 
 def _connect_session(config: PipelineConfig, remote: str) -> SparkSession:
@@ -887,6 +940,7 @@ def _runner(
             node = stateful_part(spark, sql, binary=config.source.format == "binary")
             reason = None if node is None else f"it keeps state across batches ({node})"
         if reason is not None:
+            check_streaming_on_yarn(config, f"[transform] sql: {reason}, a streaming query")
             logger.info("[transform] sql: %s: it runs as a streaming query", reason)
             from operators.spark import register
 

@@ -7,6 +7,10 @@
         sb.info.webhdfs     # "webhdfs://127.0.0.1:PORT"
         sb.command("stop-datanode 1")
 
+    with Sandbox.start(workdir, nodemanagers=2) as sb:   # and YARN (MiniYARNCluster)
+        sb.info.yarn        # "localhost:PORT", the ResourceManager; yarn-site.xml in conf_dir
+        sb.command("stop-nodemanager 0")
+
 Steps of a start:
 
 1. Resolve the launcher's classpath with Maven once (``pom.xml`` beside this file), cached
@@ -156,6 +160,7 @@ def launcher_command(
     command_timeout: float = 90.0,
     heap: str = "768m",
     block_size: int = MIN_BLOCK_SIZE,
+    nodemanagers: int = 0,
 ) -> list[str]:
     """The ``java`` command line that runs a sandbox in ``base_dir`` (resolving it if needed).
 
@@ -163,7 +168,14 @@ def launcher_command(
     the realm, ``krb5_conf``, ``principal``, ``keytab`` and ``ca_file``); ``token_lifetime``:
     the longest life of its delegation tokens, in seconds; ``command_timeout``: the longest a
     command may take before it is answered with an error, in seconds; ``block_size``: the
-    cluster's and its clients' ``dfs.blocksize`` in bytes (a multiple of 512, at least 1 MiB)."""
+    cluster's and its clients' ``dfs.blocksize`` in bytes (a multiple of 512, at least 1 MiB);
+    ``nodemanagers``: with 1 or more, YARN too (a ResourceManager and that many NodeManagers,
+    its address in the ready line's ``yarn``, its client settings in ``conf_dir/yarn-site.xml``).
+    """
+    if nodemanagers and (ha or secure):
+        raise ValueError("nodemanagers: YARN runs beside a plain sandbox only (not --ha, --secure)")
+    if nodemanagers < 0:
+        raise ValueError(f"nodemanagers: {nodemanagers} is negative")
     if block_size < MIN_BLOCK_SIZE or block_size % 512:
         msg = f"block_size: {block_size} is not a multiple of 512 of at least {MIN_BLOCK_SIZE}"
         raise ValueError(msg)
@@ -175,6 +187,8 @@ def launcher_command(
     ssl_conf.mkdir(exist_ok=True)
     log4j = base / "log4j.properties"
     log4j.write_text(_LOG4J.format(log=base / "sandbox.log"))
+    if nodemanagers and heap == "768m":
+        heap = "1536m"  # a ResourceManager and NodeManagers share the JVM
     cmd = [
         "java",
         f"-Xmx{heap}",
@@ -200,6 +214,8 @@ def launcher_command(
         cmd.append("--secure")
     if token_lifetime is not None:
         cmd += ["--token-lifetime", str(token_lifetime)]
+    if nodemanagers:
+        cmd += ["--yarn", "--nodemanagers", str(nodemanagers)]
     return cmd
 
 
@@ -223,6 +239,10 @@ class SandboxInfo:
     principal: str | None = None
     keytab: str | None = None
     ca_file: str | None = None
+    #: ``nodemanagers`` only: the ResourceManager's address (``host:port``) and how many
+    #: NodeManagers run.
+    yarn: str | None = None
+    nodemanagers: int = 0
 
     @property
     def secure(self) -> bool:
@@ -246,6 +266,8 @@ class SandboxInfo:
             principal=data.get("principal"),
             keytab=data.get("keytab"),
             ca_file=data.get("ca_file"),
+            yarn=data.get("yarn"),
+            nodemanagers=int(data.get("nodemanagers", 0)),
         )
 
 
@@ -277,6 +299,7 @@ class Sandbox:
         command_timeout: float = 90.0,
         timeout: float = 180.0,
         block_size: int = MIN_BLOCK_SIZE,
+        nodemanagers: int = 0,
     ) -> Sandbox:
         """Start a sandbox and wait for its ready line (``SandboxError`` with the log's tail).
         Each later command is answered within ``command_timeout`` seconds."""
@@ -288,6 +311,7 @@ class Sandbox:
             token_lifetime=token_lifetime,
             command_timeout=command_timeout,
             block_size=block_size,
+            nodemanagers=nodemanagers,
         )
         base = Path(base_dir).resolve()
         log = base / "sandbox.log"
@@ -299,6 +323,7 @@ class Sandbox:
             stderr=stderr,
             text=True,
             start_new_session=True,  # a Ctrl-C meant for the tests does not hit the cluster
+            cwd=base,
         )
         stderr.close()
         line = _read_line(process, timeout)
@@ -309,7 +334,8 @@ class Sandbox:
         return cls(process, SandboxInfo.from_line(line), log, command_timeout)
 
     def command(self, text: str, timeout: float | None = None) -> dict[str, Any]:
-        """Send one command (``stop-datanode 1``, ``restart-namenode``, ...) and return its
+        """Send one command (``stop-datanode 1``, ``restart-namenode``, ``stop-nodemanager 0``,
+        ...) and return its
         answer; ``SandboxError`` when it failed, or took longer than the sandbox's command
         timeout (the sandbox answers then), or when no answer came within ``timeout``."""
         if timeout is None:

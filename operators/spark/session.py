@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -106,6 +106,7 @@ def build_session(
     log_level: str = "WARN",
     data_sources: bool = True,
     environment: Mapping[str, str] | None = None,
+    stage_archive: Callable[[Path], str] | None = None,
 ) -> SparkSession:
     """Start (or get) a SparkSession with ``hdfs_scan`` / ``hdfs_sink`` registered (unless
     ``data_sources`` is false: registering costs about 2 s, as Spark starts a Python process for
@@ -117,13 +118,22 @@ def build_session(
     "Running on a Spark cluster"), and one tiny job checks at start that they run the driver's
     releases of hdfs-region and pyspark (ConfigError otherwise). ``environment``: variables for
     every Python worker of the session, executors included (the secrets' references resolve
-    there).
+    there). With ``master = "yarn"`` the containers get a packed environment of this
+    installation (:mod:`operators.spark.yarn`), copied to the cluster by ``stage_archive``
+    when given.
     """
     from operators.spark.executors import check_executor_versions, is_local_master
+    from operators.spark.yarn import is_yarn_master, pyspark_archives, yarn_conf
 
     find_java()
     settings = {**DEFAULT_CONF, **(conf or {})}
     local = is_local_master(master)
+    if is_yarn_master(master) and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # The containers get a packed environment of the driver's releases (operators.spark.yarn)
+        # unless the job ships its own; a driver started by spark-submit (in YARN's application
+        # master) has its settings from there.
+        settings = {**yarn_conf(settings, stage_archive), **settings}
+        pyspark_archives(settings)
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ["PYSPARK_PYTHON"] = worker_python()
@@ -136,7 +146,9 @@ def build_session(
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     root = str(Path(__file__).resolve().parents[2])
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if root not in paths:
+    # Python workers of this host import this tree; not on YARN, whose client passes the
+    # driver's PYTHONPATH on to the containers (they import the project from what the job ships).
+    if not is_yarn_master(master) and root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
 
     from pyspark.sql import SparkSession

@@ -39,8 +39,11 @@ MASTER = "spark://127.0.0.1:7077"
 # -- refused at start, without a JVM ---------------------------------------------------------
 
 
+@pytest.mark.parametrize("master", [MASTER, "yarn"])
 @pytest.mark.parametrize("local", ["scan", "sink", "checkpoint"])
-def test_run_on_a_cluster_refuses_a_driver_local_path(tmp_path: Path, local: str) -> None:
+def test_run_on_a_cluster_refuses_a_driver_local_path(
+    tmp_path: Path, local: str, master: str
+) -> None:
     hdfs = "hdfs://127.0.0.1:8020"
     paths = {"scan": f"{hdfs}/landing", "sink": f"{hdfs}/out", "checkpoint": f"{hdfs}/ck"}
     paths[local] = str(tmp_path / local)
@@ -49,14 +52,14 @@ def test_run_on_a_cluster_refuses_a_driver_local_path(tmp_path: Path, local: str
             "region": {"checkpoint_dir": paths["checkpoint"]},
             "scan": {"directory": paths["scan"]},
             "sink": {"file": paths["sink"] + "/part-%FILENUM.txt"},
-            "spark": {"master": MASTER},
+            "spark": {"master": master},
         }
     )
     with pytest.raises(ConfigError) as err:
         plan_spark(config)
     message = str(err.value)
     assert "\n" not in message
-    assert str(tmp_path / local) in message and MASTER in message
+    assert str(tmp_path / local) in message and master in message
     assert "hdfs://" in message  # the way forward
     # The same settings in local mode are fine.
     plan_spark(

@@ -34,13 +34,18 @@ import org.apache.hadoop.hdfs.server.namenode.NameNode;
 import org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider;
 import org.apache.hadoop.minikdc.MiniKdc;
 import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
+import org.apache.hadoop.yarn.server.MiniYARNCluster;
+import org.apache.hadoop.yarn.server.nodemanager.NodeManager;
 import sun.misc.Signal;
 
 /**
  * A real HDFS (Hadoop's MiniDFSCluster: NameNode and DataNodes in this JVM) for trying, testing
  * and benchmarking hdfs-region.
  *
- * <p>Arguments: {@code BASE_DIR [--datanodes N] [--ha] [--secure] [--block-size BYTES]}.
+ * <p>Arguments: {@code BASE_DIR [--datanodes N] [--ha] [--secure] [--block-size BYTES] [--yarn]
+ * [--nodemanagers N]}. {@code --yarn} adds a ResourceManager and NodeManagers (Hadoop's
+ * MiniYARNCluster, see {@link Yarn}) whose applications stage their files on this HDFS.
  * {@code --block-size} (default 1 MiB, HDFS's minimum) is the NameNode's {@code dfs.blocksize}
  * and the one written into the clients' configuration, so that every client writes blocks of it. {@code --secure} starts a
  * Kerberos KDC (Hadoop's MiniKdc) first and a Kerberized cluster: RPC authenticated by Kerberos,
@@ -51,6 +56,7 @@ import sun.misc.Signal;
  *
  * <pre>
  *   stop-datanode I | start-datanode I | restart-datanode I | restart-namenode [I] | status
+ *   stop-nodemanager I | start-nodemanager I        (with --yarn)
  * </pre>
  *
  * Every command is answered within {@code --command-timeout} seconds (default 90): one still
@@ -74,6 +80,7 @@ public final class Sandbox {
   private final boolean ha;
   private final PrintStream out;
   private final Secure secure;
+  private Yarn yarn;
   private final Map<Integer, MiniDFSCluster.DataNodeProperties> stopped = new HashMap<>();
   private final long commandTimeoutMs;
   /** One command at a time, in its own thread, so that the reader can answer within a bound. */
@@ -111,11 +118,16 @@ public final class Sandbox {
     long tokenLifetimeMs = 0;
     long commandTimeoutMs = 90_000;
     long blockSize = MIN_BLOCK_SIZE;
+    int nodeManagers = 0;
     for (int i = 1; i < args.length; i++) {
       if (args[i].equals("--datanodes") && i + 1 < args.length) {
         datanodes = Integer.parseInt(args[++i]);
       } else if (args[i].equals("--ha")) {
         ha = true;
+      } else if (args[i].equals("--yarn")) {
+        nodeManagers = Math.max(nodeManagers, 1);
+      } else if (args[i].equals("--nodemanagers") && i + 1 < args.length) {
+        nodeManagers = Integer.parseInt(args[++i]);
       } else if (args[i].equals("--secure")) {
         secured = true;
       } else if (args[i].equals("--token-lifetime") && i + 1 < args.length) {
@@ -138,6 +150,9 @@ public final class Sandbox {
     Secure secure = secured ? Secure.start(base, tokenLifetimeMs) : null;
     MiniDFSCluster cluster = start(base, datanodes, ha, secure, blockSize);
     Sandbox sandbox = new Sandbox(cluster, ha, secure, out, commandTimeoutMs);
+    if (nodeManagers > 0) {
+      sandbox.yarn = Yarn.start(base, nodeManagers, sandbox.hdfsUri());
+    }
     // SIGINT / SIGTERM stop the cluster from this thread, not from a JVM shutdown hook: Hadoop's
     // own hooks refuse to be removed while the JVM shuts down, which breaks an orderly stop.
     CountDownLatch stop = new CountDownLatch(1);
@@ -294,6 +309,9 @@ public final class Sandbox {
     }
     writeXml(core, new File(dir, "core-site.xml"));
     writeXml(hdfs, new File(dir, "hdfs-site.xml"));
+    if (yarn != null) {
+      writeXml(yarn.clientConf(), new File(dir, "yarn-site.xml"));
+    }
     return dir;
   }
 
@@ -322,6 +340,7 @@ public final class Sandbox {
         + ", \"pid\": " + ProcessHandle.current().pid()
         + ", \"start_seconds\": " + String.format(java.util.Locale.ROOT, "%.3f", seconds)
         + (secure != null ? secure.json() : "")
+        + (yarn != null ? yarn.json() : "")
         + "}";
   }
 
@@ -436,17 +455,34 @@ public final class Sandbox {
         }
         return "";
       }
+      case "stop-nodemanager":
+        requireYarn().stopNodeManager(index);
+        return "";
+      case "start-nodemanager":
+        requireYarn().startNodeManager(index);
+        return "";
       case "status":
         return ", \"datanodes\": " + cluster.getDataNodes().size()
             + ", \"http\": " + quoteList(httpAddresses())
-            + ", \"namenodes\": " + quoteList(rpcAddresses());
+            + ", \"namenodes\": " + quoteList(rpcAddresses())
+            + (yarn != null ? ", \"nodemanagers_running\": " + yarn.running() : "");
       default:
         throw new IllegalArgumentException("unknown command " + cmd);
     }
   }
 
+  private Yarn requireYarn() {
+    if (yarn == null) {
+      throw new IllegalStateException("no YARN in this sandbox (start it with --yarn)");
+    }
+    return yarn;
+  }
+
   private void shutdown() {
     System.err.println("sandbox: shutting down");
+    if (yarn != null) {
+      yarn.stop();
+    }
     try {
       FileSystem.closeAll();
     } catch (IOException e) {
@@ -654,6 +690,190 @@ public final class Sandbox {
 
     void stop() {
       kdc.stop();
+    }
+  }
+
+  /**
+   * The YARN side of {@code --yarn}: a ResourceManager and NodeManagers (MiniYARNCluster) in this
+   * JVM, sized for a small machine. Containers run as processes of this user on this host
+   * (DefaultContainerExecutor); their logs and working directories are under {@code
+   * BASE_DIR/yarn}. Memory is what YARN schedules (AM and executors), not what the host holds:
+   * the memory checks (physical and virtual) are off, as a Python worker beside an executor's
+   * JVM would otherwise get the container killed on a busy test machine.
+   */
+  static final class Yarn {
+    /** Memory each NodeManager offers: an application master and two small executors fit. */
+    static final int NODE_MEMORY_MB = 3072;
+
+    private final MiniYARNCluster cluster;
+    private final NodeManager[] nodeManagers;
+    private final boolean[] stopped;
+
+    private Yarn(MiniYARNCluster cluster, int count) {
+      this.cluster = cluster;
+      this.nodeManagers = new NodeManager[count];
+      this.stopped = new boolean[count];
+      for (int i = 0; i < count; i++) {
+        nodeManagers[i] = cluster.getNodeManager(i);
+      }
+    }
+
+    static Yarn start(File base, int count, String defaultFs) throws Exception {
+      File dir = new File(base, "yarn");
+      if (!dir.isDirectory() && !dir.mkdirs()) {
+        throw new IOException("cannot create " + dir);
+      }
+      // MiniYARNCluster's working directory is under test.build.data (default: ./target).
+      System.setProperty("test.build.data", dir.getPath());
+      YarnConfiguration conf = new YarnConfiguration();
+      conf.set("fs.defaultFS", defaultFs);
+      conf.setInt(YarnConfiguration.RM_SCHEDULER_MINIMUM_ALLOCATION_MB, 128);
+      conf.setInt(YarnConfiguration.RM_SCHEDULER_MAXIMUM_ALLOCATION_MB, NODE_MEMORY_MB);
+      conf.setInt(YarnConfiguration.NM_PMEM_MB, NODE_MEMORY_MB);
+      conf.setInt(YarnConfiguration.NM_VCORES, 4);
+      conf.setBoolean(YarnConfiguration.NM_VMEM_CHECK_ENABLED, false);
+      conf.setBoolean(YarnConfiguration.NM_PMEM_CHECK_ENABLED, false);
+      // A full test disk must not turn every NodeManager unhealthy (no container would start).
+      conf.setFloat(
+          YarnConfiguration.NM_MAX_PER_DISK_UTILIZATION_PERCENTAGE, 100.0f);
+      // Containers find Java where this JVM runs (JAVA_HOME may be unset in the environment).
+      conf.set(
+          YarnConfiguration.NM_ADMIN_USER_ENV,
+          "MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,JAVA_HOME=" + System.getProperty("java.home"));
+      conf.setFloat("yarn.scheduler.capacity.maximum-am-resource-percent", 0.5f);
+      // A lost NodeManager is noticed in seconds, and an application's logs stay for reading.
+      conf.setLong(YarnConfiguration.RM_NM_EXPIRY_INTERVAL_MS, 10_000);
+      conf.setLong(YarnConfiguration.RM_NM_HEARTBEAT_INTERVAL_MS, 500);
+      conf.setLong(YarnConfiguration.DEBUG_NM_DELETE_DELAY_SEC, 600);
+      conf.setBoolean(YarnConfiguration.TIMELINE_SERVICE_ENABLED, false);
+      // A NodeManager's stop waits this (and a second) for its containers to end: the sandbox's
+      // shutdown stays within its bound.
+      conf.setLong(YarnConfiguration.NM_PROCESS_KILL_WAIT_MS, 1000);
+      MiniYARNCluster cluster = new MiniYARNCluster("sandbox", count, 1, 1);
+      cluster.init(conf);
+      cluster.start();
+      if (!cluster.waitForNodeManagersToConnect(60_000)) {
+        throw new IOException("the NodeManagers did not register within 60 s");
+      }
+      return new Yarn(cluster, count);
+    }
+
+    String rmAddress() {
+      return cluster.getConfig().get(YarnConfiguration.RM_ADDRESS);
+    }
+
+    /** The addresses a client (spark-submit, the AM) needs: yarn-site.xml of conf_dir. */
+    Configuration clientConf() {
+      Configuration rm = cluster.getResourceManager().getConfig();
+      Configuration out = new Configuration(false);
+      for (String key :
+          new String[] {
+            YarnConfiguration.RM_ADDRESS,
+            YarnConfiguration.RM_SCHEDULER_ADDRESS,
+            YarnConfiguration.RM_RESOURCE_TRACKER_ADDRESS,
+            YarnConfiguration.RM_ADMIN_ADDRESS,
+            YarnConfiguration.RM_WEBAPP_ADDRESS,
+          }) {
+        out.set(key, rm.get(key));
+      }
+      out.set(YarnConfiguration.RM_HOSTNAME, rm.get(YarnConfiguration.RM_ADDRESS).split(":")[0]);
+      out.setInt(YarnConfiguration.RM_SCHEDULER_MINIMUM_ALLOCATION_MB, 128);
+      out.setInt(YarnConfiguration.RM_SCHEDULER_MAXIMUM_ALLOCATION_MB, NODE_MEMORY_MB);
+      return out;
+    }
+
+    void stopNodeManager(int index) throws InterruptedException {
+      check(index);
+      if (stopped[index]) {
+        throw new IllegalStateException("nodemanager " + index + " is already stopped");
+      }
+      org.apache.hadoop.yarn.api.records.NodeId id =
+          nodeManagers[index].getNMContext().getNodeId();
+      nodeManagers[index].stop();
+      stopped[index] = true;
+      // Answered once the ResourceManager has taken the node out (its unregistration is an
+      // event handled after the NodeManager's stop returns).
+      while (isRunning(id)) {
+        Thread.sleep(100); // an interrupt (the command timed out) ends the wait
+      }
+    }
+
+    private boolean isRunning(org.apache.hadoop.yarn.api.records.NodeId id) {
+      org.apache.hadoop.yarn.server.resourcemanager.rmnode.RMNode node =
+          cluster.getResourceManager().getRMContext().getRMNodes().get(id);
+      return node != null
+          && node.getState() == org.apache.hadoop.yarn.api.records.NodeState.RUNNING;
+    }
+
+    /** A new NodeManager in place of a stopped one (a service does not start twice): same
+     * directories, new ports, so the ResourceManager sees a new node. */
+    void startNodeManager(int index) throws Exception {
+      check(index);
+      if (!stopped[index]) {
+        throw new IllegalStateException("nodemanager " + index + " is not stopped");
+      }
+      YarnConfiguration conf = new YarnConfiguration(nodeManagers[index].getConfig());
+      String host = MiniYARNCluster.getHostname();
+      for (String key :
+          new String[] {
+            YarnConfiguration.NM_ADDRESS,
+            YarnConfiguration.NM_LOCALIZER_ADDRESS,
+            YarnConfiguration.NM_WEBAPP_ADDRESS,
+            YarnConfiguration.NM_COLLECTOR_SERVICE_ADDRESS,
+          }) {
+        conf.set(key, host + ":0");
+      }
+      // MiniYARNCluster's own NodeManagers reach the ResourceManager in-process; this one
+      // registers over RPC, at the addresses the ResourceManager bound.
+      Configuration rm = clientConf();
+      for (Map.Entry<String, String> entry : rm) {
+        conf.set(entry.getKey(), entry.getValue());
+      }
+      NodeManager nm = new NodeManager();
+      nm.init(conf);
+      nm.start();
+      nodeManagers[index] = nm;
+      stopped[index] = false;
+      long deadline = System.currentTimeMillis() + 60_000;
+      while (nm.getNMContext().getNodeId() == null || !isRunning(nm.getNMContext().getNodeId())) {
+        if (System.currentTimeMillis() > deadline) {
+          throw new IOException("nodemanager " + index + " did not register within 60 s");
+        }
+        Thread.sleep(100);
+      }
+    }
+
+    private void check(int index) {
+      if (index < 0 || index >= nodeManagers.length) {
+        throw new IllegalArgumentException(
+            "no nodemanager " + index + " (there are " + nodeManagers.length + ")");
+      }
+    }
+
+    /** NodeManagers the ResourceManager counts as running (a stopped one leaves at once). */
+    int running() {
+      int count = 0;
+      for (org.apache.hadoop.yarn.server.resourcemanager.rmnode.RMNode node :
+          cluster.getResourceManager().getRMContext().getRMNodes().values()) {
+        if (node.getState() == org.apache.hadoop.yarn.api.records.NodeState.RUNNING) {
+          count++;
+        }
+      }
+      return count;
+    }
+
+    String json() {
+      return ", \"yarn\": " + quote(rmAddress())
+          + ", \"nodemanagers\": " + nodeManagers.length;
+    }
+
+    void stop() {
+      for (int i = 0; i < nodeManagers.length; i++) {
+        if (!stopped[i] && nodeManagers[i] != cluster.getNodeManager(i)) {
+          nodeManagers[i].stop();
+        }
+      }
+      cluster.stop();
     }
   }
 

@@ -1,0 +1,275 @@
+"""What a job on YARN needs: a packed Python environment for its containers.
+
+YARN's containers start on NodeManagers that have none of the driver's Python packages. PySpark's
+documented way to give them an environment is an archive of a virtual environment in
+``spark.archives`` (``venv-pack``), unpacked by YARN into each container's working directory,
+whose ``bin/python`` runs the Python workers (``spark.pyspark.python``). :func:`pack_environment`
+builds that archive from the driver's own installation, so that the containers import the same
+releases as the driver:
+
+1. The closure of this project's requirements (``importlib.metadata``: extras left out) is
+   collected from the installed distributions, each with the files its ``RECORD`` names (byte
+   code included: a worker compiles nothing), without pyspark's jars (about 460 MB: the JVM
+   side reaches the containers through ``spark.yarn.jars`` / ``spark.yarn.archive``).
+2. The project itself is copied from its packages (``region``, ``operators``), whatever the way
+   it is installed (an editable install holds only a path to this tree), with a minimal
+   ``dist-info`` so that the executors report its version.
+3. A ``pyvenv.cfg`` and ``bin/python``, a symbolic link to the driver's base interpreter, as
+   ``venv`` (and ``venv-pack``) make them: the NodeManagers must have the same Python at the same
+   path.
+4. Written as ``.tar.gz`` to a temporary name and renamed, under
+   ``$XDG_CACHE_HOME/hdfs-region/yarn-env/`` named by a digest of the releases and the project's
+   files: a later run with the same code packs nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import posixpath
+import re
+import sys
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from importlib.metadata import Distribution, PackageNotFoundError, distribution
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from region.fs import FileSystem
+
+__all__ = [
+    "ENV_NAME",
+    "is_yarn_master",
+    "pack_environment",
+    "pyspark_archives",
+    "stage_archive",
+    "yarn_conf",
+]
+
+logger = logging.getLogger(__name__)
+
+_PROJECT = "hdfs-region"
+_PACKAGES = ("region", "operators")
+#: The archive's directory name in each container (``spark.archives`` ``…#environment``).
+ENV_NAME = "environment"
+#: Files of an installed distribution that no container needs.
+_LEFT_OUT = re.compile(r"^pyspark/(jars|examples|data|licenses|sbin)/|^\.\./|\.dist-info/RECORD$")
+
+
+def is_yarn_master(master: str | None) -> bool:
+    return master == "yarn"
+
+
+def _requirement_names(dist: Distribution) -> Iterator[str]:
+    """Names of what ``dist`` requires outside extras (markers evaluated when ``packaging`` is
+    there, else every requirement whose marker is not an extra's)."""
+    for text in dist.requires or ():
+        name_match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", text)
+        if name_match is None:
+            continue
+        marker = text.partition(";")[2].strip()
+        if marker:
+            if "extra" in marker:
+                continue
+            try:
+                from packaging.markers import Marker
+
+                if not Marker(marker).evaluate():
+                    continue
+            except ImportError:
+                pass
+        yield name_match.group(1)
+
+
+def _closure() -> list[Distribution]:
+    """The installed distributions this project needs, this project excluded."""
+    seen: dict[str, Distribution] = {}
+    todo = list(_requirement_names(distribution(_PROJECT)))
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in seen:
+            continue
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            msg = f"the YARN environment: {name!r}, a requirement of {_PROJECT}, is not installed"
+            raise RuntimeError(msg) from None
+        seen[name] = dist
+        todo.extend(_requirement_names(dist))
+    return [seen[name] for name in sorted(seen)]
+
+
+def _dist_files(dist: Distribution) -> Iterator[tuple[str, Path]]:
+    for item in dist.files or ():
+        relative = str(item)
+        if _LEFT_OUT.search(relative) or "__editable__" in relative:
+            continue
+        path = Path(str(dist.locate_file(item)))
+        if path.is_file():
+            yield relative, path
+
+
+def _project_files() -> Iterator[tuple[str, Path]]:
+    for package in _PACKAGES:
+        root = Path(sys.modules[package].__file__ or "").parent
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                yield f"{package}/{path.relative_to(root)}", path
+
+
+def _digest(dists: list[Distribution], project: list[tuple[str, Path]]) -> str:
+    h = hashlib.sha256(sys.version.encode() + _base_python().encode())
+    for dist in dists:
+        h.update(f"{dist.metadata['Name']}=={dist.version}\n".encode())
+    for name, path in project:
+        h.update(name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def pack_environment(cache: Path | None = None) -> Path:
+    """The ``.tar.gz`` of a virtual environment for YARN's containers (see the module
+    docstring), built once per set of releases and project files."""
+    import operators
+    import region
+
+    del operators, region  # imported so that their paths are known
+    dists = _closure()
+    project = list(_project_files())
+    if cache is None:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        cache = base / "hdfs-region" / "yarn-env"
+    target = cache / f"env-{_digest(dists, project)}.tar.gz"
+    if target.is_file():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = f"lib/{version}/site-packages"
+    interpreter = _base_python()
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with tarfile.open(temp, "w:gz", compresslevel=1) as tar:
+            _add_text(
+                tar,
+                "pyvenv.cfg",
+                f"home = {os.path.dirname(interpreter)}\ninclude-system-site-packages = false\n"
+                f"version = {'.'.join(map(str, sys.version_info[:3]))}\n",
+            )
+            for name in ("python", "python3", version):
+                link = tarfile.TarInfo(f"bin/{name}")
+                link.type = tarfile.SYMTYPE
+                link.linkname = interpreter
+                tar.addfile(link)
+            for dist in dists:
+                for relative, path in _dist_files(dist):
+                    tar.add(path, f"{site}/{relative}")
+            for relative, path in project:
+                tar.add(path, f"{site}/{relative}")
+            own = _project_version()
+            info = f"{site}/hdfs_region-{own}.dist-info"
+            _add_text(
+                tar,
+                f"{info}/METADATA",
+                f"Metadata-Version: 2.1\nName: {_PROJECT}\nVersion: {own}\n",
+            )
+        os.replace(temp, target)
+    finally:
+        temp.unlink(missing_ok=True)
+    logger.info(
+        "packed the YARN containers' Python environment: %s (%.1f MB, %d distributions, %.1f s)",
+        target,
+        target.stat().st_size / 1e6,
+        len(dists),
+        time.monotonic() - started,
+    )
+    return target
+
+
+def _base_python() -> str:
+    """The interpreter a venv of this Python links to (this one outside a venv)."""
+    base: str = getattr(sys, "_base_executable", sys.executable)
+    return os.path.realpath(base)
+
+
+def _project_version() -> str:
+    from operators.spark.executors import versions
+
+    return versions()[0]
+
+
+def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
+    data = text.encode()
+    item = tarfile.TarInfo(name)
+    item.size = len(data)
+    item.mode = 0o644
+    tar.addfile(item, io.BytesIO(data))
+
+
+def stage_archive(fs: FileSystem, directory: str, archive: Path) -> str:
+    """``archive`` copied once into ``directory`` of the cluster's filesystem (its name is its
+    digest, so a copy there is the same archive): its URI. World-readable under directories any
+    user may enter, so that the NodeManagers keep it in their public cache, shared by every
+    later application; Spark uploads a local archive again with every application.
+
+    1. Nothing to do when the file is there.
+    2. Write it to a hidden temporary name (mode 0644), then rename it into place; another job
+       that got there first leaves the same bytes, and this copy is deleted."""
+    target = posixpath.join(directory, archive.name)
+    if fs.exists(target):
+        return fs.display(target)
+    fs.mkdirs(directory, permission=0o755)
+    temp = posixpath.join(directory, f".{archive.name}.{os.getpid()}.tmp")
+    started = time.monotonic()
+    writer = fs.create(temp, overwrite=True, permission=0o644)
+    try:
+        with archive.open("rb") as source:
+            while chunk := source.read(1 << 22):
+                writer.write(chunk)
+    finally:
+        writer.close()
+    try:
+        fs.rename(temp, target)
+    except FileExistsError:
+        fs.delete(temp)
+    logger.info(
+        "staged %s at %s (%.1f s)", archive.name, fs.display(target), time.monotonic() - started
+    )
+    return fs.display(target)
+
+
+def yarn_conf(
+    settings: dict[str, str], stage: Callable[[Path], str] | None = None
+) -> dict[str, str]:
+    """Settings a ``yarn`` master adds to ``settings`` (which win): the packed environment in
+    ``spark.archives`` and its Python for the workers, unless the job gives its own
+    (``spark.archives`` or ``spark.pyspark.python``). ``stage``: copies the archive to the
+    cluster once and returns its URI (:func:`stage_archive`); without it, Spark uploads the
+    local archive with each application."""
+    out: dict[str, str] = {}
+    if "spark.archives" in settings or "spark.pyspark.python" in settings:
+        return out
+    archive = pack_environment()
+    where = stage(archive) if stage is not None else str(archive)
+    out["spark.archives"] = f"{where}#{ENV_NAME}"
+    out["spark.pyspark.python"] = f"./{ENV_NAME}/bin/python"
+    # The application master of cluster mode runs the driver's Python there too.
+    out["spark.yarn.appMasterEnv.PYSPARK_PYTHON"] = f"./{ENV_NAME}/bin/python"
+    return out
+
+
+def pyspark_archives(settings: dict[str, str]) -> None:
+    """Point ``PYSPARK_ARCHIVES_PATH`` at the packed environment's pyspark and py4j when the
+    containers run that environment and the variable is unset: Spark's YARN client otherwise
+    uploads ``$SPARK_HOME/python/lib/pyspark.zip`` and py4j's zip with every application, and
+    refuses to start when an installation from a wheel lacks them. ``local:`` names a path in
+    each container (its working directory holds the unpacked archive)."""
+    if os.environ.get("PYSPARK_ARCHIVES_PATH"):
+        return
+    if settings.get("spark.pyspark.python") != f"./{ENV_NAME}/bin/python":
+        return
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    os.environ["PYSPARK_ARCHIVES_PATH"] = f"local:./{ENV_NAME}/lib/{version}/site-packages"

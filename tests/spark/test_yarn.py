@@ -1,0 +1,435 @@
+"""On YARN (``yarn_sandbox``: Hadoop's MiniYARNCluster beside the sandbox's HDFS, 2 NodeManagers):
+the sandbox's ResourceManager, and ``hdfs-region run --engine spark`` with ``master = "yarn"``,
+landing, output and checkpoints on the sandbox's hdfs://.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from operators.app.config import PipelineConfig
+from operators.app.engine_spark import plan_spark
+from operators.faults import FAULT_DIR_ENV, FAULT_ENV
+from operators.fs import open_path
+from operators.sandbox import Sandbox
+from region.errors import ConfigError
+from region.fs import FileSystem
+from tests.conftest import CLUSTER_USER, cluster_settings
+from tests.spark.test_cluster import (
+    GATED_TRANSFORM,
+    kill_after_wal_while_landing,
+    land,
+    orphans,
+    published,
+    start_driver,
+)
+
+
+def _yarn_site(sandbox: Sandbox) -> dict[str, str]:
+    root = ET.parse(Path(sandbox.info.conf_dir) / "yarn-site.xml").getroot()
+    return {p.findtext("name", ""): p.findtext("value", "") for p in root.iter("property")}
+
+
+def _active_nodes(sandbox: Sandbox) -> int:
+    return int(sandbox.command("status")["nodemanagers_running"])
+
+
+def test_the_sandbox_runs_yarn_whose_nodemanagers_stop_and_start(yarn_sandbox: Sandbox) -> None:
+    """The ready line names the ResourceManager, conf_dir's yarn-site.xml points clients at it,
+    and a NodeManager stopped leaves the cluster until started again."""
+    info = yarn_sandbox.info
+    assert info.yarn is not None and info.nodemanagers == 2
+    assert _yarn_site(yarn_sandbox)["yarn.resourcemanager.address"] == info.yarn
+    assert _active_nodes(yarn_sandbox) == 2
+    yarn_sandbox.command("stop-nodemanager 1")
+    try:
+        assert _active_nodes(yarn_sandbox) == 1
+    finally:
+        yarn_sandbox.command("start-nodemanager 1")
+    assert _active_nodes(yarn_sandbox) == 2
+    with pytest.raises(Exception, match="nodemanager 1 is not stopped"):
+        yarn_sandbox.command("start-nodemanager 1")
+
+
+# -- hdfs-region run on YARN -----------------------------------------------------------------
+
+
+@pytest.fixture
+def on_yarn(yarn_sandbox: Sandbox, tmp_path: Path) -> YarnRun:
+    uri = yarn_sandbox.info.hdfs
+    fs, base = open_path(uri + "/yarn", cluster_settings(uri, yarn_sandbox))
+    root = posixpath.join(base, f"run-{time.monotonic_ns()}")
+    fs.mkdirs(root)
+    return YarnRun(yarn_sandbox, fs, root, tmp_path)
+
+
+YARN_CONFIG = """\
+engine = "spark"
+[filesystem]
+uri = "{hdfs}"
+user = "{user}"
+config_dir = "{conf_dir}"
+timeout = "20s"
+[region]
+checkpoint_dir = "{root}/ck"
+[scan]
+directory = "{root}/landing"
+[transform]
+function = "yarn_transform:upper"
+[sink]
+file = "{root}/out/part-%FILENUM.txt"
+tuples_per_file = 25
+[spark]
+master = "yarn"
+deploy_mode = "client"
+max_files_per_trigger = 1
+[spark.conf]
+"spark.yarn.jars" = "local:{jars}/*"
+"spark.executor.instances" = "2"
+"spark.executor.cores" = "1"
+"spark.executor.memory" = "512m"
+"spark.yarn.am.memory" = "384m"
+"spark.yarn.submit.waitAppCompletion" = "true"
+"spark.submit.pyFiles" = "{transform}"
+"""
+
+
+class YarnRun:
+    """A pipeline of ``hdfs-region run`` on the sandbox's YARN, under ``root`` on its HDFS."""
+
+    def __init__(self, sandbox: Sandbox, fs: FileSystem, root: str, work: Path) -> None:
+        import pyspark
+
+        self.sandbox, self.fs, self.root, self.work = sandbox, fs, root, work
+        transform = work / "yarn_transform.py"
+        transform.write_text("def upper(value):\n    return value.upper()\n")
+        self.config = work / "pipeline.toml"
+        self.config.write_text(
+            YARN_CONFIG.format(
+                hdfs=sandbox.info.hdfs,
+                user=CLUSTER_USER,
+                conf_dir=sandbox.info.conf_dir,
+                root=root,
+                jars=Path(pyspark.__file__).parent / "jars",
+                transform=transform,
+            )
+        )
+        self.files: dict[str, list[str]] = {}
+
+    def land(self, count: int, lines: int = 40) -> None:
+        for name in self.more_files(count, lines):
+            land(self.fs, posixpath.join(self.root, "landing"), name, self.files[name])
+
+    def more_files(self, count: int, lines: int = 40) -> list[str]:
+        """Names (and lines, in ``files``) of ``count`` more files, not landed yet."""
+        names = []
+        for i in range(len(self.files), len(self.files) + count):
+            name = f"f{i:02d}.txt"
+            self.files[name] = [f"file {i} line {j}" for j in range(lines)]
+            names.append(name)
+        return names
+
+    def command(self, *extra: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "operators.app",
+            "run",
+            str(self.config),
+            "--no-progress",
+            *extra,
+        ]
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The driver's: no PYTHONPATH (YARN's client would pass it on to the containers,
+        which must import the project from the packed environment)."""
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in (FAULT_ENV, "PYSPARK_PYTHON", "PYTHONPATH", "PYSPARK_ARCHIVES_PATH")
+        }
+        env.update(
+            HADOOP_CONF_DIR=self.sandbox.info.conf_dir,
+            HADOOP_USER_NAME=CLUSTER_USER,
+            SPARK_LOCAL_IP="127.0.0.1",
+        )
+        env.update(extra)
+        return env
+
+    def check_exactly_once(self) -> None:
+        out = posixpath.join(self.root, "out")
+        expected = [line.upper() for lines in self.files.values() for line in lines]
+        got = published(self.fs, out)
+        assert sorted(got) == sorted(expected)
+        assert len(got) == len(set(got)) == len(expected)
+        assert orphans(self.fs, out) == []
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_on_yarn_in_client_mode_publishes_every_record_once(on_yarn: YarnRun) -> None:
+    """``hdfs-region run`` with ``master = "yarn"``: the executors are YARN containers that
+    import the project from the packed environment (no PYTHONPATH reaches them), landing,
+    output and checkpoints on hdfs://."""
+    on_yarn.land(3)
+    run = subprocess.run(
+        on_yarn.command("--available-now"),
+        env=on_yarn.env(),
+        cwd=on_yarn.work,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    on_yarn.check_exactly_once()
+
+
+def _executor_of(worker: int) -> tuple[str, int]:
+    """``(YARN container id, executor JVM pid)`` of the Python worker ``worker``: its container
+    id from its environment, the JVM among its ancestors whose command line names it."""
+    environ = Path(f"/proc/{worker}/environ").read_bytes().split(b"\0")
+    container = next(v for k, _, v in (e.partition(b"=") for e in environ) if k == b"CONTAINER_ID")
+    pid = worker
+    while pid > 1:
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"CoarseGrainedExecutorBackend" in cmdline and container in cmdline:
+            return container.decode(), pid
+    raise AssertionError(f"no executor JVM of container {container!r} above {worker}")
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return False
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_on_yarn_survives_an_executor_container_killed_mid_batch(on_yarn: YarnRun) -> None:
+    """The executor JVM of the container running the first batch's task is SIGKILLed while the
+    task holds; Spark runs the task again in another container, the driver's commit publishes
+    the batch once and removes the dead attempt's in-progress file."""
+    gate = on_yarn.work / "gate"
+    gate.mkdir()
+    (on_yarn.work / "yarn_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
+    on_yarn.land(3)
+    log = on_yarn.work / "driver.log"
+    driver = start_driver(on_yarn.command("--available-now"), on_yarn.env(), on_yarn.work, log)
+    try:
+        deadline = time.monotonic() + 600
+        while not list(gate.glob("started-*")):
+            assert driver.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        worker = int(next(gate.glob("started-*")).name.split("-")[1])
+        _, executor = _executor_of(worker)
+        # A container of the sandbox this session started, nothing else on this host.
+        assert _descends_from(executor, on_yarn.sandbox.process.pid)
+        os.kill(executor, signal.SIGKILL)
+        (gate / "go").touch()
+        assert driver.wait(timeout=900) == 0, log.read_text()[-3000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    on_yarn.check_exactly_once()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_on_yarn_survives_kill_9_of_the_driver_while_files_arrive(on_yarn: YarnRun) -> None:
+    """The client-mode driver (the ``hdfs-region run`` process and its JVM) is SIGKILLed after
+    a batch's write-ahead entry, before its renames, while files keep landing; the same command
+    started again publishes every record once."""
+    on_yarn.land(2)
+    more = on_yarn.more_files(3)
+    faults = on_yarn.work / "faults"
+    faults.mkdir()
+    env = on_yarn.env(**{FAULT_ENV: "after_wal:1", FAULT_DIR_ENV: str(faults)})
+    log = on_yarn.work / "driver.log"
+    driver = start_driver(on_yarn.command(), env, on_yarn.work, log)
+    landing = posixpath.join(on_yarn.root, "landing")
+    kill_after_wal_while_landing(
+        driver, log, faults, on_yarn.fs, landing, on_yarn.files, iter(more), every=3.0
+    )
+    env.pop(FAULT_ENV)
+    rerun = subprocess.run(
+        on_yarn.command("--available-now"),
+        env=env,
+        cwd=on_yarn.work,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    on_yarn.check_exactly_once()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_on_yarn_survives_a_nodemanager_stopped_mid_batch(on_yarn: YarnRun) -> None:
+    """The NodeManager whose container runs the first batch's task is stopped (its containers
+    end with it) while the task holds. The task runs again on the other NodeManager; when the
+    application master was on the stopped one too, the run ends with an error and the same
+    command run again finishes the job. Either way every record is published once."""
+    gate = on_yarn.work / "gate"
+    gate.mkdir()
+    (on_yarn.work / "yarn_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
+    on_yarn.land(3)
+    log = on_yarn.work / "driver.log"
+    command = on_yarn.command("--available-now")
+    driver = start_driver(command, on_yarn.env(), on_yarn.work, log)
+    stopped = None
+    try:
+        deadline = time.monotonic() + 600
+        while not list(gate.glob("started-*")):
+            assert driver.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        worker = int(next(gate.glob("started-*")).name.split("-")[1])
+        # The container's working directory is under its NodeManager's local directory.
+        found = re.search(r"localDir-nm-(\d+)_", os.readlink(f"/proc/{worker}/cwd"))
+        assert found is not None
+        stopped = int(found.group(1))
+        on_yarn.sandbox.command(f"stop-nodemanager {stopped}")
+        (gate / "go").touch()
+        code = driver.wait(timeout=900)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+        if stopped is not None:
+            on_yarn.sandbox.command(f"start-nodemanager {stopped}")
+    if code != 0:
+        rerun = subprocess.run(
+            command,
+            env=on_yarn.env(),
+            cwd=on_yarn.work,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+    on_yarn.check_exactly_once()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_run_in_cluster_mode_publishes_once_and_hands_back_exit_code_and_error(
+    on_yarn: YarnRun,
+) -> None:
+    """``deploy_mode = "cluster"``: the command submits itself, the settings file travels with
+    the application and the pipeline runs in the application master: every record once. A run
+    refused there (its checkpoints belong to another pipeline) ends the submitting command with
+    the same exit code and one-line error as a run in place."""
+    text = on_yarn.config.read_text().replace('deploy_mode = "client"', 'deploy_mode = "cluster"')
+    on_yarn.config.write_text(text)
+    on_yarn.land(3)
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            on_yarn.command("--available-now"),
+            env=on_yarn.env(),
+            cwd=on_yarn.work,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+
+    done = run()
+    assert done.returncode == 0, done.stderr[-3000:]
+    on_yarn.check_exactly_once()
+    on_yarn.config.write_text('name = "another"\n' + text)
+    refused = run()
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("hdfs-region: ")]
+    assert len(errors) == 1, refused.stderr[-3000:]
+    assert "belongs to pipeline" in errors[0] and "another" in errors[0]
+
+
+def _processes_below(ancestor: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError):
+                if _descends_from(int(entry.name), ancestor):
+                    found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_cluster_mode_survives_the_application_master_killed(on_yarn: YarnRun) -> None:
+    """``deploy_mode = "cluster"`` with ``spark.yarn.maxAppAttempts = 2``: the application
+    master's container (its JVM and the driver in it) is SIGKILLed while the first batch's
+    task holds; YARN starts attempt 2, which resumes from the checkpoint: every record once,
+    and the submitting command ends with exit code 0."""
+    gate = on_yarn.work / "gate"
+    gate.mkdir()
+    (on_yarn.work / "yarn_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
+    text = on_yarn.config.read_text().replace('deploy_mode = "client"', 'deploy_mode = "cluster"')
+    on_yarn.config.write_text(text + '"spark.yarn.maxAppAttempts" = "2"\n')
+    on_yarn.land(3)
+    log = on_yarn.work / "submit.log"
+    submitter = start_driver(on_yarn.command("--available-now"), on_yarn.env(), on_yarn.work, log)
+    try:
+        deadline = time.monotonic() + 600
+        while not list(gate.glob("started-*")):
+            assert submitter.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        worker = int(next(gate.glob("started-*")).name.split("-")[1])
+        executor_container, _ = _executor_of(worker)
+        # container_<cluster>_<app>_<attempt>_<n>: the first attempt's master is container 1.
+        master_container = executor_container.rsplit("_", 1)[0] + "_000001"
+        # The container's launch script and JVM (the driver's Python below it): one group.
+        (group,) = {
+            os.getpgid(pid)
+            for pid in _processes_below(on_yarn.sandbox.process.pid)
+            if b"ApplicationMaster" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            and master_container.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        }
+        os.killpg(group, signal.SIGKILL)
+        (gate / "go").touch()
+        assert submitter.wait(timeout=900) == 0, log.read_text()[-3000:]
+    finally:
+        if submitter.poll() is None:
+            os.killpg(submitter.pid, signal.SIGKILL)
+            submitter.wait()
+    # Attempt 2's master ran (its container's log directory, kept by the NodeManager).
+    _, stamp, app, _, _ = master_container.split("_")
+    second = f"application_{stamp}_{app}/container_{stamp}_{app}_02_000001"
+    assert list(Path(on_yarn.sandbox.info.base_dir, "yarn").glob(f"*/*/*logDir*/{second}"))
+    on_yarn.check_exactly_once()
+
+
+def test_a_streaming_query_on_yarn_is_refused_at_start() -> None:
+    """Spark would plan the Python source beside the driver with the containers' Python."""
+    config = PipelineConfig.model_validate(
+        {
+            "region": {"checkpoint_dir": "hdfs://127.0.0.1:8020/ck"},
+            "scan": {"directory": "hdfs://127.0.0.1:8020/landing"},
+            "sink": {"file": "hdfs://127.0.0.1:8020/out/part-%FILENUM.txt"},
+            "spark": {"master": "yarn", "execution": "streaming"},
+        }
+    )
+    with pytest.raises(ConfigError, match=r"execution = 'streaming' on YARN.*environment/bin"):
+        plan_spark(config)
