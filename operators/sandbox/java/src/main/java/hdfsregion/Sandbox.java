@@ -56,6 +56,7 @@ import sun.misc.Signal;
  *
  * <pre>
  *   stop-datanode I | start-datanode I | restart-datanode I | restart-namenode [I] | status
+ *   pause-ibr I | resume-ibr I                       (hold, then send, reports of new replicas)
  *   stop-nodemanager I | start-nodemanager I        (with --yarn)
  * </pre>
  *
