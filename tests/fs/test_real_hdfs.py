@@ -40,6 +40,32 @@ def _root(request: pytest.FixtureRequest, backend: str) -> tuple[FileSystem, str
     return fs, root, sandbox
 
 
+def _kill_when_ready(sandbox: Sandbox, script: str, path: str) -> None:
+    """Run ``script`` (argv: the cluster, ``path``, the user, the client configuration) in a
+    process of its own and SIGKILL it once it prints ``ready``."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            script,
+            sandbox.info.hdfs,
+            path,
+            CLUSTER_USER,
+            sandbox.info.conf_dir,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+
 def _put(fs: FileSystem, path: str, data: bytes) -> None:
     w = fs.create(path)
     w.write(data)
@@ -68,27 +94,7 @@ def test_a_killed_writers_lease_is_recovered_at_once_and_the_synced_bytes_stay(
     fs, root, sandbox = _root(request, "hdfs")
     assert isinstance(fs, NativeHdfsFileSystem)
     path = posixpath.join(root, "open.txt")
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            KILLED_WRITER,
-            sandbox.info.hdfs,
-            path,
-            CLUSTER_USER,
-            sandbox.info.conf_dir,
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "ready"
-        child.send_signal(signal.SIGKILL)
-        child.wait(30)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    _kill_when_ready(sandbox, KILLED_WRITER, path)
     quick = NativeHdfsFileSystem(
         cluster_settings(
             sandbox.info.hdfs, sandbox, lease_recovery_timeout=0.5, retries=0, user=CLUSTER_USER
@@ -486,27 +492,7 @@ def test_a_cut_and_a_lock_left_open_by_a_killed_process_are_read_at_the_restart(
     them whole, so it resumes from that cut and takes the dead holder's lock at once."""
     _, root, sandbox = _root(request, "hdfs")
     directory = posixpath.join(root, "ck")
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            KILLED_BEFORE_CLOSES,
-            sandbox.info.hdfs,
-            directory,
-            CLUSTER_USER,
-            sandbox.info.conf_dir,
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "ready"
-        child.send_signal(signal.SIGKILL)
-        child.wait(30)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    _kill_when_ready(sandbox, KILLED_BEFORE_CLOSES, directory)
     bare = NativeHdfsFileSystem(cluster_settings(sandbox.info.hdfs, None, config_dir=None))
     assert bare.webhdfs is None
     cut = posixpath.join(directory, cut_file_name(1))
