@@ -151,6 +151,21 @@ class YarnRun:
             *extra,
         ]
 
+    def run_available_now(
+        self, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """The command with ``--available-now``, run to its end (the driver's environment by
+        default)."""
+        return subprocess.run(
+            self.command("--available-now"),
+            env=self.env() if env is None else env,
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+
     def env(self, **extra: str) -> dict[str, str]:
         """The driver's: no PYTHONPATH (YARN's client would pass it on to the containers,
         which must import the project from the packed environment)."""
@@ -183,15 +198,7 @@ def test_run_on_yarn_in_client_mode_publishes_every_record_once(on_yarn: YarnRun
     import the project from the packed environment (no PYTHONPATH reaches them), landing,
     output and checkpoints on hdfs://."""
     on_yarn.land(3)
-    run = subprocess.run(
-        on_yarn.command("--available-now"),
-        env=on_yarn.env(),
-        cwd=on_yarn.work,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    run = on_yarn.run_available_now()
     assert run.returncode == 0, run.stderr[-3000:]
     on_yarn.check_exactly_once()
 
@@ -268,15 +275,7 @@ def test_run_on_yarn_survives_kill_9_of_the_driver_while_files_arrive(on_yarn: Y
         driver, log, faults, on_yarn.fs, landing, on_yarn.files, iter(more), every=3.0
     )
     env.pop(FAULT_ENV)
-    rerun = subprocess.run(
-        on_yarn.command("--available-now"),
-        env=env,
-        cwd=on_yarn.work,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    rerun = on_yarn.run_available_now(env)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     on_yarn.check_exactly_once()
 
@@ -317,15 +316,7 @@ def test_run_on_yarn_survives_a_nodemanager_stopped_mid_batch(on_yarn: YarnRun) 
         if stopped is not None:
             on_yarn.sandbox.command(f"start-nodemanager {stopped}")
     if code != 0:
-        rerun = subprocess.run(
-            command,
-            env=on_yarn.env(),
-            cwd=on_yarn.work,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
+        rerun = on_yarn.run_available_now()
         assert rerun.returncode == 0, rerun.stderr[-3000:]
     on_yarn.check_exactly_once()
 
@@ -343,16 +334,7 @@ def test_run_in_cluster_mode_publishes_once_and_hands_back_exit_code_and_error(
     on_yarn.config.write_text(text)
     on_yarn.land(3)
 
-    def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            on_yarn.command("--available-now"),
-            env=on_yarn.env(),
-            cwd=on_yarn.work,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
+    run = on_yarn.run_available_now
 
     done = run()
     assert done.returncode == 0, done.stderr[-3000:]
