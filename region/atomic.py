@@ -15,7 +15,7 @@ import posixpath
 import uuid
 from collections.abc import Callable
 
-from region.fs import FileSystem, LaterCloser, LeaseRecoverer
+from region.fs import FileSystem, FileWriter, LaterCloser, LeaseRecoverer
 
 __all__ = ["cut_to", "dir_permission", "read_whole", "temp_path", "write_atomically"]
 
@@ -78,10 +78,7 @@ def write_atomically(
             before_rename()
         fs.rename(temp, path, overwrite=overwrite)
     except BaseException:
-        try:
-            writer.close()  # a no-op when closed above
-        finally:
-            _delete_quietly(fs, temp)
+        _abandon(fs, writer, temp, close_later=close_later)
         raise
     if not close_later:
         return
@@ -126,6 +123,24 @@ def read_whole(fs: FileSystem, path: str) -> bytes:
         )
     fs.recover_lease(path)
     return fs.read(path)
+
+
+def _abandon(fs: FileSystem, writer: FileWriter, temp: str, *, close_later: bool) -> None:
+    """After a failure: the temporary file deleted, its writer closed, neither raising over
+    the caller's error. With ``close_later`` the close goes to the background first thing: a
+    writer whose sync failed (a DataNode lost mid-pipeline) can take its full timeout and
+    retries to close, and a lock's heartbeat or a cut must fail now, not after them. Deleting
+    an open file is allowed; its background close then finds it gone."""
+    if close_later and isinstance(writer, LaterCloser):
+        _delete_quietly(fs, temp)
+        writer.close_later()
+        return
+    try:
+        writer.close()  # a no-op when closed already
+    except Exception as exc:
+        logger.warning("Could not close the temporary file %s: %s", fs.display(temp), exc)
+    finally:
+        _delete_quietly(fs, temp)
 
 
 def _delete_quietly(fs: FileSystem, path: str) -> None:

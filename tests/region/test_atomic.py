@@ -189,3 +189,35 @@ def test_read_whole_recovers_the_lease_of_a_published_file_read_short(tmp_path: 
     assert read_whole(fs, path) == b"whole\n"
     assert fs.recovered == [path]
     assert read_whole(LocalFileSystem(), path) == b"whole\n"  # no lease to recover
+
+
+def test_a_failed_sync_hands_the_close_to_the_background_and_reports_the_sync(
+    tmp_path: Path,
+) -> None:
+    """A lock heartbeat or a cut whose sync fails (a DataNode lost mid-pipeline) fails at once
+    with that error: the close of the broken writer, which on HDFS can wait out its timeout
+    and retries, runs in the background, and nothing is published."""
+
+    class _BrokenSyncSlowClose(_SlowCloses):
+        def create(
+            self, path: str, *, overwrite: bool = False, permission: int | None = None
+        ) -> FileWriter:
+            writer = super().create(path, overwrite=overwrite, permission=permission)
+
+            def sync() -> None:
+                raise OSError(5, "HSYNC failed: connection refused", path)
+
+            def close_now() -> None:
+                self.steps.append(("close", path))
+                raise TimeoutError(f"{path}: CLOSE did not finish in 20 s")
+
+            writer.sync = sync  # type: ignore[method-assign]
+            writer.close = close_now  # type: ignore[method-assign]
+            return writer
+
+    fs = _BrokenSyncSlowClose()
+    path = str(tmp_path / "lock.json")
+    with pytest.raises(OSError, match="HSYNC failed"):
+        write_atomically(fs, path, b"data\n", close_later=True)
+    assert [step for step, _ in fs.steps] == ["close_later"]
+    assert list(tmp_path.iterdir()) == []
