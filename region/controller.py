@@ -38,6 +38,7 @@ from region.checkpoint import CheckpointStore
 from region.errors import (
     CheckpointError,
     ConfigError,
+    LockUnsafeError,
     RegionError,
     RegionFailedError,
     RegionStoppedError,
@@ -628,7 +629,7 @@ class RegionController:
                     raise self._fail_locked(failure, why="permanent") from failure.error
                 if self._consecutive_resets >= limit:
                     raise self._fail_locked(failure) from failure.error
-                self._wait_backoff(self._consecutive_resets)
+                self._wait_backoff(self._consecutive_resets, failure)
                 with self._state_lock:
                     self._consecutive_resets += 1
                     self._resets += 1
@@ -670,17 +671,26 @@ class RegionController:
         self._set_status(RegionStatus.PROCESSING)
         self.permits.unblock()
 
-    def _wait_backoff(self, done: int) -> None:
+    def _wait_backoff(self, done: int, failure: _Failure) -> None:
         """Before the reset attempt following ``done`` consecutive ones, sleep
-        :meth:`RegionSettings.backoff`, in slices so an immediate stop is noticed."""
+        :meth:`RegionSettings.backoff`, in slices so an immediate stop is noticed.
+
+        A failure that was the lock not renewed for too long (:class:`LockUnsafeError`) ends
+        the wait as soon as the store's guard passes again: that cause is known to be gone, and
+        a backoff grown during the lock's outage (a DataNode lost mid-pipeline fails heartbeats
+        for tens of seconds) would otherwise hold the region up to a minute after it."""
         delay = self.settings.backoff(done)
         if delay <= 0:
             return
         logger.info("Waiting %.1f s before reset attempt %d", delay, done + 1)
+        guard = self.store.guard if isinstance(failure.error, LockUnsafeError) else None
         deadline = time.monotonic() + delay
         while (remaining := deadline - time.monotonic()) > 0:
             self._check_stop_now()
             time.sleep(min(remaining, _BACKOFF_SLICE))
+            if guard is not None and _passes(guard):
+                logger.info("The checkpoint directory lock is safe again: resetting now")
+                return
 
     def _reset_operators(self, deadline: float) -> _Failure | None:
         if not self.permits.wait_idle(max(0.0, deadline - self._clock())):
@@ -906,6 +916,15 @@ class RegionController:
         if self._status is RegionStatus.PROCESSING and due:
             return self._cut_locked(final=False, trigger="periodic")
         return False
+
+
+def _passes(check: Callable[[], None]) -> bool:
+    """Whether ``check`` returns without raising."""
+    try:
+        check()
+    except Exception:
+        return False
+    return True
 
 
 def _stopped_error() -> BaseException:

@@ -19,6 +19,7 @@ from region.errors import (
     CheckpointError,
     ConfigError,
     LockLostError,
+    LockUnsafeError,
     RegionFailedError,
     RegionStoppedError,
     permanent,
@@ -287,6 +288,37 @@ def test_lost_directory_lock_fails_at_once_without_resetting_anyones_output(make
     calls = r.calls()
     assert not any(c.startswith("reset") or c.startswith("on_cut") for _, c in calls)
     assert r.controller.status is RegionStatus.FAILED
+
+
+def test_a_reset_held_by_an_unsafe_lock_runs_as_soon_as_the_lock_is_renewed(make_store, caplog):
+    """A DataNode lost mid-pipeline can fail the lock's heartbeats for tens of seconds; the
+    resets meanwhile fail on the unsafe lock and their backoff grows. Once a heartbeat gets
+    through, the region resets at once instead of sleeping out that backoff."""
+    unsafe = threading.Event()
+    unsafe.set()
+
+    def guard() -> None:
+        if unsafe.is_set():
+            raise LockUnsafeError("the lock of /ck was last renewed 16.0s ago")
+
+    r = Region(make_store(guard=guard), max_consecutive_reset_attempts=5, reset_backoff=3600)
+    r.controller.start()
+    r.calls()
+    failing = threading.Thread(
+        target=r.controller.report_failure,
+        args=("sink", LockUnsafeError("the lock of /ck was last renewed 16.0s ago")),
+    )
+    with caplog.at_level(logging.INFO, logger="region.controller"):
+        failing.start()
+        wait_until(lambda: "Waiting 60.0 s" in caplog.text, "the reset to back off")
+        unsafe.clear()  # a heartbeat got through
+        failing.join(30)  # a minute without the renewal ending the wait
+        if failing.is_alive():
+            r.controller.request_stop_now()
+            failing.join()
+    assert r.controller.status is RegionStatus.PROCESSING
+    assert r.calls()[-3:] == each("reset_to_initial_state")
+    assert r.controller.snapshot().resets == 2
 
 
 def test_failure_after_the_cut_is_durable_resets_to_that_cut(region):
