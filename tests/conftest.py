@@ -143,7 +143,13 @@ def _test_dir_name(request: pytest.FixtureRequest) -> str:
 
 #: Session fixtures that start a heavy part: a test that uses one belongs to the integration tier
 #: (``pytest -m integration``, run by .ci/run after the README's command).
-INTEGRATION_FIXTURES = {"spark_cluster", "secure_sandbox", "connect_server", "yarn_sandbox"}
+INTEGRATION_FIXTURES = {
+    "spark_cluster",
+    "secure_sandbox",
+    "connect_server",
+    "yarn_sandbox",
+    "secure_yarn_sandbox",
+}
 
 
 #: The longest process-level runs whose promise the default run already covers with another
@@ -286,6 +292,41 @@ def secure_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox
     base = tmp_path_factory.mktemp("hdfs-secure")
     # A KDC, keystores made by keytool, then the cluster: on a loaded machine well over a minute.
     sandbox = Sandbox.start(base, datanodes=1, secure=True, timeout=400)
+    saved = {k: os.environ.get(k) for k in ("KRB5_CONFIG", "KRB5CCNAME")}
+    assert sandbox.info.krb5_conf is not None
+    os.environ["KRB5_CONFIG"] = sandbox.info.krb5_conf
+    os.environ["KRB5CCNAME"] = f"FILE:{base / 'ccache-none'}"
+    try:
+        yield sandbox
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        sandbox.stop()
+
+
+#: The delegation tokens' lifetime on ``secure_yarn_sandbox`` (seconds): hdfs-native passes over
+#: a token in its last minute, so the tasks' token is replaced every 15 s.
+SECURE_YARN_TOKEN_LIFETIME = 90.0
+
+
+@pytest.fixture(scope="session")
+def secure_yarn_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A Kerberized HDFS with a Kerberized YARN beside it (``sandbox --secure --yarn``, one
+    NodeManager) whose delegation tokens live :data:`SECURE_YARN_TOKEN_LIFETIME` seconds. This
+    process's Kerberos library reads the sandbox's krb5.conf (as for ``secure_sandbox``)."""
+    require_java_and_maven()
+    require_kerberos_client()
+    base = tmp_path_factory.mktemp("secure-yarn")
+    sandbox = Sandbox.start(
+        base,
+        secure=True,
+        nodemanagers=1,
+        token_lifetime=SECURE_YARN_TOKEN_LIFETIME,
+        timeout=400,
+    )
     saved = {k: os.environ.get(k) for k in ("KRB5_CONFIG", "KRB5CCNAME")}
     assert sandbox.info.krb5_conf is not None
     os.environ["KRB5_CONFIG"] = sandbox.info.krb5_conf

@@ -172,8 +172,8 @@ def launcher_command(
     ``nodemanagers``: with 1 or more, YARN too (a ResourceManager and that many NodeManagers,
     its address in the ready line's ``yarn``, its client settings in ``conf_dir/yarn-site.xml``).
     """
-    if nodemanagers and (ha or secure):
-        raise ValueError("nodemanagers: YARN runs beside a plain sandbox only (not --ha, --secure)")
+    if nodemanagers and ha:
+        raise ValueError("nodemanagers: YARN runs beside a single NameNode only (not --ha)")
     if nodemanagers < 0:
         raise ValueError(f"nodemanagers: {nodemanagers} is negative")
     if block_size < MIN_BLOCK_SIZE or block_size % 512:
