@@ -19,6 +19,10 @@ What it lacks and how each gap is closed here:
   DataNodes' reports of earlier blocks lag; Hadoop's client asks again, hdfs-native raises and
   its stream cannot ask again. The writer reopens the file at the length its DataNodes hold and
   writes the rest (bounded backoff); a close the client gave up on is asked again likewise.
+- **a delegation token** (``token`` / ``token_env``): it takes none in its API and reads the
+  Hadoop token file of ``HADOOP_TOKEN_FILE_LOCATION`` at each connection; the token is written
+  to one of this process (:mod:`.token_file`), and the newest in ``token_env`` wins over the
+  one the settings were resolved with (a task's, resolved on the driver).
 - **the user**: it is read from ``HADOOP_USER_NAME`` whenever the client (re)connects, so a
   configured ``user`` is set there for the whole process; two ``hdfs://`` filesystems of one
   process with different users are refused.
