@@ -98,6 +98,7 @@ class SparkPlan:
         self._check_shared_paths()
         if config.spark.execution == "streaming":
             check_streaming_on_yarn(config)
+        _check_kerberos_on_yarn(config)
         if config.transform is not None and config.transform.function is not None:
             load_function(config.transform.function, config.folder)  # fails here, not in Spark
         if config.sink.on_published is not None:
@@ -425,6 +426,24 @@ def check_streaming_on_yarn(config: PipelineConfig, what: str | None = None) -> 
         "([spark] execution = 'auto', a SQL transform without state across batches), or give "
         "spark.archives and a spark.pyspark.python present on the driver's host and the "
         "NodeManagers alike"
+    )
+    raise ConfigError(msg)
+
+
+def _check_kerberos_on_yarn(config: PipelineConfig) -> None:
+    """Refuse cluster mode with a Kerberos login: the submitting command would need its own
+    login, and the application master the keytab on its host; only client mode, where the
+    driver holds the keytab and hands the executors delegation tokens, is made and tested."""
+    from operators.spark.yarn import is_yarn_master
+
+    principal = config.filesystem.kerberos_principal
+    spark = config.spark
+    if principal is None or not is_yarn_master(spark.master) or spark.deploy_mode != "cluster":
+        return
+    msg = (
+        f"[spark] deploy_mode = 'cluster' with [filesystem] kerberos_principal = {principal!r}: "
+        "a Kerberized YARN is supported in client mode (the driver keeps the keytab, the "
+        "executors get delegation tokens): set deploy_mode = 'client'"
     )
     raise ConfigError(msg)
 

@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from region.errors import ConfigError
+
 from .settings import FileSystemSettings
 from .token_file import MARGIN, max_date
 from .webhdfs import WebHdfsFileSystem
@@ -66,7 +68,7 @@ class DelegationToken:
                 f"hdfs-native passes over a token in its last {MARGIN:.0f} s: the tasks could "
                 "never use one (raise dfs.namenode.delegation.token.max-lifetime)"
             )
-            raise ValueError(msg)
+            raise ConfigError(msg)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, name="token-renewal", daemon=True)
         self._thread.start()
@@ -147,5 +149,5 @@ def _token_source(settings: FileSystemSettings) -> WebHdfsFileSystem:
             "WebHDFS, whose address is not known: give webhdfs_uri, or config_dir with "
             "dfs.namenode.http-address (https-address)"
         )
-        raise ValueError(msg)
+        raise ConfigError(msg)
     return twin

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from operators.app.config import load_pipeline
+from operators.app.config import PipelineConfig, load_pipeline
 from operators.app.engine_spark import SECRET_ENV, plan_spark
 from operators.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.fs import FileSystemSettings, open_path
 from operators.sandbox import Sandbox
+from region.errors import ConfigError
 from tests.spark.test_cluster import kill_after_wal_while_landing, start_driver
 from tests.spark.test_yarn import YarnRun
 
@@ -104,3 +105,22 @@ def test_run_on_kerberized_yarn_survives_kill_9_and_tokens_replaced_mid_run(
     assert "a new delegation token for the tasks" in during, rerun.stderr[-3000:]
     keytab = secured_run.sandbox.info.keytab
     assert keytab is not None and keytab not in rerun.stderr
+
+
+def test_cluster_mode_with_a_kerberos_login_is_refused_at_start() -> None:
+    """Only client mode hands the executors tokens from the driver's login."""
+    config = PipelineConfig.model_validate(
+        {
+            "filesystem": {
+                "uri": "hdfs://127.0.0.1:8020",
+                "kerberos_principal": "etl@EXAMPLE.COM",
+                "keytab": "/etc/etl.keytab",
+            },
+            "region": {"checkpoint_dir": "/ck"},
+            "scan": {"directory": "/landing"},
+            "sink": {"file": "/out/part-%FILENUM.txt"},
+            "spark": {"master": "yarn", "deploy_mode": "cluster"},
+        }
+    )
+    with pytest.raises(ConfigError, match=r"deploy_mode = 'cluster'.*set deploy_mode = 'client'"):
+        plan_spark(config)

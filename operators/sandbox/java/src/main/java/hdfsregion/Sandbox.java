@@ -45,7 +45,8 @@ import sun.misc.Signal;
  *
  * <p>Arguments: {@code BASE_DIR [--datanodes N] [--ha] [--secure] [--block-size BYTES] [--yarn]
  * [--nodemanagers N]}. {@code --yarn} adds a ResourceManager and NodeManagers (Hadoop's
- * MiniYARNCluster, see {@link Yarn}) whose applications stage their files on this HDFS.
+ * MiniYARNCluster, see {@link Yarn}) whose applications stage their files on this HDFS;
+ * with {@code --secure} they are Kerberized too ({@link Secure#configureYarn}).
  * {@code --block-size} (default 1 MiB, HDFS's minimum) is the NameNode's {@code dfs.blocksize}
  * and the one written into the clients' configuration, so that every client writes blocks of it. {@code --secure} starts a
  * Kerberos KDC (Hadoop's MiniKdc) first and a Kerberized cluster: RPC authenticated by Kerberos,
