@@ -315,30 +315,21 @@ SECURE_YARN_TOKEN_LIFETIME = 90.0
 @pytest.fixture(scope="session")
 def secure_yarn_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     """A Kerberized HDFS with a Kerberized YARN beside it (``sandbox --secure --yarn``, one
-    NodeManager) whose delegation tokens live :data:`SECURE_YARN_TOKEN_LIFETIME` seconds. This
-    process's Kerberos library reads the sandbox's krb5.conf (as for ``secure_sandbox``)."""
+    NodeManager) whose delegation tokens live :data:`SECURE_YARN_TOKEN_LIFETIME` seconds. Its
+    KDC is not ``secure_sandbox``'s (the same realm): a test points ``KRB5_CONFIG`` at the
+    sandbox's krb5.conf for its own duration only."""
     require_java_and_maven()
     require_kerberos_client()
-    base = tmp_path_factory.mktemp("secure-yarn")
     sandbox = Sandbox.start(
-        base,
+        tmp_path_factory.mktemp("secure-yarn"),
         secure=True,
         nodemanagers=1,
         token_lifetime=SECURE_YARN_TOKEN_LIFETIME,
         timeout=400,
     )
-    saved = {k: os.environ.get(k) for k in ("KRB5_CONFIG", "KRB5CCNAME")}
-    assert sandbox.info.krb5_conf is not None
-    os.environ["KRB5_CONFIG"] = sandbox.info.krb5_conf
-    os.environ["KRB5CCNAME"] = f"FILE:{base / 'ccache-none'}"
     try:
         yield sandbox
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         sandbox.stop()
 
 

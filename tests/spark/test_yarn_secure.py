@@ -30,9 +30,15 @@ PACED_TRANSFORM = (
 
 
 @pytest.fixture
-def secured_run(secure_yarn_sandbox: Sandbox, tmp_path: Path) -> YarnRun:
+def secured_run(
+    secure_yarn_sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> YarnRun:
+    """A pipeline logged in with the sandbox's keytab; this process's Kerberos library (and the
+    driver's) reads the sandbox's krb5.conf and a ticket cache of its own."""
     info = secure_yarn_sandbox.info
-    assert info.principal and info.keytab and info.ca_file
+    assert info.principal and info.keytab and info.ca_file and info.krb5_conf
+    monkeypatch.setenv("KRB5_CONFIG", info.krb5_conf)
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'ccache-none'}")
     auth = {
         "kerberos_principal": info.principal,
         "keytab": info.keytab,
