@@ -143,7 +143,13 @@ def _test_dir_name(request: pytest.FixtureRequest) -> str:
 
 #: Session fixtures that start a heavy part: a test that uses one belongs to the integration tier
 #: (``pytest -m integration``, run by .ci/run after the README's command).
-INTEGRATION_FIXTURES = {"spark_cluster", "secure_sandbox", "connect_server", "yarn_sandbox"}
+INTEGRATION_FIXTURES = {
+    "spark_cluster",
+    "secure_sandbox",
+    "connect_server",
+    "yarn_sandbox",
+    "secure_yarn_sandbox",
+}
 
 
 #: The longest process-level runs whose promise the default run already covers with another
@@ -298,6 +304,32 @@ def secure_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        sandbox.stop()
+
+
+#: The delegation tokens' lifetime on ``secure_yarn_sandbox`` (seconds): hdfs-native passes over
+#: a token in its last minute, so the tasks' token is replaced every 15 s.
+SECURE_YARN_TOKEN_LIFETIME = 90.0
+
+
+@pytest.fixture(scope="session")
+def secure_yarn_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A Kerberized HDFS with a Kerberized YARN beside it (``sandbox --secure --yarn``, one
+    NodeManager) whose delegation tokens live :data:`SECURE_YARN_TOKEN_LIFETIME` seconds. Its
+    KDC is not ``secure_sandbox``'s (the same realm): a test points ``KRB5_CONFIG`` at the
+    sandbox's krb5.conf for its own duration only."""
+    require_java_and_maven()
+    require_kerberos_client()
+    sandbox = Sandbox.start(
+        tmp_path_factory.mktemp("secure-yarn"),
+        secure=True,
+        nodemanagers=1,
+        token_lifetime=SECURE_YARN_TOKEN_LIFETIME,
+        timeout=400,
+    )
+    try:
+        yield sandbox
+    finally:
         sandbox.stop()
 
 

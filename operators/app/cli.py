@@ -431,8 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument(
         "--secure",
         action="store_true",
-        help="with a Kerberos KDC: Kerberos RPC, SASL data transfer and HTTPS-only WebHDFS "
-        "(the JSON line adds realm, krb5_conf, principal, keytab and ca_file)",
+        help="with a Kerberos KDC: Kerberos RPC, SASL data transfer and HTTPS-only WebHDFS, "
+        "and with --yarn a Kerberized ResourceManager and NodeManagers (the JSON line adds "
+        "realm, krb5_conf, principal, keytab and ca_file)",
     )
     sandbox.add_argument(
         "--token-lifetime",

@@ -98,6 +98,7 @@ class SparkPlan:
         self._check_shared_paths()
         if config.spark.execution == "streaming":
             check_streaming_on_yarn(config)
+        _check_kerberos_on_yarn(config)
         if config.transform is not None and config.transform.function is not None:
             load_function(config.transform.function, config.folder)  # fails here, not in Spark
         if config.sink.on_published is not None:
@@ -106,9 +107,17 @@ class SparkPlan:
     @property
     def delegates(self) -> bool:
         """Whether the tasks get a delegation token instead of the Kerberos login: a keytab
-        stays on the driver (WebHDFS; hdfs-native takes no token)."""
+        stays on the driver. On WebHDFS always; on hdfs:// on YARN, whose containers hold no
+        keytab (hdfs-native reads the token from a token file, :mod:`operators.fs.token_file`).
+        """
+        from operators.spark.yarn import is_yarn_master
+
         fs = self.config.filesystem
-        return fs.kind == "webhdfs" and fs.kerberos_principal is not None and fs.token is None
+        if fs.kerberos_principal is None or fs.token is not None:
+            return False
+        return fs.kind == "webhdfs" or (
+            fs.kind == "hdfs" and is_yarn_master(self.config.spark.master)
+        )
 
     def _check_shared_paths(self) -> None:
         """On a cluster, refuse a landing, output or checkpoint directory on the local disk
@@ -417,6 +426,24 @@ def check_streaming_on_yarn(config: PipelineConfig, what: str | None = None) -> 
         "([spark] execution = 'auto', a SQL transform without state across batches), or give "
         "spark.archives and a spark.pyspark.python present on the driver's host and the "
         "NodeManagers alike"
+    )
+    raise ConfigError(msg)
+
+
+def _check_kerberos_on_yarn(config: PipelineConfig) -> None:
+    """Refuse cluster mode with a Kerberos login: the submitting command would need its own
+    login, and the application master the keytab on its host; only client mode, where the
+    driver holds the keytab and hands the executors delegation tokens, is made and tested."""
+    from operators.spark.yarn import is_yarn_master
+
+    principal = config.filesystem.kerberos_principal
+    spark = config.spark
+    if principal is None or not is_yarn_master(spark.master) or spark.deploy_mode != "cluster":
+        return
+    msg = (
+        f"[spark] deploy_mode = 'cluster' with [filesystem] kerberos_principal = {principal!r}: "
+        "a Kerberized YARN is supported in client mode (the driver keeps the keytab, the "
+        "executors get delegation tokens): set deploy_mode = 'client'"
     )
     raise ConfigError(msg)
 
@@ -798,8 +825,9 @@ def run_spark(
 
             tokens = DelegationToken(config.filesystem)
             plan.secret_env[SECRET_ENV["token"]] = tokens.token
-            # A replaced token reaches this process's tasks (by reference) before they run.
-            tokens.on_new = lambda token: os.environ.__setitem__(SECRET_ENV["token"], token)
+            # A replaced token reaches this process's tasks (by reference) before they run,
+            # and the session's environment when it starts.
+            tokens.on_new = functools.partial(_hand_token, None, plan.secret_env)
         if plan.secret_env:
             # Inherited by the JVM and its Python workers (local mode); executors of a cluster
             # get them through the session's environment (see _session and SECRET_ENV).
@@ -811,7 +839,8 @@ def run_spark(
         with signals.installed():
             spark = _session(config, plan.secret_env)
             if tokens is not None:
-                tokens.on_new = functools.partial(_hand_token, spark)
+                tokens.on_new = functools.partial(_hand_token, spark, plan.secret_env)
+                _hand_token(spark, plan.secret_env, tokens.token)  # one replaced meanwhile
             _check_jvm_user(spark, plan.jvm_env.get("HADOOP_USER_NAME"))
             # The session's conf holds the SparkConf too (classic and Spark Connect alike).
             if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
@@ -862,12 +891,18 @@ def run_spark(
             metrics.stop()
 
 
-def _hand_token(spark: SparkSession, token: str) -> None:
+def _hand_token(spark: SparkSession | None, secrets: dict[str, str], token: str) -> None:
     """Where the tasks read a new delegation token (:data:`SECRET_ENV`): this process's
-    environment (the driver's commit, local Python workers) and the session's, which travels
-    with each job's Python function to the workers (a new job, or a retried batch, reads it)."""
+    environment (the driver's commit, local Python workers), the secrets a session starts with,
+    and the running session's environment, which travels with each job's Python function to
+    the workers (a new job, or a retried batch, reads it)."""
+    from operators.fs.token_file import replace_tokens
+
     os.environ[SECRET_ENV["token"]] = token
-    spark.sparkContext.environment[SECRET_ENV["token"]] = token
+    secrets[SECRET_ENV["token"]] = token
+    if spark is not None:
+        spark.sparkContext.environment[SECRET_ENV["token"]] = token
+    replace_tokens(token)  # this process's hdfs:// clients that took the old one
 
 
 def _restarting(

@@ -19,6 +19,10 @@ What it lacks and how each gap is closed here:
   DataNodes' reports of earlier blocks lag; Hadoop's client asks again, hdfs-native raises and
   its stream cannot ask again. The writer reopens the file at the length its DataNodes hold and
   writes the rest (bounded backoff); a close the client gave up on is asked again likewise.
+- **a delegation token** (``token`` / ``token_env``): it takes none in its API and reads the
+  Hadoop token file of ``HADOOP_TOKEN_FILE_LOCATION`` at each connection; the token is written
+  to one of this process (:mod:`.token_file`), and the newest in ``token_env`` wins over the
+  one the settings were resolved with (a task's, resolved on the driver).
 - **the user**: it is read from ``HADOOP_USER_NAME`` whenever the client (re)connects, so a
   configured ``user`` is set there for the whole process; two ``hdfs://`` filesystems of one
   process with different users are refused.
@@ -52,6 +56,8 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic import SecretStr
+
 from region.errors import ConfigError
 from region.fs import FileStatus, ListingEntry
 
@@ -61,6 +67,7 @@ from .hadoop_conf import conf_dir, hadoop_http_addresses, hadoop_properties, htt
 from .hadoop_errors import INVALID_ARGUMENT, LEASE_HELD, NOT_READY, builtin_error
 from .kerberos import check_keytab, explain, is_kerberos_failure
 from .settings import MAX_RETRY_DELAY, FileSystemSettings, split_uri
+from .token_file import use_token
 from .waits import Patience, reconnect_pause, retry_delay
 
 if TYPE_CHECKING:
@@ -147,14 +154,21 @@ class NativeHdfsFileSystem:
             settings = FileSystemSettings(uri=settings)
         if settings.kind != "hdfs":
             raise ValueError(f"uri: {settings.display()!r} is not an hdfs:// URI")
-        if settings.token is not None:
-            # Silently ignored, it would leave a job without the credentials it was given.
-            raise ValueError(
-                f"token: {settings.display()!r} (hdfs-native) takes no delegation token: use "
-                "swebhdfs:// (or webhdfs://) with it, or kerberos_principal and keytab"
-            )
+        newest = os.environ.get(settings.token_env) if settings.token_env else None
+        if newest and (settings.token is None or newest != settings.token.get_secret_value()):
+            # Settings resolved elsewhere (a task's, pickled on the driver) carry the token of
+            # then; the variable holds the one the login handed on since.
+            settings = settings.model_copy(update={"token": SecretStr(newest)})
         self.settings = settings
         self._authority = split_uri(settings.uri)[0].split("://", 1)[1]
+        if settings.token is not None:
+            # hdfs-native reads tokens only from the process's token file (the RPC service of
+            # a name service is "ha-hdfs:<name>", as Hadoop names it); its WebHDFS twin
+            # passes the same token as ``delegation``.
+            service = self._authority
+            if ":" not in service:
+                service = f"ha-hdfs:{service}"
+            use_token([service], settings.token.get_secret_value())
         #: The ``hdfs_native.Client``.
         self.client = client if client is not None else self._connect()
         #: The same cluster through WebHDFS: TRUNCATE, and reads of a block still being written.

@@ -8,6 +8,11 @@ cancelled) is replaced: :meth:`DelegationToken.refresh` gets a new one through t
 hands it to ``on_new`` (which puts it where the tasks read it). A task that met a refused token
 failed with :class:`~operators.fs.errors.TokenRefusedError`, having written nothing past its
 last checkpoint; the driver refreshes the token before it runs the batch again.
+
+On ``hdfs://`` the token comes through the cluster's WebHDFS (the address ``NativeHdfsFileSystem``
+knows for truncate) and reaches hdfs-native as a token file (:mod:`.token_file`), which passes
+over a token within a minute of its maximum date: such a token counts as ending then, so that
+a new one is there before.
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ import threading
 import time
 from collections.abc import Callable
 
+from region.errors import ConfigError
+
 from .settings import FileSystemSettings
+from .token_file import MARGIN, max_date
 from .webhdfs import WebHdfsFileSystem
 
 __all__ = ["DelegationToken"]
@@ -34,12 +42,14 @@ class DelegationToken:
     def __init__(
         self, settings: FileSystemSettings, on_new: Callable[[str], None] | None = None
     ) -> None:
-        if settings.kind != "webhdfs" or settings.kerberos_principal is None:
+        if settings.kind not in ("webhdfs", "hdfs") or settings.kerberos_principal is None:
             raise ValueError(
                 f"{settings.display()}: delegation tokens come from a Kerberos login on "
-                "webhdfs:// or swebhdfs:// (kerberos_principal and keytab)"
+                "hdfs://, webhdfs:// or swebhdfs:// (kerberos_principal and keytab)"
             )
-        self._fs = WebHdfsFileSystem(settings)
+        self._fs = _token_source(settings)
+        #: hdfs-native passes over a token this many seconds before its maximum date.
+        self._margin = MARGIN if settings.kind == "hdfs" else 0.0
         # The short name of the principal renews its own token (Hadoop's renewer rule).
         renewer = settings.kerberos_principal.split("@", 1)[0].split("/", 1)[0]
         self._renewer = renewer
@@ -49,7 +59,16 @@ class DelegationToken:
         self._lock = threading.Lock()
         #: The token (a secret: registered for scrubbing).
         self.token = self._fs.get_delegation_token(renewer=renewer)
-        self.expires = self._fs.renew_delegation_token(self.token)
+        self.expires = self._usable_until(self.token, self._fs.renew_delegation_token(self.token))
+        if self.expires <= time.time():
+            life = max_date(self.token) - time.time()
+            self._fs.cancel_delegation_token(self.token)
+            msg = (
+                f"{settings.display()}: the cluster's delegation tokens live {life:.0f} s, and "
+                f"hdfs-native passes over a token in its last {MARGIN:.0f} s: the tasks could "
+                "never use one (raise dfs.namenode.delegation.token.max-lifetime)"
+            )
+            raise ConfigError(msg)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, name="token-renewal", daemon=True)
         self._thread.start()
@@ -61,7 +80,9 @@ class DelegationToken:
     def _renew(self) -> None:
         while not self._stop.wait(max(_MIN_PAUSE, (self.expires - time.time()) / 2)):
             try:
-                expires = self._fs.renew_delegation_token(self.token)
+                expires = self._usable_until(
+                    self.token, self._fs.renew_delegation_token(self.token)
+                )
             except OSError as err:  # mapped by the filesystem: no secret in it
                 logger.warning("the tasks' delegation token could not be renewed (%s)", err)
                 expires = self.expires
@@ -79,6 +100,13 @@ class DelegationToken:
                     err,
                 )
 
+    def _usable_until(self, token: str, expires: float) -> float:
+        """When the tasks stop using ``token`` renewed until ``expires``: on hdfs://,
+        :data:`MARGIN` before its maximum date."""
+        if not self._margin:
+            return expires
+        return min(expires, max_date(token) - self._margin)
+
     def refresh(self) -> str:
         """Get a new token through the login, hand it to ``on_new``, cancel the old one (its
         tasks are done or will be retried); returns the new token. Raises ``OSError`` (one
@@ -86,7 +114,7 @@ class DelegationToken:
         with self._lock:
             old = self.token
             token = self._fs.get_delegation_token(renewer=self._renewer)
-            self.expires = self._fs.renew_delegation_token(token)
+            self.expires = self._usable_until(token, self._fs.renew_delegation_token(token))
             self.token = token
             if self.on_new is not None:
                 self.on_new(token)
@@ -105,3 +133,21 @@ class DelegationToken:
             self._fs.cancel_delegation_token(self.token)
         except OSError as err:
             logger.warning("the tasks' delegation token could not be cancelled: %s", err)
+
+
+def _token_source(settings: FileSystemSettings) -> WebHdfsFileSystem:
+    """Where the login gets tokens: the WebHDFS of ``settings``, or of the cluster an
+    ``hdfs://`` names (its address from ``webhdfs_uri`` or the Hadoop configuration)."""
+    if settings.kind == "webhdfs":
+        return WebHdfsFileSystem(settings)
+    from .native import NativeHdfsFileSystem
+
+    twin = NativeHdfsFileSystem(settings).webhdfs
+    if twin is None:
+        msg = (
+            f"{settings.display()}: the tasks' delegation token comes through the cluster's "
+            "WebHDFS, whose address is not known: give webhdfs_uri, or config_dir with "
+            "dfs.namenode.http-address (https-address)"
+        )
+        raise ConfigError(msg)
+    return twin

@@ -170,10 +170,12 @@ def launcher_command(
     command may take before it is answered with an error, in seconds; ``block_size``: the
     cluster's and its clients' ``dfs.blocksize`` in bytes (a multiple of 512, at least 1 MiB);
     ``nodemanagers``: with 1 or more, YARN too (a ResourceManager and that many NodeManagers,
-    its address in the ready line's ``yarn``, its client settings in ``conf_dir/yarn-site.xml``).
+    its address in the ready line's ``yarn``, its client settings in ``conf_dir/yarn-site.xml``;
+    with ``secure`` they are Kerberized, logged in as the NameNode's principal, which
+    ``yarn-site.xml`` names as ``yarn.resourcemanager.principal``).
     """
-    if nodemanagers and (ha or secure):
-        raise ValueError("nodemanagers: YARN runs beside a plain sandbox only (not --ha, --secure)")
+    if nodemanagers and ha:
+        raise ValueError("nodemanagers: YARN runs beside a single NameNode only (not --ha)")
     if nodemanagers < 0:
         raise ValueError(f"nodemanagers: {nodemanagers} is negative")
     if block_size < MIN_BLOCK_SIZE or block_size % 512:

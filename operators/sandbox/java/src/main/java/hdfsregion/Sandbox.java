@@ -45,7 +45,8 @@ import sun.misc.Signal;
  *
  * <p>Arguments: {@code BASE_DIR [--datanodes N] [--ha] [--secure] [--block-size BYTES] [--yarn]
  * [--nodemanagers N]}. {@code --yarn} adds a ResourceManager and NodeManagers (Hadoop's
- * MiniYARNCluster, see {@link Yarn}) whose applications stage their files on this HDFS.
+ * MiniYARNCluster, see {@link Yarn}) whose applications stage their files on this HDFS;
+ * with {@code --secure} they are Kerberized too ({@link Secure#configureYarn}).
  * {@code --block-size} (default 1 MiB, HDFS's minimum) is the NameNode's {@code dfs.blocksize}
  * and the one written into the clients' configuration, so that every client writes blocks of it. {@code --secure} starts a
  * Kerberos KDC (Hadoop's MiniKdc) first and a Kerberized cluster: RPC authenticated by Kerberos,
@@ -152,7 +153,7 @@ public final class Sandbox {
     MiniDFSCluster cluster = start(base, datanodes, ha, secure, blockSize);
     Sandbox sandbox = new Sandbox(cluster, ha, secure, out, commandTimeoutMs);
     if (nodeManagers > 0) {
-      sandbox.yarn = Yarn.start(base, nodeManagers, sandbox.hdfsUri());
+      sandbox.yarn = Yarn.start(base, nodeManagers, sandbox.hdfsUri(), secure);
     }
     // SIGINT / SIGTERM stop the cluster from this thread, not from a JVM shutdown hook: Hadoop's
     // own hooks refuse to be removed while the JVM shuts down, which breaks an orderly stop.
@@ -505,6 +506,8 @@ public final class Sandbox {
   static final class Secure {
     static final String USER = "tester";
     static final String INTRUDER = "intruder";
+    /** The Kerberized HDFS client settings every Configuration of this JVM reads (YARN). */
+    private static final String SECURE_DEFAULTS = "sandbox-secure-site.xml";
     private static final String STORE_PASSWORD = "sandbox-store";
 
     private final MiniKdc kdc;
@@ -603,6 +606,42 @@ public final class Sandbox {
       }
       UserGroupInformation.setConfiguration(conf);
       UserGroupInformation.loginUserFromKeytab(service, serviceKeytab.getPath());
+    }
+
+    /**
+     * Kerberos for the ResourceManager and NodeManagers of {@code --yarn}. They log in with
+     * the service principal of the NameNode and DataNodes: a JVM has one Kerberos login, and a
+     * daemon logging in as another principal would replace the one the NameNode answers with.
+     * That login is the HDFS delegation tokens' renewer (the short name {@code hdfs}), so the
+     * ResourceManager renews the tokens an application brings. The HDFS client settings let it
+     * and the NodeManagers (localization) reach the Kerberized HDFS.
+     */
+    void configureYarn(Configuration conf, File classpathDir) throws IOException {
+      String service = principal("hdfs/localhost");
+      String http = principal("HTTP/localhost");
+      Configuration client = new Configuration(false);
+      client.set("hadoop.security.authentication", "kerberos");
+      client.set("dfs.namenode.kerberos.principal", service);
+      client.set("dfs.datanode.kerberos.principal", service);
+      client.set("dfs.data.transfer.protection", "authentication");
+      client.setBoolean("dfs.block.access.token.enable", true);
+      client.set("dfs.http.policy", "HTTPS_ONLY");
+      for (Map.Entry<String, String> entry : client) {
+        conf.set(entry.getKey(), entry.getValue());
+      }
+      // The NodeManagers' localizers read HDFS with a Configuration of their own (the
+      // classpath's defaults, not the NodeManager's): the same client settings as a default
+      // resource, or their reads skip the DataNodes' SASL handshake and fail.
+      writeXml(client, new File(classpathDir, SECURE_DEFAULTS));
+      Configuration.addDefaultResource(SECURE_DEFAULTS);
+      conf.set(YarnConfiguration.RM_PRINCIPAL, service);
+      conf.set(YarnConfiguration.RM_KEYTAB, serviceKeytab.getPath());
+      conf.set(YarnConfiguration.NM_PRINCIPAL, service);
+      conf.set(YarnConfiguration.NM_KEYTAB, serviceKeytab.getPath());
+      conf.set(YarnConfiguration.RM_WEBAPP_SPNEGO_USER_NAME_KEY, http);
+      conf.set(YarnConfiguration.RM_WEBAPP_SPNEGO_KEYTAB_FILE_KEY, serviceKeytab.getPath());
+      conf.set(YarnConfiguration.NM_WEBAPP_SPNEGO_USER_NAME_KEY, http);
+      conf.set(YarnConfiguration.NM_WEBAPP_SPNEGO_KEYTAB_FILE_KEY, serviceKeytab.getPath());
     }
 
     /** What clients need beside the addresses: Kerberos, SASL data transfer, HTTPS. */
@@ -719,7 +758,7 @@ public final class Sandbox {
       }
     }
 
-    static Yarn start(File base, int count, String defaultFs) throws Exception {
+    static Yarn start(File base, int count, String defaultFs, Secure secure) throws Exception {
       File dir = new File(base, "yarn");
       if (!dir.isDirectory() && !dir.mkdirs()) {
         throw new IOException("cannot create " + dir);
@@ -728,6 +767,9 @@ public final class Sandbox {
       System.setProperty("test.build.data", dir.getPath());
       YarnConfiguration conf = new YarnConfiguration();
       conf.set("fs.defaultFS", defaultFs);
+      if (secure != null) {
+        secure.configureYarn(conf, new File(base, "sslconf"));
+      }
       conf.setInt(YarnConfiguration.RM_SCHEDULER_MINIMUM_ALLOCATION_MB, 128);
       conf.setInt(YarnConfiguration.RM_SCHEDULER_MAXIMUM_ALLOCATION_MB, NODE_MEMORY_MB);
       conf.setInt(YarnConfiguration.NM_PMEM_MB, NODE_MEMORY_MB);
@@ -780,6 +822,12 @@ public final class Sandbox {
       out.set(YarnConfiguration.RM_HOSTNAME, rm.get(YarnConfiguration.RM_ADDRESS).split(":")[0]);
       out.setInt(YarnConfiguration.RM_SCHEDULER_MINIMUM_ALLOCATION_MB, 128);
       out.setInt(YarnConfiguration.RM_SCHEDULER_MAXIMUM_ALLOCATION_MB, NODE_MEMORY_MB);
+      String principal = rm.get(YarnConfiguration.RM_PRINCIPAL);
+      if (principal != null) {
+        // A client authenticates the ResourceManager by it, and asks HDFS delegation tokens
+        // renewable by it.
+        out.set(YarnConfiguration.RM_PRINCIPAL, principal);
+      }
       return out;
     }
 
