@@ -33,6 +33,7 @@ import re
 import sys
 import tarfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from importlib.metadata import Distribution, PackageNotFoundError, distribution
 from pathlib import Path
@@ -85,12 +86,52 @@ def _requirement_names(dist: Distribution) -> Iterator[str]:
         yield name_match.group(1)
 
 
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _source_requirements(project: Path) -> list[str] | None:
+    """The requirement names of the ``pyproject.toml`` beside this project's packages (a
+    source tree, e.g. an editable install), or ``None`` when there is none or not ours."""
+    path = project / "pyproject.toml"
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+    except (OSError, ValueError):
+        return None
+    if _normal(str(table.get("name", ""))) != _PROJECT:
+        return None
+    names = (re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", str(t)) for t in table["dependencies"])
+    return [_normal(m.group(1)) for m in names if m is not None]
+
+
+def _check_installed_metadata(own: Distribution, source: Path) -> None:
+    """Refuse to pack from installed metadata older than the source tree's requirements: an
+    editable install keeps the requirements of the day it was made, and a requirement added
+    since would be left out of the containers, which would then fail to import it in the
+    middle of the first batch."""
+    wanted = _source_requirements(source)
+    if wanted is None:
+        return
+    installed = {_normal(name) for name in _requirement_names(own)}
+    missing = sorted(set(wanted) - installed)
+    if missing:
+        msg = (
+            f"the YARN environment: {source / 'pyproject.toml'} requires {', '.join(missing)}, "
+            f"which the installed metadata of {_PROJECT} {own.version} does not name (an "
+            f"install older than the source): run `pip install -e {source}` again"
+        )
+        raise RuntimeError(msg)
+
+
 def _closure() -> list[Distribution]:
     """The installed distributions this project needs, this project excluded."""
     seen: dict[str, Distribution] = {}
-    todo = list(_requirement_names(distribution(_PROJECT)))
+    own = distribution(_PROJECT)
+    source = Path(sys.modules[_PACKAGES[0]].__file__ or "").parent.parent
+    _check_installed_metadata(own, source)
+    todo = list(_requirement_names(own))
     while todo:
-        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        name = _normal(todo.pop())
         if name in seen:
             continue
         try:

@@ -415,3 +415,26 @@ def test_a_streaming_query_on_yarn_is_refused_at_start() -> None:
     )
     with pytest.raises(ConfigError, match=r"execution = 'streaming' on YARN.*environment/bin"):
         plan_spark(config)
+
+
+def test_packing_refuses_installed_metadata_older_than_the_source_tree(tmp_path: Path) -> None:
+    """An editable install keeps the requirements of the day it was made: a requirement added
+    to pyproject.toml since would be missing from the containers (they fail to import it in
+    the first batch). Packing names it and how to refresh the install instead."""
+    from importlib.metadata import distribution
+
+    from operators.spark.yarn import _check_installed_metadata
+
+    own = distribution("hdfs-region")
+    source = Path(__file__).resolve().parents[2]
+    _check_installed_metadata(own, source)  # this checkout's install is current
+    newer = (
+        (source / "pyproject.toml")
+        .read_text()
+        .replace("dependencies = [\n", 'dependencies = [\n    "left-pad>=1",\n', 1)
+    )
+    (tmp_path / "pyproject.toml").write_text(newer)
+    with pytest.raises(RuntimeError, match=r"requires left-pad, which the installed metadata"):
+        _check_installed_metadata(own, tmp_path)
+    (tmp_path / "pyproject.toml").write_text(newer.replace('name = "hdfs-region"', 'name = "x"'))
+    _check_installed_metadata(own, tmp_path)  # another project's tree: not ours to compare
