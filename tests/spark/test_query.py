@@ -4,6 +4,7 @@ and a transform that keeps state across batches is refused, named."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,44 @@ def test_the_users_transform_runs_fused_and_publishes_every_record_once(
     write_inputs(tmp_path / "in", more, T0 + 100_000_000_000)
     start(spark, tmp_path).awaitTermination()
     assert published_lines(tmp_path / "out") == expected(files) + expected(more)
+
+
+def test_runs_from_cron_read_a_name_landed_again_after_delete_and_a_file_replaced(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``available_now`` again and again, as cron runs it: a file deleted after it was read
+    and landed again under its old name is a new file; a file replaced under a name already
+    read (a new mtime) is read again whole with ``on_modified = "reread"`` (the default warns
+    and counts it). Each run publishes what landed since the last, once."""
+    from operators.spark import start_fused
+
+    def run(**scan: str) -> None:
+        start_fused(
+            spark,
+            shout,
+            scan={"directory": str(tmp_path / "in"), **scan},
+            sink={"file": str(tmp_path / "out" / "part-%FILENUM.txt")},
+            checkpoint_location=str(tmp_path / "ck"),
+            available_now=True,
+        ).awaitTermination()
+
+    first = inputs(2)
+    write_inputs(tmp_path / "in", first, T0)
+    run(after_read="delete")
+    assert sorted(p.name for p in (tmp_path / "in").iterdir()) == []
+    again = {"f00.txt": b"landed again 1\nlanded again 2\n"}
+    write_inputs(tmp_path / "in", again, T0 + 10_000_000_000)
+    run()
+    replaced = {"f00.txt": b"replaced 1\n"}
+    tmp = tmp_path / "in" / ".f00.txt.tmp"
+    tmp.write_bytes(replaced["f00.txt"])
+    os.replace(tmp, tmp_path / "in" / "f00.txt")
+    run(on_modified="reread")
+    run(on_modified="reread")  # nothing new: nothing published
+    assert published_lines(tmp_path / "out") == expected(first) + expected(again) + expected(
+        replaced
+    )
+    assert leftovers(tmp_path / "out") == []
 
 
 def test_a_batch_failing_in_the_transform_then_a_rerun_publish_each_record_once(
