@@ -6,8 +6,11 @@ A file goes through three stages (``publish="atomic"``, the default):
 1. *open*: written under a hidden in-progress name in its final directory,
    ``.<final name>~<sink name>.inprogress``; readers that skip hidden names never see it.
 2. *pending*: closed (rolled, punctuation, :meth:`HDFS2FileSink.finish`) and synced; it waits
-   until a cut that covers the close completes.
-3. *published*: renamed to its final name in :meth:`HDFS2FileSink.on_cut_completed`.
+   until a cut that covers the close completes. On HDFS the close itself lands in the
+   background (it waits for a DataNode's report of the last block); the cut does not wait
+   for it.
+3. *published*: renamed to its final name in :meth:`HDFS2FileSink.on_cut_completed`, once its
+   close has landed (a reset recovers the lease of one a killed process left open).
 
 With ``publish="visible"`` files are written under their final names: readers see them grow,
 including records no completed cut covers yet, which a crash takes back (truncate) and writes

@@ -4,8 +4,10 @@ way back to a cut from :mod:`.recovery`."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import posixpath
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ from operators.sink.recovery import (
 )
 from operators.sink.settings import SinkSettings
 from region.errors import ConfigError, permanent
-from region.fs import FileSystem
+from region.fs import FileSystem, FileWriter, LaterCloser, LeaseRecoverer
 from region.state import Batch, SinkOperator, State
 
 __all__ = ["HDFS2FileSink", "SinkMetrics"]
@@ -38,6 +40,33 @@ logger = logging.getLogger(__name__)
 _REJECTS_SUFFIX = ".rejects"
 _ROUTED = object()  # stands for a record already routed by on_bad_record
 _NUMBER_HINTS = 4096
+#: Closes of one sink running in the background at once; one more waits for the oldest.
+_MAX_CLOSING = 16
+
+
+class _Closing:
+    """A closed file's writer being closed on a thread of its own: an HDFS close waits until
+    a DataNode has reported the last block (500 ms on one DataNode), which the sink need not
+    wait for until it publishes the file. The file's bytes are synced before (its state is
+    durable); only its completion is pending."""
+
+    def __init__(self, writer: FileWriter) -> None:
+        self.error: Exception | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(writer,), name=f"sink-close {writer.path}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, writer: FileWriter) -> None:
+        try:
+            writer.close()  # bounded by the filesystem's timeout and retries
+        except Exception as exc:  # handed to the thread that publishes the file
+            self.error = exc
+
+    def wait(self) -> Exception | None:
+        """Wait until the close has landed or failed; its error, if any."""
+        self._thread.join()
+        return self.error
 
 
 @dataclass(slots=True)
@@ -157,6 +186,8 @@ class HDFS2FileSink(SinkOperator):
         # announces neither again.
         self._announced: set[str] = set()
         self._recalled = False
+        # Closes still running in the background, by in-progress path, oldest first.
+        self._closing: dict[str, _Closing] = {}
 
     # -- public read-only views ---------------------------------------------------------------
 
@@ -471,6 +502,7 @@ class HDFS2FileSink(SinkOperator):
             raise OperatorError(msg)
         for done in [c for c in self._closed if c.final == path]:
             self._closed.remove(done)
+            self._settle(done.work)
             self._fs.delete(done.work)
             if path in self._marked:
                 self._fs.delete(self._layout.side(path, MARKER))
@@ -491,19 +523,71 @@ class HDFS2FileSink(SinkOperator):
 
     def _close_file(self, cur: OpenFile) -> None:
         """Close an open file: it waits for a cut. The caller forgets it only afterwards: a
-        failed sync leaves it open, and the reset releases its writer (:meth:`_drop_writer`)."""
+        failed sync leaves it open, and the reset releases its writer (:meth:`_drop_writer`).
+
+        A writer whose close may wait on the storage (:class:`~region.fs.LaterCloser`, HDFS)
+        is closed in the background once synced: writing, the cut that covers the file and
+        its checkpoint's own close go on meanwhile, and :meth:`_publish` waits for it, so a
+        published file is a closed one."""
         if cur.writer is not None:
             if cur.dirty:
                 cur.writer.sync()  # pending files must survive a crash: the cut promises them
-            cur.writer.close()
+                cur.dirty = False
+            if isinstance(cur.writer, LaterCloser):
+                while len(self._closing) >= _MAX_CLOSING:
+                    self._settle(next(iter(self._closing)))
+                self._closing[cur.work] = _Closing(cur.writer)
+            else:
+                cur.writer.close()
             cur.writer = None
         self._closed.append(ClosedFile(cur.final, cur.work, cur.size, cur.tuples))
         self.metrics.files_written += 1
         logger.debug("sink %s: closed %s (%s bytes)", self.name, cur.work, cur.size)
 
+    def _settle(self, work: str, *, recovering: bool = False) -> None:
+        """Make sure the closed file ``work`` is closed on the storage before it is published:
+
+        1. Its close running in the background: wait for it to land.
+        2. That close failed, or, ``recovering``, this process may not have closed it (a
+           process killed before its close landed leaves it open with a dead writer's lease):
+           on a filesystem with leases, recover its lease. The file is final (every byte
+           synced, none written after), so this closes it at its checkpointed length.
+        3. Without leases, a failed close is raised.
+        """
+        closing = self._closing.pop(work, None)
+        error = closing.wait() if closing is not None else None  # 1.
+        if error is None and not recovering:
+            return
+        if not isinstance(self._fs, LeaseRecoverer):
+            if error is not None:  # 3.
+                raise error
+            return
+        if error is not None:
+            logger.warning(
+                "sink %s: the close of %s failed (%s); recovering its lease",
+                self.name,
+                self._fs.display(work),
+                error,
+            )
+        # Gone (published before a crash, or removed): publish() tells which.
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.recover_lease(work)  # 2.
+
+    def _settle_all(self) -> None:
+        """Wait for every close running in the background; a failure is logged (the files
+        are synced; a reset publishes or deletes them, recovering their leases)."""
+        closing, self._closing = self._closing, {}
+        for work, pending in closing.items():
+            error = pending.wait()
+            if error is not None:
+                logger.warning(
+                    "sink %s: the close of %s failed: %s", self.name, self._fs.display(work), error
+                )
+
     def _publish(self, done: ClosedFile, *, recovering: bool = False) -> None:
         """Rename a covered file to its final name (safe to repeat: :mod:`operators.publish`),
-        then count and announce it."""
+        then count and announce it. It is closed first (:meth:`_settle`)."""
+        self._settle(done.work, recovering=recovering)
         if self._atomic:
             publish(
                 self._fs,
@@ -616,6 +700,7 @@ class HDFS2FileSink(SinkOperator):
         restored = parse_state(self.name, state)
         self._ready = False
         self._drop_writer()
+        self._settle_all()
         # 1. Finish what the cut promised: publish the files it covers, unless its completion
         #    did (then they are published and announced, and may have been moved away since).
         redone = [
@@ -680,6 +765,7 @@ class HDFS2FileSink(SinkOperator):
                     cur.dirty = False
                 cur.writer.close()
                 cur.writer = None
+        self._settle_all()
         self._ready = False
         if self._rejects is not None:
             self._rejects.close()
@@ -690,6 +776,7 @@ class HDFS2FileSink(SinkOperator):
         For replay tests that simulate a crash in-process; the next sink object recovers.
         """
         self._drop_writer()
+        self._settle_all()  # handles released, as a dead process's are
         self._ready = False
         if self._rejects is not None:
             self._rejects.abandon()

@@ -23,9 +23,11 @@ from operators.fs.native import hadoop_http_addresses, settle_closes
 from operators.fs.webhdfs import _truncate_request
 from operators.owner import OWNER_FILE, Owner, claim_output, read_owner
 from operators.sandbox import Sandbox
+from operators.sink import HDFS2FileSink, SinkSettings
 from region.checkpoint import CheckpointStore, cut_file_name
 from region.fs import FileSystem
 from region.lock import CheckpointLock
+from region.state import Batch
 from tests.conftest import CLUSTER_USER, cluster_settings, real_fs
 
 BLOCK = 1024 * 1024  # the sandbox's block size
@@ -567,3 +569,90 @@ def test_a_stopped_job_unlocks_at_once_and_its_exit_waits_for_the_closes(
     assert child.returncode == 0
     files = [s.path for s in fs.list_dir(directory)]
     assert files and not any(_still_open(fs, path) for path in files)
+
+
+def _sink(fs: FileSystem, root: str) -> HDFS2FileSink:
+    sink = HDFS2FileSink(SinkSettings(file=posixpath.join(root, "out", "part-%FILENUM.txt")), fs)
+    sink.reset_to_initial_state()
+    return sink
+
+
+def test_a_rolled_output_file_is_covered_by_a_cut_before_its_close_lands_and_published_closed(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The sink's close of an output file waits, on HDFS, for a DataNode's report of its last
+    block (500 ms on one DataNode). The file is synced first, so the cut covering it and that
+    cut's checkpoint need not wait: with every report held, the final punctuation and the
+    checkpoint return, the state promising the file; its publish waits for the close, so what
+    a reader finds under the final name is a closed file with every record."""
+    fs, root, sandbox = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    sink = _sink(fs, root)
+    work = posixpath.join(root, "out", ".part-0.txt~sink.inprogress")
+    final = posixpath.join(root, "out", "part-0.txt")
+    guard = threading.Timer(90.0, _resume_reports, [sandbox])  # the old code's close waits
+    for index in range(sandbox.info.datanodes):
+        sandbox.command(f"pause-ibr {index}")
+    guard.start()
+    try:
+        sink.write(Batch(["a", "b", "c"]))
+        sink.finish()
+        state = sink.checkpoint(1)
+        assert [p["work"] for p in state["pending"]] == [work]
+        assert _still_open(fs, work)  # no close landed: the cut did not wait for it
+    finally:
+        guard.cancel()
+        _resume_reports(sandbox)
+    sink.on_cut_completed(1)
+    assert not _still_open(fs, final)
+    assert fs.read(final) == b"a\nb\nc\n"
+    sink.close()
+
+
+KILLED_BEFORE_OUTPUT_CLOSE = """\
+import json, sys, time
+from operators.fs import FileSystemSettings, open_path
+from operators.sink import HDFS2FileSink, SinkSettings
+from region.state import Batch
+settings = FileSystemSettings(uri=sys.argv[1], user=sys.argv[3], config_dir=sys.argv[4])
+fs, _ = open_path(sys.argv[1], settings)
+sink = HDFS2FileSink(SinkSettings(file=sys.argv[2] + "/out/part-%FILENUM.txt"), fs)
+sink.reset_to_initial_state()
+sink.write(Batch(["a", "b", "c"]))
+sink.finish()
+print(json.dumps(sink.checkpoint(1)), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_file_a_killed_sink_left_open_after_the_cut_is_published_closed_at_the_restart(
+    request: pytest.FixtureRequest,
+) -> None:
+    """A sink killed after the cut that covers a file but before the file's close landed
+    leaves it open under a dead writer's lease; the restart's reset publishes it closed, at
+    the length the cut promised."""
+    fs, root, sandbox = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    for index in range(sandbox.info.datanodes):
+        sandbox.command(f"pause-ibr {index}")
+    args = [sandbox.info.hdfs + root, root, CLUSTER_USER, sandbox.info.conf_dir]
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_BEFORE_OUTPUT_CLOSE, *args], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        state = json.loads(child.stdout.readline())
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        _resume_reports(sandbox)
+    work = posixpath.join(root, "out", ".part-0.txt~sink.inprogress")
+    assert _still_open(fs, work)
+    sink = HDFS2FileSink(SinkSettings(file=posixpath.join(root, "out", "part-%FILENUM.txt")), fs)
+    sink.reset(state)
+    final = posixpath.join(root, "out", "part-0.txt")
+    assert not _still_open(fs, final)
+    assert fs.read(final) == b"a\nb\nc\n"
+    sink.close()
