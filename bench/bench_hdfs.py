@@ -31,17 +31,21 @@ results record each cluster's block size.
     python bench/bench_hdfs.py --mb 16 --cuts 10 --trials 1    # a quick run
     python bench/bench_hdfs.py --parts pipeline --backends hdfs --block-size 134217728
     python bench/bench_hdfs.py --parts process --mb 200 --files 10 --block-size 134217728
+    python bench/bench_hdfs.py --parts steady --steady-s 120 --steady-rate-mb 20 --repeat 1
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import importlib.metadata
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -67,7 +71,7 @@ from operators.fs import FileSystemSettings, LocalFileSystem, open_path
 from operators.sandbox import Sandbox, SandboxSetupError
 from region.fs import FileStatus, FileSystem
 
-PARTS = ("pipeline", "cuts", "recovery", "process")
+PARTS = ("pipeline", "cuts", "recovery", "process", "steady")
 BACKENDS = ("hdfs", "webhdfs")
 
 
@@ -451,6 +455,7 @@ file = "{root}/out/part-%FILENUM.txt"
 #: file, hsync and close (``plain_copy`` run as its own Python process).
 PLAIN_COPY_PROCESS = """\
 import sys
+import threading
 from bench.bench_hdfs import plain_copy
 from operators.fs import open_path
 fs, _ = open_path(sys.argv[1])
@@ -513,6 +518,211 @@ def run_process_part(c: Cluster, root: str, work: Path, args: argparse.Namespace
     }
 
 
+# -- 5. steady throughput while files land ----------------------------------------------------
+
+#: The baseline of part 5: a Python process that lists the landing directory every second and
+#: copies each new file through hdfs-native into an output file of its own (read whole, write,
+#: hsync, close), until SIGTERM.
+PLAIN_STEADY_PROCESS = """\
+import signal, sys, time
+from bench.bench_hdfs import write_file
+from operators.fs import open_path
+stopping = []
+signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+fs, _ = open_path(sys.argv[1])
+landing, out, seen, n = sys.argv[2], sys.argv[3], set(), 0
+fs.mkdirs(out)
+while not stopping:
+    new = sorted(
+        (s.mtime_ns, s.path) for s in fs.list_dir(landing)
+        if not s.is_dir and not s.name.startswith(".") and s.path not in seen
+    )
+    for _, path in new:
+        write_file(fs, f"{out}/part-{n}.txt", [fs.read(path)], sync=True)
+        seen.add(path)
+        n += 1
+    if not new:
+        time.sleep(1.0)
+"""
+
+
+def _published_size(fs: FileSystem, directory: str) -> int:
+    try:
+        return sum(s.size for s in visible_files(fs, directory))
+    except FileNotFoundError:
+        return 0
+
+
+def _steady_run(
+    c: Cluster,
+    fs: FileSystem,
+    command: list[str],
+    landing: str,
+    out: str,
+    pool: list[bytes],
+    args: argparse.Namespace,
+    env: dict[str, str],
+    out_log: Path,
+) -> dict[str, Any]:
+    """Land ``pool``'s files in turn into ``landing`` at ``args.steady_rate_mb`` MB/s for
+    ``args.steady_s`` seconds (each written under a hidden name, then renamed), while
+    ``command`` runs; sample the backlog (landed minus published bytes) twice a second; once
+    landing ends, wait until every byte is published, then SIGTERM the command."""
+    fs.mkdirs(landing)
+    log = open(out_log, "wb")  # noqa: SIM115 (closed below; a pipe would fill and block it)
+    process = subprocess.Popen(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    landed = 0
+    backlog: list[int] = []
+    lock = threading.Lock()
+    done_landing = threading.Event()
+
+    landing_ended = 0.0
+
+    def land_one(n: int) -> None:
+        nonlocal landed, landing_ended
+        data = pool[n % len(pool)]
+        tmp, name = f"{landing}/.f{n:06d}.tmp", f"{landing}/f{n:06d}.txt"
+        write_file(fs, tmp, [data])
+        fs.rename(tmp, name)
+        with lock:
+            landed += len(data)
+            landing_ended = time.perf_counter()
+
+    def land() -> None:
+        # Each file on a thread of a pool, on schedule: one writer's close waits until the
+        # DataNode reports the block (500 ms on one DataNode), and must not slow the landing.
+        interval = len(pool[0]) / (args.steady_rate_mb * 1e6)
+        due = time.perf_counter()
+        end = due + args.steady_s
+        with concurrent.futures.ThreadPoolExecutor(16) as landers:
+            landings = []
+            n = 0
+            while due < end:
+                landings.append(landers.submit(land_one, n))
+                n += 1
+                due += interval
+                time.sleep(max(0.0, due - time.perf_counter()))
+            for landing_done in landings:
+                landing_done.result()
+        done_landing.set()
+
+    started = time.perf_counter()
+    lander = threading.Thread(target=land, daemon=True)
+    lander.start()
+    try:
+        while True:
+            time.sleep(0.5)
+            published = _published_size(fs, out)
+            with lock:
+                now_landed = landed
+            backlog.append(max(0, now_landed - published))
+            if done_landing.is_set() and published >= now_landed:
+                break
+            if process.poll() is not None:
+                tail = out_log.read_bytes()[-2000:].decode(errors="replace")
+                raise SystemExit(f"bench_hdfs: {command[2]} ended early: {tail}")
+            if time.perf_counter() - started > args.steady_s + args.timeout:
+                raise SystemExit("bench_hdfs: steady: the output did not catch up in time")
+        finished = time.perf_counter()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+    published = _published_size(fs, out)
+    if published != landed:
+        raise SystemExit(f"bench_hdfs: steady: published {published} bytes of {landed} landed")
+    rate = args.steady_rate_mb * 1e6
+    return {
+        "landed_mb": round(landed / 1e6, 1),
+        "mb_per_s": round(landed / 1e6 / (finished - started), 2),
+        "catch_up_s": round(max(0.0, finished - landing_ended), 2),
+        "mean_backlog_mb": round(sum(backlog) / len(backlog) / 1e6, 2),
+        "mean_latency_s": round(sum(backlog) / len(backlog) / rate, 2),  # Little's law
+    }
+
+
+def run_steady_part(c: Cluster, root: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Part 5, on hdfs://: files landing at a steady rate for ``--steady-s`` seconds while
+    ``hdfs-region run`` (periodic cuts every ``--period`` s, not available-now) runs, against
+    a Python process that polls the directory every second and copies each new file through
+    hdfs-native; alternating, ``args.repeat`` times each."""
+    local = work / "steady-pool"
+    make_text_files(local, args.steady_file_mb * 4, 4)
+    pool = [p.read_bytes() for p in sorted(local.iterdir())]
+    fs = c.open("hdfs", root)
+    env = {**os.environ, "HADOOP_USER_NAME": c.user, "HADOOP_CONF_DIR": c.conf_dir or ""}
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "plain_copy": []}
+    for n in range(args.repeat):
+        run_root = f"{root}/steady/run-{n}"
+        config = work / f"steady-{n}.toml"
+        # One output file per input file, published at the cut after it, as the copy does.
+        config.write_text(
+            PROCESS_CONFIG.format(
+                uri=c.hdfs,
+                user=c.user,
+                conf_dir=c.conf_dir or "",
+                period=args.period,
+                root=run_root,
+                landing=f"{run_root}/landing",
+            )
+            + "close_on_punct = true\n"
+        )
+        ours = [sys.executable, "-m", "operators.app", "run", str(config), "--no-progress"]
+        runs["ours"].append(
+            _steady_run(
+                c,
+                fs,
+                ours,
+                f"{run_root}/landing",
+                f"{run_root}/out",
+                pool,
+                args,
+                env,
+                work / f"steady-ours-{n}.log",
+            )
+        )
+        copy_root = f"{root}/steady/copy-{n}"
+        plain = [
+            sys.executable,
+            "-c",
+            PLAIN_STEADY_PROCESS,
+            c.hdfs + "/",
+            f"{copy_root}/landing",
+            f"{copy_root}/out",
+        ]
+        runs["plain_copy"].append(
+            _steady_run(
+                c,
+                fs,
+                plain,
+                f"{copy_root}/landing",
+                f"{copy_root}/out",
+                pool,
+                args,
+                env,
+                work / f"steady-copy-{n}.log",
+            )
+        )
+        fs.delete(f"{root}/steady", recursive=True)
+    summary = {who: {k: median([r[k] for r in rs]) for k in rs[0]} for who, rs in runs.items()}
+    return {
+        "seconds": args.steady_s,
+        "rate_mb_per_s": args.steady_rate_mb,
+        "file_mb": round(len(pool[0]) / 1e6, 2),
+        "period_s": args.period,
+        **summary,
+        "latency_ratio": round(
+            summary["plain_copy"]["mean_latency_s"] / max(summary["ours"]["mean_latency_s"], 1e-3),
+            2,
+        ),
+        "runs": runs,
+    }
+
+
 # -- main -------------------------------------------------------------------------------------
 
 
@@ -562,6 +772,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     group.add_argument("--seed", type=int, default=5)
     group.add_argument("--timeout", type=float, default=180.0, help="per run, in s")
+    group = parser.add_argument_group("5. steady throughput while files land")
+    group.add_argument("--steady-s", type=float, default=120.0, help="landing time (default 120)")
+    group.add_argument("--steady-rate-mb", type=float, default=20.0, help="MB/s (default 20)")
+    group.add_argument("--steady-file-mb", type=float, default=4.0, help="MB per file (default 4)")
     group = parser.add_argument_group("cluster (default: a sandbox started for the run)")
     group.add_argument("--hdfs", help="a running cluster's hdfs:// URI")
     group.add_argument("--webhdfs", help="its webhdfs:// URI (with --hdfs)")
@@ -651,6 +865,8 @@ def run(
                 result["recovery"] = run_recovery_part(c, root, work, args)
             if "process" in parts:
                 result["process"] = run_process_part(c, root, work, args)
+            if "steady" in parts:
+                result["steady"] = run_steady_part(c, root, work, args)
         finally:
             with contextlib.suppress(OSError):
                 c.open("hdfs", root).delete(root, recursive=True)
@@ -731,6 +947,27 @@ def print_results(args: argparse.Namespace, result: dict[str, Any]) -> None:
             f"{r['input_files']} files, median of {args.repeat}",
             ["ours s", "plain copy s", "ratio"],
             [[r["ours_s"], r["plain_copy_s"], r["ratio"]]],
+        )
+
+    if "steady" in result:
+        r = result["steady"]
+        print_table(
+            f"Benchmark 6.5: steady throughput, files of {r['file_mb']:g} MB landing at "
+            f"{r['rate_mb_per_s']:g} MB/s for {r['seconds']:g} s on hdfs:// ({where}): "
+            f"hdfs-region run (cuts every {r['period_s']:g} s) vs a process polling every second "
+            f"and copying each new file through hdfs-native; median of {args.repeat}",
+            ["who", "landed MB", "MB/s", "mean backlog MB", "mean latency s", "catch-up s"],
+            [
+                [
+                    who,
+                    r[who]["landed_mb"],
+                    r[who]["mb_per_s"],
+                    r[who]["mean_backlog_mb"],
+                    r[who]["mean_latency_s"],
+                    r[who]["catch_up_s"],
+                ]
+                for who in ("ours", "plain_copy")
+            ],
         )
 
 

@@ -191,7 +191,8 @@ def test_hdfs_benchmark_runs_every_part_on_the_real_cluster(
         *("--hdfs", info.hdfs, "--webhdfs", info.webhdfs, "--conf-dir", info.conf_dir),
         *("--mb", "1", "--files", "2", "--repeat", "1", "--period", "0.2"),
         *("--cuts", "2", "--rate-mb", "0.5", "--file-kb", "16", "--durable-writes", "3"),
-        *("--trials", "1", "--lines", "1000", "--parts", "pipeline,cuts,recovery,process"),
+        *("--trials", "1", "--lines", "1000", "--parts", "pipeline,cuts,recovery,process,steady"),
+        *("--steady-s", "2", "--steady-rate-mb", "0.5", "--steady-file-mb", "0.1"),
         *("--json", str(tmp_path / "hdfs.json"), "--work", str(work)),
         timeout=600,
     )
@@ -239,6 +240,11 @@ def test_hdfs_benchmark_runs_every_part_on_the_real_cluster(
     process = data["process"]  # whole processes, output checked line for line by the script
     assert process["input_files"] == 2 and len(process["samples"]["ours"]) == 1
     assert process["ratio"] == round(process["plain_copy_s"] / process["ours_s"], 2)
+
+    steady = data["steady"]  # both sides published every landed byte (checked by the script)
+    for who in ("ours", "plain_copy"):
+        assert steady[who]["landed_mb"] > 0 and steady[who]["mb_per_s"] > 0
+        assert steady[who]["mean_latency_s"] >= 0 and len(steady["runs"][who]) == 1
 
     # run_all tabulates it.
     table = run_script("run_all.py", "--table-only", "--results", str(tmp_path))
