@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import os
 import posixpath
+import shutil
 import subprocess
 import sys
 import time
@@ -219,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         help="with --hdfs: the sandbox's block size in bytes (default 134217728)",
     )
     parser.add_argument("--user", default="bench", help="with --hdfs: the HDFS user")
+    parser.add_argument(
+        "--keep-logs", type=Path, default=None, help="copy each contender's log (INFO) here"
+    )
     add_common_args(parser, "spark_engine")
     args = parser.parse_args(argv)
     if args.hdfs and args.json == RESULTS_DIR / "spark_engine.json":
@@ -247,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
                 if written != total:
                     raise RuntimeError(f"{tag} wrote {written} bytes of {total}")
                 place.clean(tag)
+        if args.keep_logs is not None:
+            args.keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in work.glob("*.log"):
+                shutil.copy(log, args.keep_logs / log.name)
     mb = total / 1e6
     builtin = "builtin-sql" if args.sql else "builtin"
     base = median(times[builtin]) if builtin in times else float("nan")

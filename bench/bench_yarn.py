@@ -119,7 +119,7 @@ print("TIMES " + json.dumps({{"ready": ready, "done": done}}))
 """
 
 #: hdfs-region's log line when its session is up, and each batch's.
-_SESSION = re.compile(r"^(\S+ \S+) INFO\s+\S+: SparkSession \S+ started", re.M)
+_SESSION = re.compile(r"^(\S+ \S+) INFO\s+\S+: SparkSession .* started", re.M)
 _BATCH = re.compile(r"^(\S+ \S+) INFO\s+\S+: batch \d+: .* \(job (\d+) ms, commit (\d+) ms\)", re.M)
 
 
