@@ -18,7 +18,6 @@ import pytest
 
 from operators.sandbox import Sandbox
 from operators.spark.standalone import StandaloneCluster
-from tests.conftest import CLUSTER_USER
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
@@ -282,32 +281,3 @@ def test_cluster_benchmark_runs_on_the_sessions_spark_cluster_and_hdfs(
     assert data["executors"] == 2  # one per worker: the runs were distributed
     assert data["hdfs_scan_to_hdfs_sink"]["mb_per_s"] > 0
     assert data["spark_text_to_text"]["mb_per_s"] > 0
-
-
-@pytest.mark.slow
-@pytest.mark.spark
-def test_yarn_benchmark_runs_the_three_applications_on_the_sessions_yarn(
-    yarn_sandbox: Sandbox, tmp_path: Path
-) -> None:
-    """bench_yarn.py on the session's YARN sandbox (named by flags: nothing else started):
-    hdfs-region run, a user's hdfs_scan -> hdfs_sink job and the built-in text -> text, each an
-    application whose output the script checks, with its session start apart."""
-    info = yarn_sandbox.info
-    work = tmp_path / "work"
-    done = run_script(
-        "bench_yarn.py",
-        *("--hdfs", info.hdfs, "--conf-dir", info.conf_dir, "--user", CLUSTER_USER),
-        *("--mb", "1", "--files", "2", "--repeat", "1", "--no-warmup"),
-        *("--json", str(tmp_path / "yarn.json"), "--work", str(work)),
-        timeout=900,
-    )
-    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert "load average before" in done.stdout
-    assert not any(work.iterdir()), "the benchmark left its scratch files behind"
-    data = load(tmp_path, "yarn")
-    assert data["output_correct"] is True and data["cluster"] == "given"
-    assert len(data["runs"]) == 3
-    for run in data["runs"].values():
-        (sample,) = run["samples"]
-        assert 0 < sample["session"] < sample["total"] and sample["job"] > 0
-        assert run["mb_per_s"] > 0
