@@ -7,24 +7,40 @@ streaming query (``[spark] execution = "streaming"``), the in-process engine (``
 local``) and the built-in script. Every output is checked to hold the input's bytes. Prints a
 table and writes ``bench/results/spark_engine.json``.
 
+With ``--hdfs`` input, output and checkpoints are on ``hdfs://``: a sandbox is started for the
+run (``hdfs-region sandbox``, blocks of ``--block-size``, 128 MiB by default, a production
+cluster's), the input uploaded once, ours given the cluster in ``[filesystem]`` and the
+built-in script the same ``hdfs://`` URIs (Spark's bundled Hadoop client, ``HADOOP_CONF_DIR``
+the sandbox's); by default the fused run against the built-in, after a warm-up run of each on a
+small input. Writes ``bench/results/spark_engine_hdfs.json``.
+
     python bench/bench_spark_engine.py               # 1 GB in 8 files, 3 runs of each
     python bench/bench_spark_engine.py --mb 200      # a quicker run
+    python bench/bench_spark_engine.py --hdfs --mb 200 --files 10    # on hdfs://
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import posixpath
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bench_spark_hdfs import upload, visible_bytes
 from bench.common import (
     REPO,
+    RESULTS_DIR,
     add_common_args,
     machine,
     make_text_files,
@@ -34,11 +50,14 @@ from bench.common import (
     scratch,
     write_json,
 )
+from operators.fs import FileSystemSettings, open_path
+from operators.sandbox import Sandbox
 from operators.spark.session import DEFAULT_CONF
+from region.fs import FileSystem
 
 SETTINGS = """\
 engine = "spark"
-[region]
+{filesystem}[region]
 checkpoint_dir = "{work}/ck-{tag}"
 [scan]
 directory = "{src}"
@@ -74,10 +93,10 @@ spark.stop()
 """
 
 
-def timed(command: list[str], log: Path) -> float:
+def timed(command: list[str], log: Path, env: dict[str, str] | None = None) -> float:
     started = time.perf_counter()
     with log.open("ab") as out:
-        done = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         tail = log.read_text(errors="replace")[-2000:]
@@ -85,24 +104,95 @@ def timed(command: list[str], log: Path) -> float:
     return elapsed
 
 
-def run(kind: str, src: Path, work: Path, tag: str) -> float:
+@dataclass(frozen=True)
+class Place:
+    """Where a run reads and writes: a local directory, or a cluster's ``hdfs://`` root."""
+
+    src: str  # the input directory (a path, or an hdfs:// URI)
+    root: str  # outputs and checkpoints go under it (a path, or an hdfs:// URI)
+    filesystem: str = ""  # the [filesystem] section of ours
+    env: dict[str, str] | None = None  # the processes' environment (None: this one's)
+    fs: FileSystem | None = None  # the cluster's, to check and remove outputs
+    fs_root: str = ""  # ``root`` as a path of ``fs``
+
+    def output_bytes(self, tag: str) -> int:
+        if self.fs is None:
+            return output_bytes(Path(self.root) / f"out-{tag}")
+        return visible_bytes(self.fs, posixpath.join(self.fs_root, f"out-{tag}"))
+
+    def clean(self, tag: str) -> None:
+        """A run's output and checkpoints removed (a large input would fill the disk)."""
+        if self.fs is None:
+            return
+        for name in (f"out-{tag}", f"ck-{tag}"):
+            with contextlib.suppress(OSError):
+                self.fs.delete(posixpath.join(self.fs_root, name), recursive=True)
+
+
+def run(kind: str, place: Place, work: Path, tag: str) -> float:
     log = work / f"{kind}.log"
     if kind.startswith("builtin"):
         script = work / "builtin.py"
         script.write_text(BUILTIN.format(conf=DEFAULT_CONF))
-        out, ck = work / f"out-{tag}", work / f"ck-{tag}"
+        out, ck = f"{place.root}/out-{tag}", f"{place.root}/ck-{tag}"
         sql = ["sql"] if kind.endswith("-sql") else []
-        return timed([sys.executable, str(script), str(src), str(out), str(ck), *sql], log)
+        command = [sys.executable, str(script), place.src, out, ck, *sql]
+        return timed(command, log, place.env)
     execution = "streaming" if kind.startswith("streaming") else "auto"
     transform = f'[transform]\nsql = "{SQL}"\n' if kind.endswith("-sql") else ""
     config = work / f"{tag}.toml"
     config.write_text(
-        SETTINGS.format(work=work, tag=tag, src=src, execution=execution, transform=transform)
+        SETTINGS.format(
+            work=place.root,
+            tag=tag,
+            src=place.src,
+            execution=execution,
+            transform=transform,
+            filesystem=place.filesystem,
+        )
     )
     command = [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
     if kind == "local":
         command += ["--engine", "local"]
-    return timed(command, log)
+    return timed(command, log, place.env)
+
+
+FILESYSTEM = """\
+[filesystem]
+uri = "{uri}"
+user = "{user}"
+config_dir = "{conf_dir}"
+"""
+
+
+@contextlib.contextmanager
+def places(args: argparse.Namespace, work: Path) -> Iterator[tuple[Place, Place, dict[str, Any]]]:
+    """``(the timed runs' place, the warm-up's, what the cluster is)``: the local disk, or a
+    sandbox started here with the input uploaded."""
+    total, lines = make_text_files(work / "input", args.mb, args.files)
+    info: dict[str, Any] = {"input_bytes": total, "input_lines": lines}
+    if not args.hdfs:
+        yield Place(str(work / "input"), str(work)), Place("", ""), info
+        return
+    make_text_files(work / "warm", max(4.0, min(20.0, args.mb / 10)), 2, seed=1)
+    started = time.perf_counter()
+    with Sandbox.start(work / "sandbox", block_size=args.block_size) as sandbox:
+        info["sandbox_start_s"] = round(time.perf_counter() - started, 1)
+        info["block_size"] = args.block_size
+        uri, conf_dir = sandbox.info.hdfs, sandbox.info.conf_dir
+        settings = FileSystemSettings.model_validate(
+            {"uri": uri, "user": args.user, "config_dir": conf_dir}
+        )
+        fs, _ = open_path(uri + "/", settings)
+        started = time.perf_counter()
+        upload(work / "input", fs, "/bench/input")
+        upload(work / "warm", fs, "/bench/warm")
+        info["upload_s"] = round(time.perf_counter() - started, 1)
+        env = {**os.environ, "HADOOP_CONF_DIR": conf_dir, "HADOOP_USER_NAME": args.user}
+        section = FILESYSTEM.format(uri=uri, user=args.user, conf_dir=conf_dir)
+        timed_place = Place(f"{uri}/bench/input", f"{uri}/bench", section, env, fs, "/bench")
+        warm_place = Place(f"{uri}/bench/warm", f"{uri}/bench", section, env, fs, "/bench")
+        yield timed_place, warm_place, info
 
 
 KINDS = ("fused", "builtin", "streaming", "local")
@@ -117,21 +207,54 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each (default 3)")
     parser.add_argument("--only", default=",".join(KINDS), help=f"of {','.join(KINDS)}")
     parser.add_argument("--sql", action="store_true", help=f"run {','.join(SQL_KINDS)}")
+    parser.add_argument(
+        "--hdfs",
+        action="store_true",
+        help="input, output and checkpoints on hdfs:// of a sandbox started here "
+        "(default --only fused,builtin)",
+    )
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=128 << 20,
+        help="with --hdfs: the sandbox's block size in bytes (default 134217728)",
+    )
+    parser.add_argument("--user", default="bench", help="with --hdfs: the HDFS user")
+    parser.add_argument(
+        "--keep-logs", type=Path, default=None, help="copy each contender's log (INFO) here"
+    )
     add_common_args(parser, "spark_engine")
     args = parser.parse_args(argv)
-    kinds = list(SQL_KINDS) if args.sql else [k for k in args.only.split(",") if k]
+    if args.hdfs and args.json == RESULTS_DIR / "spark_engine.json":
+        args.json = RESULTS_DIR / "spark_engine_hdfs.json"
+    if args.sql:
+        kinds = list(SQL_KINDS)
+    elif args.hdfs and args.only == ",".join(KINDS):
+        kinds = ["fused", "builtin"]
+    else:
+        kinds = [k for k in args.only.split(",") if k]
     before = machine()
+    print(f"load average before: {before['load_average']}", flush=True)
     times: dict[str, list[float]] = {k: [] for k in kinds}
-    with scratch(args.work, "bench-spark-engine-") as work:
-        src = work / "input"
-        total, lines = make_text_files(src, args.mb, args.files)
+    with scratch(args.work, "bench-spark-engine-") as work, places(args, work) as located:
+        place, warm, info = located
+        total, lines = info["input_bytes"], info["input_lines"]
+        if args.hdfs:
+            for kind in kinds:  # the JVM's jars and the DataNode's blocks read once
+                run(kind, warm, work, f"{kind}-warm")
+                warm.clean(f"{kind}-warm")
         for i in range(args.repeat):
             for kind in kinds:  # alternating: no contender always gets the warmer page cache
                 tag = f"{kind}-{i}"
-                times[kind].append(run(kind, src, work, tag))
-                written = output_bytes(work / f"out-{tag}")
+                times[kind].append(run(kind, place, work, tag))
+                written = place.output_bytes(tag)
                 if written != total:
                     raise RuntimeError(f"{tag} wrote {written} bytes of {total}")
+                place.clean(tag)
+        if args.keep_logs is not None:
+            args.keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in work.glob("*.log"):
+                shutil.copy(log, args.keep_logs / log.name)
     mb = total / 1e6
     builtin = "builtin-sql" if args.sql else "builtin"
     base = median(times[builtin]) if builtin in times else float("nan")
@@ -139,8 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         seconds = median(times[kind])
         rows.append([kind, f"{seconds:.2f}", f"{mb / seconds:.1f}", f"{base / seconds:.2f}"])
+    where = (
+        f"on hdfs:// (sandbox, {args.block_size / 2**20:g} MiB blocks)" if args.hdfs else "local"
+    )
     print_table(
-        f"whole process, {mb:.0f} MB in {args.files} files, median of {args.repeat}",
+        f"whole process {where}, {mb:.0f} MB in {args.files} files, median of {args.repeat}",
         ["run", "seconds", "MB/s", "ratio to built-in"],
         rows,
     )
@@ -151,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         "input_lines": lines,
         "input_files": args.files,
         "repeat": args.repeat,
+        "hdfs": {k: v for k, v in info.items() if k not in ("input_bytes", "input_lines")}
+        if args.hdfs
+        else None,
         "seconds": times,
         "median_seconds": {k: round(median(v), 3) for k, v in times.items()},
         "ratio_to_builtin": {k: round(base / median(v), 2) for k, v in times.items()},
