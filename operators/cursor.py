@@ -739,13 +739,20 @@ class ScanCursor:
 
 
 def _encode_names(names: Mapping[str, int], ids: Mapping[str, int | None]) -> str:
-    """``[names, mtime deltas]``, and the file ids (``null`` where not known) when any is."""
+    """``[names, mtime deltas]``, and the file ids as deltas (``null`` where not known) when
+    any is known."""
     items = sorted(names.items(), key=lambda item: (item[1], item[0]))
     mtimes = [m for _, m in items]
     deltas = mtimes[:1] + [b - a for a, b in itertools.pairwise(mtimes)]
     fields: list[list[Any]] = [[n for n, _ in items], deltas]
     file_ids = [ids.get(n) for n, _ in items]
     if any(i is not None for i in file_ids):
+        # As deltas from the id before (files landing one after the other get ids close
+        # together: HDFS counts fileIds up, ext4 inodes of one directory cluster).
+        base = 0
+        for k, i in enumerate(file_ids):
+            if i is not None:
+                file_ids[k], base = i - base, i
         fields.append(file_ids)
     raw = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
     return base64.b64encode(zlib.compress(raw.encode("utf-8", "surrogatepass"), 1)).decode()
@@ -761,11 +768,16 @@ def _decode_names(text: str) -> list[tuple[str, int, int | None]]:
         file_ids = fields[2] if len(fields) > 2 else [None] * len(names)
     except (ValueError, zlib.error, IndexError, TypeError) as exc:
         raise ValueError(f"the scan window is not readable ({exc})") from None
-    out = []
+    out: list[tuple[str, int, int | None]] = []
     mtime = 0
+    base = 0
     for n, d, i in zip(names, deltas, file_ids, strict=True):
         mtime += int(d)
-        out.append((str(n), mtime, None if i is None else int(i)))
+        if i is None:
+            out.append((str(n), mtime, None))
+        else:
+            base += int(i)
+            out.append((str(n), mtime, base))
     return out
 
 

@@ -53,6 +53,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -340,22 +341,40 @@ class NativeHdfsFileSystem:
         twin = self.webhdfs
         if twin is None or not paths:
             return [None] * len(paths)
-        if len(paths) <= _IDS_ONE_BY_ONE:
-            out: list[int | None] = []
-            for path in paths:
+        try:
+            if len(paths) <= _IDS_ONE_BY_ONE:
+
+                def one(path: str) -> int | None:
+                    try:
+                        return twin.status(path).file_id
+                    except FileNotFoundError:
+                        return None
+
+                if len(paths) == 1:
+                    return [one(paths[0])]
+                # A round trip each: several at once (a scan waits for them).
+                with ThreadPoolExecutor(min(8, len(paths)), "file-ids") as pool:
+                    return list(pool.map(one, paths))
+            ids: dict[str, int | None] = {}
+            for folder in {posixpath.dirname(p) for p in paths}:
                 try:
-                    out.append(twin.status(path).file_id)
+                    entries = twin.list_entries(folder)
                 except FileNotFoundError:
-                    out.append(None)
-            return out
-        ids: dict[str, int | None] = {}
-        for folder in {posixpath.dirname(p) for p in paths}:
-            try:
-                entries = twin.list_entries(folder)
-            except FileNotFoundError:
-                continue
-            ids.update((e[2], e[5]) for e in entries)
-        return [ids.get(p) for p in paths]
+                    continue
+                ids.update((e[2], e[5]) for e in entries)
+            return [ids.get(p) for p in paths]
+        except OSError as exc:
+            # Not worth failing a scan for: without the ids, a file replaced under one of
+            # these names is taken as changed in place, which on_modified reports.
+            logger.warning(
+                "%s: the fileIds of %s file(s) could not be read through WebHDFS %s (%s): "
+                "replaced later, they count as changed in place (on_modified)",
+                self.display("/"),
+                len(paths),
+                twin.display("/"),
+                exc,
+            )
+            return [None] * len(paths)
 
     def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
         if offset < 0:
