@@ -26,19 +26,20 @@ Names whose file left the directory by ``after_read`` (archived or deleted by th
 are forgotten at once (:meth:`ScanCursor.forget`), as names that vanished from a listing are:
 a file landing later under such a name is a new file, whether or not the scan restarted.
 
-A file read before whose name is listed at another mtime *changed*. Whether it is the same file
+A file read before whose name is listed at another mtime has *changed*. Whether it is the same file
 is decided by identity, never by name: the file id of the listing (the inode on a local disk,
 the HDFS fileId; hdfs-native lists none, so ``identify`` reads it through WebHDFS, for the files
 emitted and the names found changed only). Another id than the file read had: *replaced* (``mv
 new.tmp name``, deleted and landed again between two listings), new data, read whole like a new
 file. The same id, or one not known: changed in place (appended to, truncated), and
 ``on_modified`` applies (a WARNING and a count, an error, or ``reread``). The id of the file
-read is kept for every name accounted for while the scan runs (the ids of the first listing
-after a restart included), and in the state for the names in the window only: after a restart
-a name read below the floor is in the census alone, without one. The ids are compared only for
-names whose mtime changed, so a listing costs what it did. ext4 hands a freed inode number out
-again at once: a file deleted and landed again between two listings may have the id of the one
-read, and is then taken as changed in place (reported, never read twice).
+read is kept for every name accounted for while the scan runs, and in the state for the names
+in the window only: after a restart a name read below the floor is in the census alone, without
+one (where the listing has ids, the first listing's are taken for the files it finds unchanged).
+The ids are compared only for names whose mtime changed, so a listing costs what it did. ext4
+hands a freed inode number out again at once: a file deleted and landed again between two
+listings may have the id of the one read, and is then taken as changed in place (reported,
+never read twice).
 
 Case 3 is how a file that lands late, by any amount (``cp -p``, ``distcp -p``, write elsewhere
 then rename), is still read once. With ``late_window = 0`` (strict, as IBM Streams' scan) no

@@ -196,6 +196,9 @@ class LocalFileSystem:
                 if not stat_mod.S_ISREG(st.st_mode) and not is_dir(st.st_mode):
                     self._left_out_special(entry.path, st.st_mode)
                     continue
+                # The inode alone identifies a child: a scan compares it name by name in one
+                # directory, whose files share its device, and a device number that moved
+                # at a remount would make every file changed in place look replaced.
                 append(
                     (
                         st.st_mtime_ns,
