@@ -26,6 +26,21 @@ Names whose file left the directory by ``after_read`` (archived or deleted by th
 are forgotten at once (:meth:`ScanCursor.forget`), as names that vanished from a listing are:
 a file landing later under such a name is a new file, whether or not the scan restarted.
 
+A file read before whose name is listed at another mtime has *changed*. Whether it is the same file
+is decided by identity, never by name: the file id of the listing (the inode on a local disk,
+the HDFS fileId; hdfs-native lists none, so ``identify`` reads it through WebHDFS, for the files
+emitted and the names found changed only). Another id than the file read had: *replaced* (``mv
+new.tmp name``, deleted and landed again between two listings), new data, read whole like a new
+file. The same id, or one not known: changed in place (appended to, truncated), and
+``on_modified`` applies (a WARNING and a count, an error, or ``reread``). The id of the file
+read is kept for every name accounted for while the scan runs, and in the state for the names
+in the window only: after a restart a name read below the floor is in the census alone, without
+one (where the listing has ids, the first listing's are taken for the files it finds unchanged).
+The ids are compared only for names whose mtime changed, so a listing costs what it did. ext4
+hands a freed inode number out again at once: a file deleted and landed again between two
+listings may have the id of the one read, and is then taken as changed in place (reported,
+never read twice).
+
 Case 3 is how a file that lands late, by any amount (``cp -p``, ``distcp -p``, write elsewhere
 then rename), is still read once. With ``late_window = 0`` (strict, as IBM Streams' scan) no
 file that sorts before the key is read: such a file is *passed over*. A file is also passed
@@ -40,6 +55,8 @@ State (plain values, JSON)::
 
 The window is stored in segments of names in the order they were emitted: a segment is encoded
 once when it fills, so a cut encodes only the last one, however many files a burst brought.
+A segment holds the names, their mtimes and, where known, their file ids (a segment written
+before ids were kept has none: its names' changes follow ``on_modified``).
 """
 
 from __future__ import annotations
@@ -69,6 +86,8 @@ _mtime_and_name = operator.itemgetter(0, 1)
 _mtime = operator.itemgetter(0)
 _name = operator.itemgetter(1)
 _name_and_mtime = operator.itemgetter(1, 0)
+_file_id = operator.itemgetter(5)
+_path = operator.itemgetter(2)
 #: Names per window segment: a cut encodes at most this many (the open segment).
 _SEGMENT = 256
 
@@ -92,10 +111,17 @@ def _seconds(ns: int) -> str:
 class _Segment:
     """Names emitted one after the other: ``top`` is their greatest mtime."""
 
-    __slots__ = ("names", "text", "top")
+    __slots__ = ("ids", "names", "text", "top")
 
-    def __init__(self, names: dict[str, int] | None = None, text: str | None = None) -> None:
+    def __init__(
+        self,
+        names: dict[str, int] | None = None,
+        text: str | None = None,
+        ids: dict[str, int | None] | None = None,
+    ) -> None:
         self.names: dict[str, int] = names if names is not None else {}
+        # The file id of each name's file as it was read, where known.
+        self.ids: dict[str, int | None] = ids if ids is not None else {}
         self.top = max(self.names.values(), default=-(1 << 62))
         self.text = text  # the encoded names, or None when they changed since
 
@@ -127,20 +153,21 @@ class _Window:
             self.segments.append(tail)
         return tail
 
-    def put(self, name: str, mtime: int) -> None:
+    def put(self, name: str, mtime: int, file_id: int | None = None) -> None:
         if name in self.where:
             self.drop(name)
         tail = self._tail()
         tail.names[name] = mtime
+        tail.ids[name] = file_id
         tail.text = None
         tail.top = max(tail.top, mtime)
         self.where[name] = tail
 
-    def put_ahead(self, name: str, mtime: int) -> None:
+    def put_ahead(self, name: str, mtime: int, file_id: int | None = None) -> None:
         """:meth:`put` for a name whose mtime is ahead of its listing's time."""
         if name in self.where:
             self.drop(name)
-        segment = _Segment({name: mtime})
+        segment = _Segment({name: mtime}, ids={name: file_id})
         self.ahead.append(segment)
         self.where[name] = segment
 
@@ -152,6 +179,7 @@ class _Window:
             tail = self._tail()
             chunk = entries[start : start + _SEGMENT - len(tail.names)]
             tail.names.update(map(_name_and_mtime, chunk))
+            tail.ids.update(zip(map(_name, chunk), map(_file_id, chunk), strict=True))
             tail.top = max(tail.top, chunk[-1][0])  # entries are in (mtime, name) order
             tail.text = None
             where.update(zip(map(_name, chunk), itertools.repeat(tail)))
@@ -160,9 +188,16 @@ class _Window:
     def mtime(self, name: str) -> int:
         return self.where[name].names[name]
 
+    def file_id(self, name: str) -> int | None:
+        """The file id of the file read under ``name`` (``None``: not in the window, or not
+        known)."""
+        segment = self.where.get(name)
+        return None if segment is None else segment.ids.get(name)
+
     def drop(self, name: str) -> None:
         segment = self.where.pop(name)
         del segment.names[name]
+        segment.ids.pop(name, None)
         segment.text = None
 
     def below(self, floor: int) -> list[str]:
@@ -193,14 +228,15 @@ class _Window:
             if not segment.names:
                 continue
             if segment.text is None:
-                segment.text = _encode_names(segment.names)
+                segment.text = _encode_names(segment.names, segment.ids)
             out.append(segment.text)
         return out
 
     def load(self, texts: Iterable[str], *, ahead: bool = False) -> None:
         for text in texts:
-            names = dict(_decode_names(text))
-            segment = _Segment(names, text)
+            decoded = _decode_names(text)
+            names = {n: m for n, m, _ in decoded}
+            segment = _Segment(names, text, {n: i for n, _, i in decoded})
             (self.ahead.append if ahead else self.segments.append)(segment)
             self.where.update(dict.fromkeys(names, segment))
 
@@ -220,8 +256,12 @@ class ScanCursor:
         on_modified: Literal["warn", "fail", "reread"] = "warn",
         name: str = "scan",
         display: Callable[[str], str] = str,
+        identify: Callable[[list[str]], list[int | None]] | None = None,
     ) -> None:
         self.window_ns = max(0, window_ns)
+        # Reads the file ids a listing leaves out (hdfs://: FileIdReader.file_ids), for the
+        # files emitted and the names found changed only.
+        self._identify = identify
         # How far ahead of the listing time an mtime may be and still move the key: half the
         # window keeps the files after it inside the window (a NameNode's clock a few seconds
         # ahead of this host's is common, and harmless).
@@ -249,6 +289,9 @@ class ScanCursor:
         # The last listing's files that are accounted for (emitted, or not new): name -> mtime;
         # None after a reset: the next listing is checked against the census instead.
         self._seen: dict[str, int] | None = None
+        # The file id of each file of _seen where known: what a name found changed is
+        # compared with (another id: the file was replaced, and is new).
+        self._ids: dict[str, int | None] = {}
         # Names forgotten (forget) after a reset, before the first listing settles them.
         self._forgotten: set[str] = set()
         if state is None:
@@ -313,6 +356,7 @@ class ScanCursor:
             if n in window:
                 if window.mtime(n) == mtime:
                     window.drop(n)
+                    self._ids.pop(n, None)
                     if seen is not None:
                         seen.pop(n, None)
             elif seen is None:
@@ -321,6 +365,7 @@ class ScanCursor:
             elif seen.get(n) == mtime:
                 # Accounted for and listed, not in the window: below the floor, in the census.
                 del seen[n]
+                self._ids.pop(n, None)
                 if self.census is not None:
                     self.census.remove(n)
 
@@ -334,7 +379,12 @@ class ScanCursor:
 
         Files that can only be passed over, and files changed after they were read, are
         reported here (WARNING and count, or an error) and accounted for, so each is reported
-        once; with ``on_modified = "reread"`` a changed file is new again.
+        once; with ``on_modified = "reread"`` a changed file is new again. A file under a name
+        read before that is another file (another file id: replaced) is new, whatever
+        ``on_modified`` says.
+
+        The files returned carry their file id (read through ``identify`` where the listing
+        left it out): :meth:`emit` keeps it.
         """
         if now_ns is not None:
             self._now_ns = now_ns
@@ -342,7 +392,8 @@ class ScanCursor:
         seen = self._seen
         if key is None:
             self._seen = {}
-            return sort_keyed(list(listing))
+            self._ids = {}
+            return self._with_ids(sort_keyed(list(listing)), {})
         changed: dict[str, int | None]
         vanished: set[str] = set()
         if seen is not None:
@@ -362,7 +413,8 @@ class ScanCursor:
             listing = sort_keyed(list(listing))
             listed = dict(map(_name_and_mtime, listing))
             fresh, changed = self._check_census(listing, listed)
-        again = self._modified(listing, changed) if changed else set()
+        fetched: dict[str, int | None] = {}
+        again = self._modified(listing, changed, fetched) if changed else set()
         low, after_key = self._regions(listing)
         out = [e for e in listing[:low] if e[1] in fresh or e[1] in again]
         if out and self.window_ns == 0:
@@ -384,21 +436,32 @@ class ScanCursor:
         ]
         # The files of this listing that are accounted for, for the next: the last listing's,
         # updated in place where it differs (rebuilding it would cost a dict of every file).
+        ids = self._ids
         if seen is not None:
             for n in vanished:
                 del seen[n]
+                ids.pop(n, None)
             seen.update(map(_name_and_mtime, listing))
+            # Ids the listing has; one it leaves out (hdfs://) keeps the one known.
+            ids.update((e[1], e[5]) for e in listing if e[5] is not None)
             listed = seen
+        else:
+            ids = self._ids = dict(zip(map(_name, listing), map(_file_id, listing), strict=True))
+            for n in window.keys() & ids.keys():
+                if ids[n] is None:
+                    ids[n] = self._window.file_id(n)
+        ids.update(fetched)
         for entry in out:
             del listed[entry[1]]
         self._seen = listed
-        return out
+        return self._with_ids(out, fetched)
 
     def emit(self, entry: ListingEntry) -> None:
         """Account for ``entry`` as emitted (call it where the next cut covers the emission)."""
-        mtime, name = entry[0], entry[1]
+        mtime, name, file_id = entry[0], entry[1], entry[5]
         if self._seen is not None:
             self._seen[name] = mtime
+        self._ids[name] = file_id
         now = self._now_ns
         if now is not None and mtime > now + self._ahead_ns:
             self._emit_ahead(entry, now)
@@ -412,7 +475,7 @@ class ScanCursor:
             if self.census is not None:
                 self.census.add(name)
         else:
-            self._window.put(name, mtime)
+            self._window.put(name, mtime, file_id)
         self._advance_floor()
 
     def emit_many(self, entries: Sequence[ListingEntry]) -> None:
@@ -432,6 +495,7 @@ class ScanCursor:
             return
         if self._seen is not None:
             self._seen.update(map(_name_and_mtime, entries))
+        self._ids.update(zip(map(_name, entries), map(_file_id, entries), strict=True))
         last = entries[-1]
         self.key = (last[0], last[1])
         self._window.put_many(entries)
@@ -455,7 +519,7 @@ class ScanCursor:
         if self.key is None:
             self.key = (now, "")
             self.floor = self._floor_for(self.key)
-        self._window.put_ahead(name, mtime)
+        self._window.put_ahead(name, mtime, entry[5])
         self._advance_floor()
 
     def _regions(self, listing: list[ListingEntry]) -> tuple[int, int]:
@@ -487,6 +551,7 @@ class ScanCursor:
     def _drop_vanished(self, gone: Iterable[str]) -> None:
         """Names accounted for that left the directory leave the window or the census."""
         for n in gone:
+            self._ids.pop(n, None)
             if n in self._window:
                 self._window.drop(n)
             elif self.census is not None:
@@ -554,19 +619,29 @@ class ScanCursor:
             logger.warning("%s are passed over", message)
         return fresh, changed
 
-    def _modified(self, listing: list[ListingEntry], changed: Mapping[str, int | None]) -> set[str]:
-        """Files read before that changed since (a new mtime): report them as ``on_modified``
-        says and account for their new mtime; the names to read again (``reread``)."""
+    def _modified(
+        self,
+        listing: list[ListingEntry],
+        changed: Mapping[str, int | None],
+        fetched: dict[str, int | None],
+    ) -> set[str]:
+        """Files read before that changed since (a new mtime). One that is another file than
+        the one read (replaced) is new: read whole, not counted. The others (changed in place,
+        or not known to be another file) are reported as ``on_modified`` says and accounted for
+        at their new mtime. Returns the names to read again (replaced, and ``reread``).
+        ``fetched`` gets the file ids read through ``identify``."""
+        replaced = self._replaced(listing, changed, fetched)
+        again = set(changed) if self.on_modified == "reread" else replaced
+        for n in again:  # forgotten: read again whole, as new files
+            if n in self._window:
+                self._window.drop(n)
+            elif self.census is not None:
+                self.census.remove(n)
         if self.on_modified == "reread":
-            for n in changed:  # forgotten: read again whole, as new files
-                if n in self._window:
-                    self._window.drop(n)
-                elif self.census is not None:
-                    self.census.remove(n)
-            return set(changed)
+            return again
         for entry in listing:
             name = entry[1]
-            if name not in changed:
+            if name not in changed or name in replaced:
                 continue
             before = changed[name]
             moved = "" if before is None else f" by {_seconds(entry[0] - before)}"
@@ -589,8 +664,58 @@ class ScanCursor:
                 if self.census is not None:
                     self.census.add(name)
             else:
-                self._window.put(name, entry[0])
-        return set()
+                self._window.put(name, entry[0], fetched.get(name, entry[5]))
+        return again
+
+    def _replaced(
+        self,
+        listing: list[ListingEntry],
+        changed: Mapping[str, int | None],
+        fetched: dict[str, int | None],
+    ) -> set[str]:
+        """The names of ``changed`` whose file is another than the one read: both file ids
+        known, and different. Ids the listing left out are read through ``identify``, only
+        for these names and only where the id of the file read is known."""
+        ids, window = self._ids, self._window
+        read: dict[str, int | None] = {
+            n: ids[n] if ids.get(n) is not None else window.file_id(n) for n in changed
+        }
+        entries = [e for e in listing if read.get(e[1]) is not None]
+        missing = [e for e in entries if e[5] is None]
+        if missing and self._identify is not None:
+            fetched.update(
+                zip(map(_name, missing), self._identify(list(map(_path, missing))), strict=True)
+            )
+        replaced = set()
+        for entry in entries:
+            now = entry[5] if entry[5] is not None else fetched.get(entry[1])
+            if now is not None and now != read[entry[1]]:
+                replaced.add(entry[1])
+                logger.info(
+                    "%s: file %s is another file than the one read under its name (replaced): "
+                    "it is read whole, as a new file",
+                    self.name,
+                    self._display(entry[2]),
+                )
+        return replaced
+
+    def _with_ids(
+        self, entries: list[ListingEntry], fetched: Mapping[str, int | None]
+    ) -> list[ListingEntry]:
+        """``entries`` with the file ids the listing left out (read through ``identify``): the
+        ids of the files emitted are what a name found changed later is compared with."""
+        if self._identify is None or None not in map(_file_id, entries):
+            return entries
+        missing = [e for e in entries if e[5] is None and e[1] not in fetched]
+        known = dict(fetched)
+        if missing:
+            known.update(
+                zip(map(_name, missing), self._identify(list(map(_path, missing))), strict=True)
+            )
+        return [
+            e if e[5] is not None else (e[0], e[1], e[2], e[3], e[4], known.get(e[1]))
+            for e in entries
+        ]
 
     def _pass_over(self, entries: list[ListingEntry]) -> None:
         """Report files that cannot be emitted, then account for them."""
@@ -614,25 +739,46 @@ class ScanCursor:
                 self.census.add(entry[1])
 
 
-def _encode_names(names: Mapping[str, int]) -> str:
+def _encode_names(names: Mapping[str, int], ids: Mapping[str, int | None]) -> str:
+    """``[names, mtime deltas]``, and the file ids as deltas (``null`` where not known) when
+    any is known."""
     items = sorted(names.items(), key=lambda item: (item[1], item[0]))
     mtimes = [m for _, m in items]
     deltas = mtimes[:1] + [b - a for a, b in itertools.pairwise(mtimes)]
-    raw = json.dumps([[n for n, _ in items], deltas], separators=(",", ":"), ensure_ascii=False)
+    fields: list[list[Any]] = [[n for n, _ in items], deltas]
+    file_ids = [ids.get(n) for n, _ in items]
+    if any(i is not None for i in file_ids):
+        # As deltas from the id before (files landing one after the other get ids close
+        # together: HDFS counts fileIds up, ext4 inodes of one directory cluster).
+        base = 0
+        for k, i in enumerate(file_ids):
+            if i is not None:
+                file_ids[k], base = i - base, i
+        fields.append(file_ids)
+    raw = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
     return base64.b64encode(zlib.compress(raw.encode("utf-8", "surrogatepass"), 1)).decode()
 
 
-def _decode_names(text: str) -> list[tuple[str, int]]:
+def _decode_names(text: str) -> list[tuple[str, int, int | None]]:
+    """``(name, mtime_ns, file id or None)`` of an encoded segment (one written before file
+    ids were kept has none)."""
     try:
         raw = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
-        names, deltas = json.loads(raw.decode("utf-8", "surrogatepass"))
-    except (ValueError, zlib.error) as exc:
+        fields = json.loads(raw.decode("utf-8", "surrogatepass"))
+        names, deltas = fields[0], fields[1]
+        file_ids = fields[2] if len(fields) > 2 else [None] * len(names)
+    except (ValueError, zlib.error, IndexError, TypeError) as exc:
         raise ValueError(f"the scan window is not readable ({exc})") from None
-    out = []
+    out: list[tuple[str, int, int | None]] = []
     mtime = 0
-    for n, d in zip(names, deltas, strict=True):
+    base = 0
+    for n, d, i in zip(names, deltas, file_ids, strict=True):
         mtime += int(d)
-        out.append((str(n), mtime))
+        if i is None:
+            out.append((str(n), mtime, None))
+        else:
+            base += int(i)
+            out.append((str(n), mtime, base))
     return out
 
 

@@ -75,7 +75,7 @@ def list_ready(
     entries = list_ready_keyed(
         fs, directory, pattern=pattern, min_file_age_ns=min_file_age_ns, now_ns=now_ns
     )
-    return [FileStatus(path, size, mtime_ns) for mtime_ns, _, path, size, _ in entries]
+    return [FileStatus(path, size, mtime_ns) for mtime_ns, _, path, size, _, _ in entries]
 
 
 def sort_keyed(entries: list[ListingEntry]) -> list[ListingEntry]:
@@ -97,8 +97,8 @@ def list_ready_keyed(
     young: list[ListingEntry] | None = None,
     ordered: bool = True,
 ) -> list[ListingEntry]:
-    """:func:`list_ready` as ``(mtime_ns, name, path, size, is_dir)`` tuples, in the same order
-    (in the listing's own order with ``ordered=False``).
+    """:func:`list_ready` as :data:`~region.fs.ListingEntry` tuples, in the same order (in the
+    listing's own order with ``ordered=False``).
 
     Made for directories of 100 000s of files: the key of each file is built once, and a
     backend that is an :class:`~region.fs.EntryLister` lists without building a FileStatus.
@@ -111,7 +111,10 @@ def list_ready_keyed(
     if isinstance(fs, EntryLister):
         entries = fs.list_entries(directory)
     else:
-        entries = [(s.mtime_ns, s.name, s.path, s.size, s.is_dir) for s in fs.list_dir(directory)]
+        entries = [
+            (s.mtime_ns, s.name, s.path, s.size, s.is_dir, s.file_id)
+            for s in fs.list_dir(directory)
+        ]
     # Comprehensions, one condition each: these run once per file listed, and a comprehension
     # costs a fraction of a loop calling append.
     ready = [

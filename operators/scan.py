@@ -30,7 +30,7 @@ from operators.housekeeping import AfterRead, ReadFile
 from operators.listing import ScanKey, list_ready_keyed
 from operators.safepath import path_problem
 from region.errors import permanent
-from region.fs import FileStatus, FileSystem, ListingEntry
+from region.fs import FileIdReader, FileStatus, FileSystem, ListingEntry
 from region.settings import Duration
 from region.state import Batch, StartOperator, State
 
@@ -102,8 +102,9 @@ class ScanSettings(BaseModel):
     on_late_file: Literal["warn", "fail"] = Field(
         "warn", validation_alias=_alias("on_late_file", "onLateFile")
     )
-    #: What a file that changes after it was read (a new mtime: it grew, or was replaced) does:
-    #: a WARNING and a count (not read again), an error, or ``reread`` (read again, whole).
+    #: What a file that changes in place after it was read (a new mtime, the same inode or
+    #: HDFS fileId: it grew) does: a WARNING and a count (not read again), an error, or
+    #: ``reread`` (read again, whole). Another file under the name (replaced) is read as new.
     on_modified: Literal["warn", "fail", "reread"] = Field(
         "warn", validation_alias=_alias("on_modified", "onModified")
     )
@@ -203,6 +204,7 @@ class HDFS2DirectoryScan(StartOperator):
             on_modified=settings.on_modified,
             name=name,
             display=fs.display,
+            identify=fs.file_ids if isinstance(fs, FileIdReader) else None,
         )
         # after_read: files read to their end, not yet archived or deleted, each with the cut
         # taken after its last record (None: no cut yet).

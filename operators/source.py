@@ -76,8 +76,9 @@ class FileFeed(Protocol):
     :class:`StateHandler` has its state checkpointed and reset inside the source's state.
 
     A feed with ``watches_changes = True`` (the scan) finds a file whose mtime changed after
-    it handed it out and applies ``on_modified`` to it itself; the source then leaves such a
-    file to it, so it is reported and read again (``reread``) once, not twice.
+    it handed it out and handles it itself (another file under the name: emitted again as new;
+    changed in place: ``on_modified``); the source then leaves such a file to it, so it is
+    reported, or read again, once, not twice.
     """
 
     def next_file(self) -> FileStatus | str | None:
@@ -287,8 +288,8 @@ class HDFS2FileSource(StartOperator):
                 self._offset = 0  # the new content is read whole, as a new file
             else:
                 # Never resumed at the old offset. With a new mtime the scan finds the file
-                # changed and applies on_modified to it (reread: emits it again; warn: reports
-                # and counts it), so it is handled once, there.
+                # changed and handles it (another file: emits it again as new; changed in
+                # place: on_modified), so it is handled once, there.
                 self._opened = None
                 return False
         if self._offset == 0 or self._opened is None:
@@ -335,7 +336,7 @@ class HDFS2FileSource(StartOperator):
             )
             raise permanent(OperatorError(msg))
         if self._scan_sees(status):
-            logger.info("%s: not resumed; the scan applies on_modified to it", message)
+            logger.info("%s: not resumed; the scan reads it as new or applies on_modified", message)
             return True
         self.files_modified += 1  # same mtime: the scan cannot tell, so it is reported here
         if self.on_modified == "reread":

@@ -16,6 +16,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 __all__ = [
     "EntryLister",
+    "FileIdReader",
     "FileStatus",
     "FileSystem",
     "FileWriter",
@@ -47,8 +48,10 @@ class FileStatus(NamedTuple):
 
 
 #: One child of a directory as plain values, its scan key first:
-#: ``(mtime_ns, name, path, size, is_dir)``.
-ListingEntry = tuple[int, str, str, int, bool]
+#: ``(mtime_ns, name, path, size, is_dir, file_id)``; ``file_id`` as in :class:`FileStatus`
+#: where the listing has it for free (the inode on a local disk, the fileId through WebHDFS),
+#: ``None`` otherwise (:class:`FileIdReader` reads it then, for the few files that need it).
+ListingEntry = tuple[int, str, str, int, bool, int | None]
 
 
 @runtime_checkable
@@ -62,6 +65,16 @@ class EntryLister(Protocol):
 
     def list_entries(self, path: str) -> list[ListingEntry]:
         """The same children as ``list_dir(path)``, in no particular order."""
+
+
+@runtime_checkable
+class FileIdReader(Protocol):
+    """Optional capability of a :class:`FileSystem` whose listings leave ``file_id`` out but
+    that can read it another way (hdfs:// through its WebHDFS twin): one call per file, or
+    one listing of their directory when there are many."""
+
+    def file_ids(self, paths: list[str]) -> list[int | None]:
+        """The ``file_id`` of each of ``paths`` (``None``: missing, or not known)."""
 
 
 @runtime_checkable

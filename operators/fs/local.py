@@ -177,8 +177,8 @@ class LocalFileSystem:
 
     def list_dir(self, path: str) -> list[FileStatus]:
         return [
-            FileStatus(entry_path, size, mtime_ns, is_dir)
-            for mtime_ns, _, entry_path, size, is_dir in self.list_entries(path)
+            FileStatus(entry_path, size, mtime_ns, is_dir, file_id)
+            for mtime_ns, _, entry_path, size, is_dir, file_id in self.list_entries(path)
         ]
 
     def list_entries(self, path: str) -> list[ListingEntry]:
@@ -196,7 +196,19 @@ class LocalFileSystem:
                 if not stat_mod.S_ISREG(st.st_mode) and not is_dir(st.st_mode):
                     self._left_out_special(entry.path, st.st_mode)
                     continue
-                append((st.st_mtime_ns, entry.name, entry.path, st.st_size, is_dir(st.st_mode)))
+                # The inode alone identifies a child: a scan compares it name by name in one
+                # directory, whose files share its device, and a device number that moved
+                # at a remount would make every file changed in place look replaced.
+                append(
+                    (
+                        st.st_mtime_ns,
+                        entry.name,
+                        entry.path,
+                        st.st_size,
+                        is_dir(st.st_mode),
+                        st.st_ino,
+                    )
+                )
         return out
 
     def _left_out(self, link: str) -> None:

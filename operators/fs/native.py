@@ -53,6 +53,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -144,6 +145,11 @@ def _use_process_user(settings: FileSystemSettings) -> None:
 
 def _conf_dir(settings: FileSystemSettings) -> str | None:
     return conf_dir(settings.config_dir)
+
+
+#: Up to this many files, :meth:`NativeHdfsFileSystem.file_ids` asks for each one (a
+#: GETFILESTATUS); more, and one listing of their directory (1 000 children an answer) is less.
+_IDS_ONE_BY_ONE = 32
 
 
 class NativeHdfsFileSystem:
@@ -317,14 +323,58 @@ class NativeHdfsFileSystem:
                         child,
                         0 if is_dir else i.length,
                         is_dir,
+                        None,  # hdfs-native's FileStatus has no fileId: file_ids reads it
                     )
                 )
             if out and out[0][2] != f"{base}/{out[0][1]}":
                 # The client spelled the paths in another form than <directory>/<name>.
-                out = [(m, n, f"{base}/{n}", size, d) for m, n, _, size, d in out]
+                out = [(m, n, f"{base}/{n}", size, d, i) for m, n, _, size, d, i in out]
             return out
 
         return self._call("LISTSTATUS", path, listing)
+
+    def file_ids(self, paths: list[str]) -> list[int | None]:
+        """The fileId of each of ``paths`` through the WebHDFS twin (``None`` without one, or
+        for a file gone): a GETFILESTATUS each when they are few, else one listing (in pages)
+        of each directory they are in. A scan asks this only for files it emits or finds
+        changed, never for every file it lists."""
+        twin = self.webhdfs
+        if twin is None or not paths:
+            return [None] * len(paths)
+        try:
+            if len(paths) <= _IDS_ONE_BY_ONE:
+
+                def one(path: str) -> int | None:
+                    try:
+                        return twin.status(path).file_id
+                    except FileNotFoundError:
+                        return None
+
+                if len(paths) == 1:
+                    return [one(paths[0])]
+                # A round trip each: several at once (a scan waits for them).
+                with ThreadPoolExecutor(min(8, len(paths)), "file-ids") as pool:
+                    return list(pool.map(one, paths))
+            ids: dict[str, int | None] = {}
+            for folder in {posixpath.dirname(p) for p in paths}:
+                try:
+                    entries = twin.list_entries(folder)
+                except FileNotFoundError:
+                    continue
+                ids.update((e[2], e[5]) for e in entries)
+            return [ids.get(p) for p in paths]
+        except OSError as exc:
+            # Not worth failing a scan for: without the ids, a file replaced under one of
+            # these names is taken as changed in place, which on_modified reports.
+            logger.warning(
+                "%s: the fileIds of %s file(s) could not be read through WebHDFS %s (%s): "
+                "replaced later, they count as changed in place (on_modified)",
+                self.display("/"),
+                len(paths),
+                twin.display("/"),
+                exc,
+            )
+            return [None] * len(paths)
 
     def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
         if offset < 0:

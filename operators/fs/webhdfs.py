@@ -139,12 +139,14 @@ class _NoBatchListing(Exception):
 def _entry(base: str, name: str, st: dict[str, Any]) -> ListingEntry:
     """A child's :data:`~region.fs.ListingEntry` from its WebHDFS FileStatus (milliseconds)."""
     is_dir = st["type"] == "DIRECTORY"
+    file_id = st.get("fileId")
     return (
         int(st["modificationTime"]) * 1_000_000,
         name,
         f"{base}/{name}",
         int(st["length"]),
         is_dir,
+        None if file_id is None else int(file_id),
     )
 
 

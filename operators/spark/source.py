@@ -51,7 +51,7 @@ from operators.housekeeping import AfterRead, ReadFile
 from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
 from region.atomic import dir_permission, write_atomically
-from region.fs import FileSystem, ListingEntry
+from region.fs import FileIdReader, FileSystem, ListingEntry
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -85,7 +85,7 @@ def _initial_offset() -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class _Range:
-    entry: ListingEntry  # (mtime_ns, name, path, size when listed, is_dir)
+    entry: ListingEntry  # (mtime_ns, name, path, size when listed, is_dir, file_id)
     start: int
     end: int
 
@@ -184,7 +184,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             target = self._target
             listing = [
-                (e[0], e[1], e[2], min(e[3], target[e[1]][1]), e[4])
+                (e[0], e[1], e[2], min(e[3], target[e[1]][1]), e[4], e[5])
                 for e in listing
                 if e[1] in target and target[e[1]][0] == e[0]
             ]
@@ -201,6 +201,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 on_modified=config.on_modified,
                 name=_SOURCE,
                 display=self.fs.display,
+                identify=self.fs.file_ids if isinstance(self.fs, FileIdReader) else None,
             )
             self._cursor.reset(start)
             self._at = at

@@ -154,7 +154,8 @@ def test_listing_gives_sizes_and_nanosecond_mtimes(any_fs: FsHandle) -> None:
 
 def test_a_scan_listing_agrees_with_list_dir(any_fs: FsHandle) -> None:
     """``list_entries`` (what a directory scan lists, where the backend has it) gives the same
-    children as ``list_dir``; a missing path and a file are refused the same way."""
+    children as ``list_dir``, with the file id ``status`` gives where it has one; a missing
+    path and a file are refused the same way."""
     fs = any_fs.fs
     if not isinstance(fs, EntryLister):
         pytest.skip(f"{type(fs).__name__} has no list_entries")
@@ -163,8 +164,13 @@ def test_a_scan_listing_agrees_with_list_dir(any_fs: FsHandle) -> None:
     fs.mkdirs(any_fs.path("sub"))
     statuses = fs.list_dir(any_fs.root)
     expected = sorted((s.mtime_ns, s.name, s.path, s.size, s.is_dir) for s in statuses)
-    assert sorted(fs.list_entries(any_fs.root)) == expected
+    entries = fs.list_entries(any_fs.root)
+    assert sorted(e[:5] for e in entries) == expected
     assert len(expected) == 8
+    # The file id where the listing has it is the one status() gives (inode, fileId).
+    assert {e[2]: e[5] for e in entries if e[5] is not None} == {
+        e[2]: fs.status(e[2]).file_id for e in entries if e[5] is not None
+    }
     assert fs.list_entries(any_fs.path("sub")) == []
     with pytest.raises(FileNotFoundError) as info:
         fs.list_entries(any_fs.path("no", "such"))

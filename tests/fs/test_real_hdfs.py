@@ -142,6 +142,27 @@ def test_truncate_into_a_block_answers_false_and_an_append_after_it_waits_for_re
     assert fs.status(path).size == BLOCK
 
 
+def test_hdfs_file_ids_are_read_through_webhdfs_one_by_one_or_by_a_listing(
+    request: pytest.FixtureRequest,
+) -> None:
+    """hdfs-native lists no fileId; ``file_ids`` reads it through the cluster's WebHDFS, a
+    GETFILESTATUS each for a few files, one listing of their directory for many: the same ids
+    either way, another id for a file replaced by rename, ``None`` for a file gone."""
+    fs, root, _ = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem) and fs.webhdfs is not None
+    paths = [f"{root}/f{i:02d}" for i in range(40)]
+    for path in paths:
+        fs.create(path).close()
+    assert all(e[5] is None for e in fs.list_entries(root))
+    many = fs.file_ids([*paths, f"{root}/gone"])
+    assert many[-1] is None and None not in many[:-1] and len(set(many[:-1])) == 40
+    assert fs.file_ids(paths[:3]) == many[:3]
+    assert fs.file_ids(paths[:3]) == [fs.webhdfs.status(p).file_id for p in paths[:3]]
+    fs.create(f"{root}/.f00.tmp").close()
+    fs.rename(f"{root}/.f00.tmp", paths[0], overwrite=True)
+    assert fs.file_ids(paths[:1]) != many[:1]
+
+
 def test_one_user_per_process_for_hdfs(request: pytest.FixtureRequest) -> None:
     _, _, sandbox = _root(request, "hdfs")
     other = FileSystemSettings(uri=sandbox.info.hdfs, user="someone-else")

@@ -435,7 +435,7 @@ def test_a_scan_lists_a_directory_in_pages(tmp_path: Path) -> None:
         entries = fs.list_entries("/land")
         assert sorted(e[1] for e in entries) == [f"f{i:02d}" for i in range(10)] + ["sub"]
         assert sorted(entries) == sorted(
-            (s.mtime_ns, s.name, s.path, s.size, s.is_dir) for s in fs.list_dir("/land")
+            (s.mtime_ns, s.name, s.path, s.size, s.is_dir, s.file_id) for s in fs.list_dir("/land")
         )
         pages = _batch_requests(server, "LISTSTATUS_BATCH")
         assert [p.get("startAfter") for p in pages] == [None, "f02", "f05", "f08"]

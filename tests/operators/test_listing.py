@@ -67,8 +67,8 @@ def test_backend_listing_entries_gives_the_same_ready_files_as_list_dir(tmp_path
     assert isinstance(local, EntryLister)
     assert not isinstance(_ListDirOnly(), EntryLister)
     assert sorted(
-        FileStatus(path, size, mtime, is_dir)
-        for mtime, _, path, size, is_dir in local.list_entries(str(tmp_path))
+        FileStatus(path, size, mtime, is_dir, file_id)
+        for mtime, _, path, size, is_dir, file_id in local.list_entries(str(tmp_path))
     ) == sorted(local.list_dir(str(tmp_path)))
     cases: list[dict[str, Any]] = [
         {},

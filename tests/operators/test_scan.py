@@ -222,6 +222,42 @@ def test_weakness4_lone_file_with_the_checkpointed_mtime_is_not_skipped(
     assert names(rebuilt) == ["y"]
 
 
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "after a restart"])
+def test_a_file_replaced_under_a_name_read_is_read_whole_one_appended_is_reported(
+    any_landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture, restart: bool
+) -> None:
+    """``mv new.tmp daily.csv`` over a file read: another file (inode, HDFS fileId) is read
+    whole, once, with the default ``on_modified = "warn"``; a file appended to in place keeps
+    its identity and is reported, not read again."""
+    land = any_landing
+    land.put("daily.csv", "old\n", T0)
+    land.put("log.txt", "a\n", T0 + S)
+    scan = make_scan(land, clock)
+    assert names(scan) == ["daily.csv", "log.txt"]
+    state = scan.checkpoint(1)
+    if restart:
+        scan = make_scan(land, clock)
+        scan.reset(state)
+    land.put(".daily.csv.tmp", "new\n")
+    land.fs.rename(land.path(".daily.csv.tmp"), land.path("daily.csv"), overwrite=True)
+    land.set_mtime(land.path("daily.csv"), T0 + 30 * S)
+    writer = land.fs.append(land.path("log.txt"))
+    writer.write(b"b\n")
+    writer.close()
+    land.set_mtime(land.path("log.txt"), T0 + 31 * S)
+    clock.advance(5)
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert names(scan) == ["daily.csv"]
+        clock.advance(5)
+        assert names(scan) == []
+    assert "daily.csv" not in caplog.text
+    assert caplog.text.count("log.txt changed after it was read") == 1
+    assert scan.modified == 1
+    rebuilt = make_scan(land, clock)
+    rebuilt.reset(scan.checkpoint(2))
+    assert names(rebuilt) == []  # read once, also across a restart
+
+
 def test_weakness5_late_file_with_an_older_mtime_is_emitted_once(
     any_landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -552,6 +552,36 @@ def test_a_replaced_file_under_the_scan_is_reported_and_reread_once(
     assert resumed.metrics()["files_modified"] + scan.modified == (policy == "warn")
 
 
+def test_a_file_renamed_over_one_read_half_way_is_read_whole_once_under_the_scan(
+    landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Read half-way, cut, crash; another file is renamed over it (``mv new.tmp f``: another
+    inode, a new mtime). The scan reads the new file whole, once, with the default
+    ``on_modified = "warn"``, and counts nothing: it is new data, not a change."""
+    landing.put("f", "".join(f"old-{i}\n" for i in range(10)), T0)
+
+    def operators() -> tuple[HDFS2DirectoryScan, HDFS2FileSource]:
+        scan = HDFS2DirectoryScan(ScanSettings(directory=landing.dir), landing.fs, clock=clock)
+        return scan, HDFS2FileSource(SourceSettings(), landing.fs, files=scan)
+
+    _, source = operators()
+    source.reset_to_initial_state()
+    assert records([source.next_batch(4)]) == [f"old-{i}" for i in range(4)]  # type: ignore[list-item]
+    state = json.loads(json.dumps(source.checkpoint(1)))
+    staged = landing.put(".f.tmp", "".join(f"new-{i}\n" for i in range(5)))
+    landing.fs.rename(staged, landing.path("f"), overwrite=True)
+    landing.set_mtime(landing.path("f"), T0 + 60 * S)
+    scan, resumed = operators()
+    resumed.reset(state)
+    with caplog.at_level(logging.WARNING):
+        got = records(read_all(resumed))
+        clock.advance(60)  # the next listing
+        got += records(read_all(resumed))
+    assert got == [f"new-{i}" for i in range(5)]
+    assert resumed.metrics()["files_modified"] + scan.modified == 0
+    assert "changed after it was read" not in caplog.text
+
+
 def test_a_longer_file_renamed_over_the_old_one_is_told_apart_by_its_inode(
     landing: Landing, caplog: pytest.LogCaptureFixture
 ) -> None:

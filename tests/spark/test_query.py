@@ -111,9 +111,9 @@ def test_runs_from_cron_read_a_name_landed_again_after_delete_and_a_file_replace
     spark: Any, tmp_path: Path
 ) -> None:
     """``available_now`` again and again, as cron runs it: a file deleted after it was read
-    and landed again under its old name is a new file; a file replaced under a name already
-    read (a new mtime) is read again whole with ``on_modified = "reread"`` (the default warns
-    and counts it). Each run publishes what landed since the last, once."""
+    and landed again under its old name is a new file; so is a file replaced under a name
+    already read (``mv new.tmp name``: another inode), read whole with the default
+    ``on_modified``. Each run publishes what landed since the last, once."""
     from operators.spark import start_fused
 
     def run(**scan: str) -> None:
@@ -137,8 +137,8 @@ def test_runs_from_cron_read_a_name_landed_again_after_delete_and_a_file_replace
     tmp = tmp_path / "in" / ".f00.txt.tmp"
     tmp.write_bytes(replaced["f00.txt"])
     os.replace(tmp, tmp_path / "in" / "f00.txt")
-    run(on_modified="reread")
-    run(on_modified="reread")  # nothing new: nothing published
+    run()
+    run()  # nothing new: nothing published
     assert published_lines(tmp_path / "out") == expected(first) + expected(again) + expected(
         replaced
     )
