@@ -571,6 +571,32 @@ def test_a_stopped_job_unlocks_at_once_and_its_exit_waits_for_the_closes(
     assert files and not any(_still_open(fs, path) for path in files)
 
 
+def test_the_unlock_of_a_stopping_job_starts_no_close(request: pytest.FixtureRequest) -> None:
+    """The released generation is the record written ahead when the lock was taken, long
+    closed: with every DataNode report held (no close can complete), the unlock returns,
+    nothing is left for the exit to wait for, and the released generation is a closed file."""
+    fs, root, sandbox = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    directory = posixpath.join(root, "ck")
+    lock = CheckpointLock(fs, directory, heartbeat_interval=0)
+    lock.acquire()
+    assert settle_closes(60.0)  # the take's closes landed (the reports flow)
+    guard = threading.Timer(90.0, _resume_reports, [sandbox])
+    for index in range(sandbox.info.datanodes):
+        sandbox.command(f"pause-ibr {index}")
+    guard.start()
+    try:
+        lock.release()
+        assert settle_closes(0.0)  # no close handed to the background
+        released = lock.holder()
+        assert released is not None and released.released
+        assert not _still_open(fs, released.path)
+    finally:
+        guard.cancel()
+        _resume_reports(sandbox)
+    assert [s.path for s in fs.list_dir(directory)] == [released.path]
+
+
 def _sink(fs: FileSystem, root: str) -> HDFS2FileSink:
     sink = HDFS2FileSink(SinkSettings(file=posixpath.join(root, "out", "part-%FILENUM.txt")), fs)
     sink.reset_to_initial_state()
