@@ -17,7 +17,14 @@ from collections.abc import Callable
 
 from region.fs import FileSystem, FileWriter, LaterCloser, LeaseRecoverer
 
-__all__ = ["cut_to", "dir_permission", "read_whole", "temp_path", "write_atomically"]
+__all__ = [
+    "cut_to",
+    "dir_permission",
+    "read_whole",
+    "temp_path",
+    "write_atomically",
+    "write_hidden",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +89,25 @@ def write_atomically(
         raise
     if not close_later:
         return
+    if isinstance(writer, LaterCloser):
+        writer.close_later()
+    else:
+        writer.close()
+
+
+def write_hidden(fs: FileSystem, temp: str, data: bytes, *, permission: int | None = None) -> None:
+    """Steps 1 and 2 of :func:`write_atomically` ahead of time: ``data`` complete and synced
+    under the hidden name ``temp`` (never overwriting), its close handed to the background
+    where the writer can. Renaming it into place later is then one call, with no close left
+    to wait for (it landed meanwhile). On failure the temporary file is deleted and the error
+    propagates."""
+    writer = fs.create(temp, overwrite=False, permission=permission)
+    try:
+        writer.write(data)
+        writer.sync()
+    except BaseException:
+        _abandon(fs, writer, temp, close_later=True)
+        raise
     if isinstance(writer, LaterCloser):
         writer.close_later()
     else:

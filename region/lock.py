@@ -12,6 +12,14 @@ file under a generation name is always complete. The winner then lists the direc
 its generation is the newest (a stale taker can land on a number freed by cleanup) and deletes
 older generations; the newest is never deleted, so numbers only grow.
 
+The release's record (``released``) does not depend on when it is published, so it is written and
+synced ahead, just after the lock is taken, under a temporary name of its own: releasing is the
+rename of that file onto the next generation (same race, same confirmation), and a stopping
+process has no close to wait for (on HDFS a close waits for a DataNode's report, 500 ms on a
+small cluster). A process that dies holding the lock leaves that file behind as it would leave a
+half-written temporary file; a taker deletes both once older than a ttl. Its heartbeat time is
+the take's, which no rule reads (a released generation is free whatever its age).
+
 A holder that stops heartbeating for ``ttl`` seconds (its own ``ttl``, recorded in the file) has
 expired and may be taken over. Two stronger signals refine that:
 
@@ -52,7 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from region.atomic import dir_permission, read_whole, write_atomically
+from region.atomic import dir_permission, read_whole, write_atomically, write_hidden
 from region.errors import LockedError, LockLostError, LockUnsafeError
 from region.fs import FileStatus, FileSystem, FileWriter
 
@@ -220,6 +228,8 @@ class CheckpointLock:
         self._generation = 0  # of the file that currently says we hold the lock; 0: not held
         self._started = 0.0
         self._lease: FileWriter | None = None
+        #: The released record written ahead (a temporary name in the directory), while held.
+        self._release: str | None = None
         self._lost: str | None = None
         #: Clock time written in our newest generation, and why the newest heartbeat failed.
         self._renewed = 0.0
@@ -279,20 +289,32 @@ class CheckpointLock:
         except OSError as exc:
             logger.debug("Could not delete %s: %s", self.fs.display(path), exc)
 
-    def _take(self, generation: int, record: LockHolder) -> bool:
-        """Publish ``record`` as ``generation``; ``True`` when it is now the newest generation."""
-        # 1. Write the complete record under a unique name, and 2. rename it onto the generation
-        #    name without overwrite: one racer wins.
+    def _temp_path(self) -> str:
+        return self._path(f".lock-{uuid.uuid4().hex}.tmp")
+
+    def _take(self, generation: int, record: LockHolder, *, written: str | None = None) -> bool:
+        """Publish ``record`` as ``generation``; ``True`` when it is now the newest generation.
+        ``written``: a temporary file already holding ``record``, synced (the release's)."""
+        # 1. Write the complete record under a unique name (unless written ahead), and 2. rename
+        #    it onto the generation name without overwrite: one racer wins.
         target = self._gen_path(generation)
         try:
-            write_atomically(
-                self.fs,
-                target,
-                record.to_json(),
-                temp=self._path(f".lock-{uuid.uuid4().hex}.tmp"),
-                permission=self.permission,
-                close_later=True,
-            )
+            if written is not None:
+                try:
+                    self.fs.rename(written, target, overwrite=False)
+                except FileNotFoundError:
+                    if not self.fs.exists(self.directory):
+                        raise
+                    written = None  # deleted meanwhile (a taker's clean-up): write it now
+            if written is None:
+                write_atomically(
+                    self.fs,
+                    target,
+                    record.to_json(),
+                    temp=self._temp_path(),
+                    permission=self.permission,
+                    close_later=True,
+                )
         except FileExistsError:
             return False
         # 3. Confirm: a taker that read an old listing may land on a number cleanup freed.
@@ -306,11 +328,36 @@ class CheckpointLock:
         for old, status in generations[:-1]:
             if old < generation:
                 self._delete_quietly(status.path)
+        #    Our own release record, written ahead, stays whatever its age.
+        own = self._release.rsplit("/", 1)[-1] if self._release is not None else None
         now = self._clock()
         for status in temps:
-            if now - status.mtime_ns / 1e9 > self.ttl:
+            if now - status.mtime_ns / 1e9 > self.ttl and status.name != own:
                 self._delete_quietly(status.path)
         return True
+
+    def _write_release(self) -> None:
+        """Write the released record ahead (see the module's docstring): once per hold, right
+        after the take. A failure is logged; :meth:`release` then writes the record itself."""
+        with self._mutex:
+            if not self._generation or self._lost is not None or self._release is not None:
+                return
+            temp = self._temp_path()
+            try:
+                write_hidden(
+                    self.fs,
+                    temp,
+                    self._record(released=True).to_json(),
+                    permission=self.permission,
+                )
+            except Exception as exc:
+                logger.debug(
+                    "Could not write the release of the lock of %s ahead: %s",
+                    self.fs.display(self.directory),
+                    exc,
+                )
+                return
+            self._release = temp
 
     def _read(self, generation: int, status: FileStatus) -> LockHolder | None:
         """The record of ``generation``; ``None`` when unreadable. ``FileNotFoundError`` when it
@@ -428,6 +475,8 @@ class CheckpointLock:
                 self.fs.display(self.directory),
                 self.owner,
             )
+            # 5. The release's record, written ahead: the stop then renames it, no close to wait.
+            self._write_release()
             if self.heartbeat_interval > 0:
                 self._stop.clear()
                 self._thread = threading.Thread(
@@ -596,9 +645,12 @@ class CheckpointLock:
         if thread is not None and thread is not threading.current_thread():
             thread.join()
         with self._mutex:
+            written, self._release = self._release, None
             if self._generation and self._lost is None:
                 try:
-                    if self._take(self._generation + 1, self._record(released=True)):
+                    record = self._record(released=True)
+                    if self._take(self._generation + 1, record, written=written):
+                        written = None
                         logger.info(
                             "Unlocked checkpoint directory %s", self.fs.display(self.directory)
                         )
@@ -614,6 +666,8 @@ class CheckpointLock:
                         type(exc).__name__,
                         exc,
                     )
+            if written is not None:  # not renamed into place (or renamed, then found stale)
+                self._delete_quietly(written)
             self._close_lease()
             self._generation = 0
 

@@ -35,7 +35,7 @@ from operators.app.metrics import Histogram, JobView, MetricsServer, health, per
 from operators.app.progress import Progress, ProgressDisplay
 from operators.app.switch import check_pending_switch, control_path
 from operators.control import ControlFile
-from operators.fs import open_path
+from operators.fs import FileSystemSettings, open_path
 from operators.plugins import load_callable
 from operators.scan import HDFS2DirectoryScan
 from operators.sink import HDFS2FileSink
@@ -133,18 +133,20 @@ def progress_of(stats: PipelineStats, scan: HDFS2DirectoryScan, sink: HDFS2FileS
 def build_local(config: PipelineConfig) -> LocalRun:
     """Open the filesystems and build the operators, the checkpoint store and the lock (nothing
     is locked or read yet). Raises ConfigError for settings the operators refuse."""
-    # 1. Filesystems: a URI names its own, a plain path is on [filesystem].
-    scan_fs, scan_dir = open_path(config.scan_directory, config.filesystem)
+    # 1. Filesystems: a URI names its own, a plain path is on [filesystem]; one connection
+    #    per filesystem (each hdfs:// one connects and tries its WebHDFS for truncate).
+    opened: list[tuple[FileSystemSettings, FileSystem]] = []
+    scan_fs, scan_dir = open_path(config.scan_directory, config.filesystem, opened=opened)
     check_single_file(scan_fs, scan_dir, config.single_name)
     sink_settings = config.sink
     if sink_settings.directory is not None:
-        sink_fs, sink_dir = open_path(sink_settings.directory, config.filesystem)
+        sink_fs, sink_dir = open_path(sink_settings.directory, config.filesystem, opened=opened)
         sink_settings = sink_settings.model_copy(update={"directory": sink_dir})
     else:
         assert sink_settings.file is not None
-        sink_fs, sink_file = open_path(sink_settings.file, config.filesystem)
+        sink_fs, sink_file = open_path(sink_settings.file, config.filesystem, opened=opened)
         sink_settings = sink_settings.model_copy(update={"file": sink_file})
-    cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
+    cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem, opened=opened)
 
     # 2. Operators: only the source and the sink are region operators (the source owns the scan).
     transforms = []
@@ -162,7 +164,9 @@ def build_local(config: PipelineConfig) -> LocalRun:
     check_pending_switch(config, control, scan_fs)
     scan_update: dict[str, object] = {"directory": scan_dir}
     if config.scan.archive_dir is not None:
-        archive_fs, archive_dir = open_path(config.scan.archive_dir, config.filesystem)
+        archive_fs, archive_dir = open_path(
+            config.scan.archive_dir, config.filesystem, opened=opened
+        )
         if archive_fs.display("/") != scan_fs.display("/"):
             msg = (
                 f"[scan] archive_dir: {config.scan.archive_dir!r} is not on the filesystem of "

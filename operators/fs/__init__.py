@@ -85,7 +85,10 @@ def open_filesystem(settings_or_uri: FileSystemSettings | str | None = None) -> 
 
 
 def open_path(
-    uri_or_path: str, settings: FileSystemSettings | str | None = None
+    uri_or_path: str,
+    settings: FileSystemSettings | str | None = None,
+    *,
+    opened: list[tuple[FileSystemSettings, FileSystem]] | None = None,
 ) -> tuple[FileSystem, str]:
     """``(filesystem, path on it)`` for a configured path.
 
@@ -93,16 +96,20 @@ def open_path(
     ``settings`` (user, Kerberos, timeouts) still apply, but a password or token only when the
     URI names the same filesystem as ``settings``. A plain path (``/landing``) is on the
     filesystem of ``settings`` (the local disk when ``None``).
+
+    ``opened``: the filesystems opened so far by the caller, with their settings; one opened
+    with equal settings is returned again (an ``hdfs://`` one connects and tries its WebHDFS
+    at start), a new one is added.
     """
     from .settings import FileSystemSettings, split_uri
 
     base = _settings(settings)
     fs_uri, path = split_uri(uri_or_path)
     if fs_uri == "file:///" and not uri_or_path.startswith("file:"):
-        return open_filesystem(base), path  # a plain path
+        return _open(base, opened), path  # a plain path
     named = FileSystemSettings(uri=fs_uri)
     if named.kind == base.kind and named.display() == base.display():
-        return open_filesystem(base), path
+        return _open(base, opened), path
     # Never send this filesystem's password or token (or their references) to another one.
     secrets = {"password", "token", "password_env", "token_env"}
     fields = base.model_dump(exclude={"uri", *secrets}, exclude_unset=True)
@@ -111,4 +118,16 @@ def open_path(
     merged = FileSystemSettings.model_validate(
         {**fields, "uri": fs_uri, **({"password": named.password} if named.password else {})}
     )
-    return open_filesystem(merged), path
+    return _open(merged, opened), path
+
+
+def _open(
+    settings: FileSystemSettings, opened: list[tuple[FileSystemSettings, FileSystem]] | None
+) -> FileSystem:
+    for known, fs in opened or ():
+        if known == settings:
+            return fs
+    fs = open_filesystem(settings)
+    if opened is not None:
+        opened.append((settings, fs))
+    return fs

@@ -152,10 +152,12 @@ def test_a_lock_release_that_fails_is_a_warning_after_the_one_line_error(
 
     take = CheckpointLock._take
 
-    def refusing_release(self: CheckpointLock, generation: int, record: LockHolder) -> bool:
+    def refusing_release(
+        self: CheckpointLock, generation: int, record: LockHolder, **kw: str | None
+    ) -> bool:
         if record.released:
-            raise ValueError("/ck/.lock-1.tmp: CREATE: java.net.UnknownHostException: ns")
-        return take(self, generation, record)
+            raise ValueError("/ck/.lock-1.tmp: RENAME: java.net.UnknownHostException: ns")
+        return take(self, generation, record, **kw)
 
     monkeypatch.setattr(CheckpointLock, "_take", refusing_release)
     pdir.add_file("a.txt", ["fine", "boom here"])
@@ -600,3 +602,32 @@ def test_interleaved_names_write_one_file_per_name_not_one_per_record(pdir: Pipe
         "a.csv": [str(i) for i in range(0, 400, 2)],
         "b.csv": [str(i) for i in range(1, 400, 2)],
     }
+
+
+def test_the_scan_sink_and_checkpoints_on_one_filesystem_share_one_client(
+    pdir: PipelineDir,
+) -> None:
+    """Each filesystem is opened once per run: on hdfs:// an opening connects to the NameNode
+    and tries the cluster's WebHDFS for truncate, a cost paid at every start of a cron run."""
+    from operators.app.config import load_pipeline
+    from operators.app.engine_local import build_local
+
+    config = load_pipeline(pdir.write_config(BASIC.format(trigger="periodic")))
+    run = build_local(config)
+    assert run.scan.fs is run.sink.output[0] is run.checkpoint_fs
+
+
+def test_filesystems_with_other_settings_are_opened_apart(tmp_path: Path) -> None:
+    from operators.fs import FileSystemSettings, open_path
+    from region.fs import FileSystem
+
+    opened: list[tuple[FileSystemSettings, FileSystem]] = []
+    local, _ = open_path(str(tmp_path / "a"), opened=opened)
+    again, _ = open_path(f"file://{tmp_path}/b", opened=opened)
+    assert again is local
+    elsewhere = FileSystemSettings(uri="webhdfs://nn.example:9870", user="alice")
+    remote, path = open_path("/landing", elsewhere, opened=opened)
+    other_user = elsewhere.model_copy(update={"user": "bob"})
+    assert open_path("/landing", elsewhere, opened=opened)[0] is remote and path == "/landing"
+    assert open_path("/x", other_user, opened=opened)[0] is not remote
+    assert len(opened) == 3

@@ -127,11 +127,13 @@ class _SlowCloses(LocalFileSystem):
     def __init__(self) -> None:
         super().__init__()
         self.steps: list[tuple[str, str]] = []
+        self.created: list[str] = []
 
     def create(
         self, path: str, *, overwrite: bool = False, permission: int | None = None
     ) -> FileWriter:
         writer = super().create(path, overwrite=overwrite, permission=permission)
+        self.created.append(path)
         steps, close = self.steps, writer.close
 
         def close_now() -> None:
@@ -152,8 +154,10 @@ class _SlowCloses(LocalFileSystem):
 
 
 def test_cuts_and_the_lock_wait_for_no_close_and_publish_synced_files(tmp_path: Path) -> None:
-    """A checkpoint, and each change of the lock (take, heartbeat, release), is renamed into
-    place once synced and closed afterwards in the background: the close is off the cut."""
+    """A checkpoint, and each change of the lock (take, heartbeat), is renamed into place once
+    synced and closed afterwards in the background: the close is off the cut. The release's
+    record is written ahead, at the take (closed in the background then), and the release
+    only renames it into place: a stopping process starts no close."""
     fs = _SlowCloses()
     directory = str(tmp_path / "ck")
     lock = CheckpointLock(fs, directory, heartbeat_interval=0)
@@ -161,9 +165,17 @@ def test_cuts_and_the_lock_wait_for_no_close_and_publish_synced_files(tmp_path: 
     lock.acquire()
     lock.refresh()
     store.write(1, {"op": {"offset": 7}})
+    before_release, created = len(fs.steps), len(fs.created)
     lock.release()
     published = [(step, path) for step, path in fs.steps if path.endswith(".tmp")]
-    assert [step for step, _ in published] == ["rename", "close_later"] * 4
+    assert [step for step, _ in published] == [
+        *("rename", "close_later"),  # the take
+        "close_later",  # the release's record, written ahead
+        *("rename", "close_later") * 2,  # the heartbeat, the checkpoint
+        "rename",  # the release
+    ]
+    released = [step for step, path in fs.steps[before_release:] if not path.endswith(".lease")]
+    assert released == ["rename"] and fs.created[created:] == []
     assert store.latest() is not None and store.latest().operators == {"op": {"offset": 7}}
 
 

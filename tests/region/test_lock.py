@@ -294,6 +294,52 @@ def test_a_crashed_holder_on_this_host_is_taken_over_at_once(tmp_path: Any) -> N
     _taken_over_by_next_job(directory)
 
 
+def test_a_holder_killed_with_its_release_written_ahead_leaves_a_file_the_next_one_removes(
+    tmp_path: Any,
+) -> None:
+    """The release's record is written when the lock is taken (the stop only renames it). A
+    holder killed -9 leaves it behind as a hidden temporary file beside its unreleased
+    generation: it names no generation, so the next job takes over as from any crashed
+    holder, and its heartbeat deletes the leftover once older than a ttl, as any temporary
+    file a crash left. What remains after its own release is one released generation."""
+    directory = str(tmp_path / "ckpt")
+    proc = _holder_process(directory, "crashing-job")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    fs = LocalFileSystem()
+    (leftover,) = [s for s in fs.list_dir(directory) if s.name.endswith(".tmp")]
+    written = LockHolder.from_json(fs.read(leftover.path), 0, leftover.path)
+    assert written is not None and written.released and written.owner == "crashing-job"
+    clock = ManualClock(time.time())
+    lock = CheckpointLock(fs, directory, owner="next-job", clock=clock, heartbeat_interval=0)
+    lock.acquire()  # at once: the holder's process is gone
+    current = lock.holder()
+    assert current is not None and current.owner == "next-job" and not current.released
+    assert fs.exists(leftover.path)  # younger than a ttl: a live writer could still rename it
+    clock.now += lock.ttl + 1
+    lock.refresh()
+    assert not fs.exists(leftover.path)
+    lock.release()
+    (only,) = fs.list_dir(directory)
+    final = lock.holder()
+    assert final is not None and final.released and final.owner == "next-job"
+    assert only.path == final.path
+
+
+def test_a_release_whose_record_written_ahead_was_removed_writes_it(any_fs: FsHandle) -> None:
+    """The record written ahead may be gone at the stop (deleted by hand, or by a process that
+    took the lock over meanwhile): the release writes the record then, as a heartbeat does."""
+    directory, clock = _dir(any_fs), ManualClock(T0)
+    lock = _lock(any_fs, directory, "job-a", clock)
+    lock.acquire()
+    (ahead,) = [s for s in any_fs.fs.list_dir(directory) if s.name.endswith(".tmp")]
+    any_fs.fs.delete(ahead.path)
+    lock.release()
+    final = lock.holder()
+    assert final is not None and final.released and final.owner == "job-a"
+    assert [s.path for s in any_fs.fs.list_dir(directory)] == [final.path]
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc to see a zombie")
 def test_a_killed_holder_nobody_reaped_yet_is_taken_over_at_once(tmp_path: Any) -> None:
     # kill -9 of a runner whose parent is gone leaves a zombie where init does not reap (many
