@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.decoding import LineDecoder, OnDecodeError
+from operators.readahead import ReadAhead
 from region.fs import FileSystem
 
 __all__ = [
@@ -175,9 +176,14 @@ def _chunks(
     used without copies."""
     base = _first_line_start(fs, path, start, size, chunk_size)
     want = chunk_size
+    ahead: ReadAhead | None = None
     while base < end and base < size:
         length = min(want, size - base)
-        data = fs.read(path, base, length)
+        if ahead is not None and ahead.key == (path, base, length):
+            data = ahead.result()
+        else:
+            data = fs.read(path, base, length)
+        ahead = None
         if len(data) < length:
             msg = (
                 f"{fs.display(path)}: the file shrank while being read (wanted {length} bytes "
@@ -198,6 +204,10 @@ def _chunks(
                 continue
             view = memoryview(data)[:consumed]
         want = chunk_size
+        if base + consumed < min(end, size):
+            # The next chunk is read while this one's lines are used (on HDFS: written).
+            following = base + consumed
+            ahead = ReadAhead(fs, path, following, min(chunk_size, size - following))
         yield _Chunk(base, data, view, consumed, unterminated)
         base += consumed
 
