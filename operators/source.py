@@ -14,6 +14,7 @@ the same missing file until the region gives up. In single-file mode a missing f
 from __future__ import annotations
 
 import codecs
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -381,7 +382,8 @@ class HDFS2FileSource(StartOperator):
         if len(data) < want:
             self._eof = True
         else:
-            self._ahead = ReadAhead(self._fs, self._path, self._read_pos, want)
+            read = functools.partial(self._fs.read, self._path)
+            self._ahead = ReadAhead(read, self._path, self._read_pos, want)
         return data
 
     def _at_end(self) -> bool:

@@ -9,6 +9,7 @@ same way: a range owns the blocks (at multiples of ``block_size``) that start in
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ import pyarrow.compute as pc
 
 from operators.decoding import LineDecoder, OnDecodeError
 from operators.readahead import ReadAhead
-from region.fs import FileSystem
+from region.fs import FileSystem, RangeReader
 
 __all__ = [
     "NotVerbatim",
@@ -175,6 +176,11 @@ def _chunks(
     of a chunk is read again with the next one (instead of being copied over), so chunks are
     used without copies."""
     base = _first_line_start(fs, path, start, size, chunk_size)
+    if not (base < end and base < size):
+        return
+    # One open of the file for all its reads where the filesystem has that (HDFS: one
+    # NameNode call for the blocks, not one a chunk).
+    read = fs.open_ranges(path) if isinstance(fs, RangeReader) else functools.partial(fs.read, path)
     want = chunk_size
     ahead: ReadAhead | None = None
     while base < end and base < size:
@@ -182,7 +188,7 @@ def _chunks(
         if ahead is not None and ahead.key == (path, base, length):
             data = ahead.result()
         else:
-            data = fs.read(path, base, length)
+            data = read(base, length)
         ahead = None
         if len(data) < length:
             msg = (
@@ -207,7 +213,7 @@ def _chunks(
         if base + consumed < min(end, size):
             # The next chunk is read while this one's lines are used (on HDFS: written).
             following = base + consumed
-            ahead = ReadAhead(fs, path, following, min(chunk_size, size - following))
+            ahead = ReadAhead(read, path, following, min(chunk_size, size - following))
         yield _Chunk(base, data, view, consumed, unterminated)
         base += consumed
 
