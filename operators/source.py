@@ -14,8 +14,8 @@ the same missing file until the region gives up. In single-file mode a missing f
 from __future__ import annotations
 
 import codecs
+import functools
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -25,6 +25,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from operators.decoding import LineDecoder, OnDecodeError, line_encoding_problem
 from operators.errors import OperatorError
 from operators.housekeeping import ReadFile
+from operators.readahead import ReadAhead
 from region.activity import doing
 from region.errors import permanent
 from region.fs import FileStatus, FileSystem
@@ -38,35 +39,6 @@ logger = logging.getLogger(__name__)
 #: Bytes of lines decoded and split at once (a piece of a read chunk): small enough that the
 #: lines are still in the CPU cache when their batch goes out (4 MB at once was 30% slower).
 _PIECE = 1 << 18
-
-
-class _ReadAhead:
-    """The read of the next chunk of a file, on a thread of its own, while the records of the
-    chunk before it are decoded and written: on HDFS a read waits on the DataNodes with the
-    interpreter free, so reading and writing overlap. Only a read at exactly the position
-    asked next is used; a reset or another file drops it (:meth:`HDFS2FileSource._clear_reader`).
-    """
-
-    def __init__(self, fs: FileSystem, path: str, offset: int, length: int) -> None:
-        self.key = (path, offset, length)
-        self._data = b""
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._run, args=(fs,), name=f"read-ahead {path}", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self, fs: FileSystem) -> None:
-        try:
-            self._data = fs.read(*self.key)
-        except BaseException as exc:  # raised to the source, as its own read would
-            self._error = exc
-
-    def result(self) -> bytes:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._data
 
 
 @runtime_checkable
@@ -212,7 +184,7 @@ class HDFS2FileSource(StartOperator):
         self._open = False
         self._eof = False
         self._read_pos = self._offset
-        self._ahead: _ReadAhead | None = None  # a read of the next chunk under way
+        self._ahead: ReadAhead | None = None  # a read of the next chunk under way
         # Complete lines read ahead, without their LF: decoded (_text) when their piece decoded
         # strictly as UTF-8 or ASCII, else as bytes (_lines), decoded batch by batch. At most
         # one of the two holds lines; _li is the next unconsumed index.
@@ -411,7 +383,8 @@ class HDFS2FileSource(StartOperator):
         if len(data) < want:
             self._eof = True
         else:
-            self._ahead = _ReadAhead(self._fs, self._path, self._read_pos, want)
+            read = functools.partial(self._fs.read, self._path)
+            self._ahead = ReadAhead(read, self._path, self._read_pos, want)
         return data
 
     def _at_end(self) -> bool:

@@ -12,6 +12,7 @@ overwrite), ``PermissionError``, ``IsADirectoryError`` / ``NotADirectoryError``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple, Protocol, runtime_checkable
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "LaterCloser",
     "LeaseRecoverer",
     "ListingEntry",
+    "RangeReader",
 ]
 
 
@@ -88,6 +90,18 @@ class LeaseRecoverer(Protocol):
 
     def recover_lease(self, path: str) -> float:
         """Close ``path`` for its dead writer, its length settled; the seconds it took."""
+
+
+@runtime_checkable
+class RangeReader(Protocol):
+    """Optional capability of a :class:`FileSystem` whose ``read`` opens the file each time at
+    a cost (HDFS: a NameNode call for the file's blocks): many reads of one file, opened once.
+    For reads of one planned byte range after another, all within the file's size at planning.
+    """
+
+    def open_ranges(self, path: str) -> Callable[[int, int], bytes]:
+        """``(offset, length) -> bytes``: ``read(path, offset, length)`` of the file as it was
+        when opened here (what was appended since is read as ``read`` reads it)."""
 
 
 @runtime_checkable

@@ -405,6 +405,22 @@ class NativeHdfsFileSystem:
         rest: bytes = self._truncator.read(path, start, want - start)
         return data + rest
 
+    def open_ranges(self, path: str) -> Callable[[int, int], bytes]:
+        """:class:`~region.fs.RangeReader`: the file opened once (the client's open asks the
+        NameNode for the blocks); a range past what it held then is read by :meth:`read`."""
+        reader = self._call("OPEN", path, lambda: self.client.read(path))
+        readable = len(reader)
+
+        def read(offset: int, length: int) -> bytes:
+            if offset < 0 or length < 0 or offset + length > readable:
+                return self.read(path, offset, length)
+            if not length:
+                return b""
+            data: bytes = self._call("OPEN", path, lambda: reader.read_range(offset, length))
+            return data
+
+        return read
+
     def create(
         self, path: str, *, overwrite: bool = False, permission: int | None = None
     ) -> NativeHdfsWriter:

@@ -9,6 +9,7 @@ same way: a range owns the blocks (at multiples of ``block_size``) that start in
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.decoding import LineDecoder, OnDecodeError
-from region.fs import FileSystem
+from operators.readahead import ReadAhead
+from region.fs import FileSystem, RangeReader
 
 __all__ = [
     "NotVerbatim",
@@ -174,10 +176,20 @@ def _chunks(
     of a chunk is read again with the next one (instead of being copied over), so chunks are
     used without copies."""
     base = _first_line_start(fs, path, start, size, chunk_size)
+    if not (base < end and base < size):
+        return
+    # One open of the file for all its reads where the filesystem has that (HDFS: one
+    # NameNode call for the blocks, not one a chunk).
+    read = fs.open_ranges(path) if isinstance(fs, RangeReader) else functools.partial(fs.read, path)
     want = chunk_size
+    ahead: ReadAhead | None = None
     while base < end and base < size:
         length = min(want, size - base)
-        data = fs.read(path, base, length)
+        if ahead is not None and ahead.key == (path, base, length):
+            data = ahead.result()
+        else:
+            data = read(base, length)
+        ahead = None
         if len(data) < length:
             msg = (
                 f"{fs.display(path)}: the file shrank while being read (wanted {length} bytes "
@@ -198,6 +210,10 @@ def _chunks(
                 continue
             view = memoryview(data)[:consumed]
         want = chunk_size
+        if base + consumed < min(end, size):
+            # The next chunk is read while this one's lines are used (on HDFS: written).
+            following = base + consumed
+            ahead = ReadAhead(read, path, following, min(chunk_size, size - following))
         yield _Chunk(base, data, view, consumed, unterminated)
         base += consumed
 

@@ -34,6 +34,8 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import functools
+import gc
+import json
 import logging
 import re
 import threading
@@ -80,10 +82,9 @@ Transform = Callable[[Any], Any]
 #: to write (a ``value`` column, and the ``file_attribute_name`` column when the sink has one).
 FrameTransform = Callable[["DataFrame"], "DataFrame"]
 
-_MANIFEST = (
-    "path string, partition int, idx int, rows long, size long, opened_ns long, records_in long, "
-    "open boolean, name string"
-)
+#: One row per written file, each a JSON object (:func:`_manifest`).
+_MANIFEST = "entry string"
+
 #: How often an idle operator-driven run looks for new files.
 _IDLE_POLL = 0.5
 
@@ -177,7 +178,9 @@ def _records(
 
 def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
     """One row per written file (``open``: left open for the next batch), and one (no path)
-    with the count of records read."""
+    with the count of records read: JSON objects in one string column, built from its buffers
+    (``pa.array`` would import pandas into every Python worker, for a few rows)."""
+    import numpy as np
     import pyarrow as pa
 
     rows: list[dict[str, Any]] = [
@@ -195,20 +198,14 @@ def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
         for still_open, files in ((False, message.files), (True, message.open))
         for f in files
     ]
-    rows.append(
-        {
-            "path": None,
-            "partition": message.partition,
-            "idx": -1,
-            "rows": 0,
-            "size": 0,
-            "opened_ns": 0,
-            "records_in": records_in,
-            "open": False,
-            "name": None,
-        }
+    rows.append({"path": None, "partition": message.partition, "records_in": records_in})
+    encoded = [json.dumps(row).encode() for row in rows]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    entries = pa.Array.from_buffers(
+        pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
     )
-    return pa.RecordBatch.from_pylist(rows, schema=_manifest_schema())
+    return pa.RecordBatch.from_arrays([entries], ["entry"])
 
 
 def _read_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -217,6 +214,19 @@ def _read_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.Recor
     for id_batch in ids:
         for partition in id_batch.column(0).to_pylist():
             yield from task.reader.read(ScanPartition(list(task.plan[partition])))
+
+
+def _freeze_once() -> None:
+    """After a Python worker's first task: its objects (the modules it imported, pyarrow's and
+    the filesystem client's among them) left out of the garbage collections that the worker
+    runs after every task, which would otherwise go through them all each time."""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.freeze()
+
+
+_frozen = False
 
 
 def _task_ids(batch_id: int) -> TaskIds:
@@ -229,6 +239,7 @@ def _write_tasks(
     """The sink half of a task whose transform is a DataFrame's: its output to in-progress
     files."""
     yield _manifest(writer.write_task(batches, _task_ids(batch_id)), 0)
+    _freeze_once()
 
 
 def _run_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -241,25 +252,7 @@ def _run_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
             records = _records(task, list(task.plan[partition]), counted)
             message = task.writer.write_task(records, _task_ids(task.batch_id))
             yield _manifest(message, counted[0])
-
-
-@functools.cache
-def _manifest_schema() -> pa.Schema:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("path", pa.string()),
-            ("partition", pa.int32()),
-            ("idx", pa.int32()),
-            ("rows", pa.int64()),
-            ("size", pa.int64()),
-            ("opened_ns", pa.int64()),
-            ("records_in", pa.int64()),
-            ("open", pa.bool_()),
-            ("name", pa.string()),
-        ]
-    )
+    _freeze_once()
 
 
 #: Logical plan nodes a DataFrame transform may use to run fused: each batch's output is then
@@ -590,21 +583,29 @@ class FusedRunner:
             out = self.frame(source)
             writer = HdfsSinkStreamWriter(self.writer.config, out.schema)
             frame = out.mapInArrow(functools.partial(_write_tasks, writer, batch_id), _MANIFEST)
-        rows = self._collect(frame)
+        rows = [json.loads(row.entry) for row in self._collect(frame)]
         written = sorted(
-            (r for r in rows if r.path is not None), key=lambda r: (r.partition, r.idx)
+            (r for r in rows if r["path"] is not None), key=lambda r: (r["partition"], r["idx"])
         )
         files, open_files = (
             [
-                WrittenFile(r.path, r.partition, r.idx, r.rows, r.size, r.opened_ns, r.name)
+                WrittenFile(
+                    r["path"],
+                    r["partition"],
+                    r["idx"],
+                    r["rows"],
+                    r["size"],
+                    r["opened_ns"],
+                    r["name"],
+                )
                 for r in written
-                if bool(r.open) is still_open
+                if r["open"] is still_open
             ]
             for still_open in (False, True)
         )
         if observed is not None:
             return files, open_files, int(observed.get["records"])
-        return files, open_files, sum(r.records_in for r in rows)
+        return files, open_files, sum(r["records_in"] for r in rows)
 
     def _collect(self, frame: Any) -> list[Any]:
         """``frame.collect()`` in a thread of its own, so an immediate stop can cancel it: by

@@ -776,3 +776,40 @@ def test_a_file_a_killed_sink_left_open_after_the_cut_is_published_closed_at_the
     assert not _still_open(fs, final)
     assert fs.read(final) == b"a\nb\nc\n"
     sink.close()
+
+
+class _CountedOpens:
+    """The client, counting the opens (``read``) of files: one NameNode call each."""
+
+    def __init__(self, client: object) -> None:
+        self._client = client
+        self.opens = 0
+
+    def read(self, path: str) -> object:
+        self.opens += 1
+        return self._client.read(path)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+
+def test_a_range_read_chunk_by_chunk_opens_its_file_once(request: pytest.FixtureRequest) -> None:
+    """A Spark task reads its byte range in chunks: one NameNode call for the file's blocks,
+    not one a chunk; and bytes appended after that open are still read as ``read`` reads them."""
+    from operators.spark.arrow_io import copy_lines
+
+    fs, root, _ = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    path = posixpath.join(root, "lines.txt")
+    data = b"".join(b"line %07d\n" % i for i in range(300_000))  # 3.6 MB: 4 blocks
+    _put(fs, path, data)
+    counted = _CountedOpens(fs.client)
+    fs.client = counted
+    chunks = copy_lines(fs, path, 0, len(data), size=len(data), chunk_size=256 << 10)
+    assert b"".join(piece for piece, _ in chunks) == data
+    assert counted.opens == 1
+    read = fs.open_ranges(path)
+    w = fs.append(path)
+    w.write(b"more\n")
+    w.close()
+    assert read(len(data) - 5, 10) == data[-5:] + b"more\n"

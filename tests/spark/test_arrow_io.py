@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -119,6 +121,40 @@ def test_clean_text_is_copied_as_its_own_bytes(tmp_path: Path) -> None:
     with pytest.raises(NotVerbatim) as info:
         list(copy_lines(FS, str(path), 0, 8, size=8, chunk_size=3))
     assert info.value.offset == 3  # where the undecodable line starts
+
+
+class _ReadsSeen(LocalFileSystem):
+    """The local filesystem, telling which offsets were asked of it (from any thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: dict[int, threading.Event] = collections.defaultdict(threading.Event)
+
+    def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
+        self.asked[offset].set()
+        return super().read(path, offset, length)
+
+
+@pytest.mark.parametrize("verbatim", [True, False])
+def test_the_next_chunk_is_read_while_the_one_before_is_used(
+    tmp_path: Path, verbatim: bool
+) -> None:
+    """On HDFS a read waits on the DataNodes: a task reads its next chunk while it writes the
+    lines of the one before, and the lines are the same."""
+    path = tmp_path / "f.txt"
+    data = b"".join(b"line %03d\n" % i for i in range(30))  # 9 bytes a line
+    path.write_bytes(data)
+    fs = _ReadsSeen()
+    read = copy_lines if verbatim else read_lines
+    chunks = read(fs, str(path), 0, len(data), size=len(data), chunk_size=27)
+    first = next(chunks)  # lines 0-2, in the caller's hands
+    assert fs.asked[27].wait(timeout=30), "the next chunk was not read ahead"
+    rest = list(chunks)
+    if verbatim:
+        assert first[0] + b"".join(d for d, _ in rest) == data
+    else:
+        got = [v for b in (first, *rest) for v in b.column(0).to_pylist()]
+        assert got == [f"line {i:03d}" for i in range(30)]
 
 
 def test_bytes_appended_after_planning_are_not_read(tmp_path: Path) -> None:
