@@ -41,7 +41,7 @@ from typing import Any
 from operators.owner import Owner, claim_output
 from operators.publish import publish
 from operators.rolling import RollingPolicy
-from region.atomic import cut_to, dir_permission, write_atomically
+from region.atomic import cut_to, dir_permission, read_whole, write_atomically
 from region.errors import permanent
 from region.fs import FileSystem, LeaseRecoverer
 
@@ -250,7 +250,7 @@ class SinkLog:
         return entries, done
 
     def _read_entry(self, path: str) -> dict[str, Any]:
-        raw = self._fs.read(path)
+        raw = read_whole(self._fs, path)  # its writer's close may not have landed
         try:
             entry = json.loads(raw)
         except ValueError as exc:
@@ -265,7 +265,10 @@ class SinkLog:
         return entry
 
     def _write_entry(self, batch_id: int, entry: dict[str, Any]) -> None:
-        """Write (or replace) the entry of ``batch_id``: whole or not at all."""
+        """Write (or replace) the entry of ``batch_id``: whole or not at all, and durable once
+        renamed into place. Its close is left to the background (on HDFS a small file's close
+        waits until a DataNode reports its block, 500 ms on a small cluster: once a batch);
+        :meth:`_read_entry` reads an entry whose close has not landed."""
         if not self._fs.exists(self.log_dir):
             self._fs.mkdirs(self.log_dir, permission=dir_permission(self._permission))
         write_atomically(
@@ -274,6 +277,7 @@ class SinkLog:
             json.dumps(entry, indent=1).encode(),
             overwrite=True,
             permission=self._permission,
+            close_later=True,
         )
 
     def _mark_done(self, batch_id: int) -> None:
