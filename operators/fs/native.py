@@ -112,6 +112,11 @@ _NOT_REPLICATED = "NotReplicatedYetException"
 #: replicas not reported yet) through its own five tries: the same cause, at close.
 _NOT_COMPLETED = "Failed to complete file in time"
 _REPLICATION_TRIES = 5
+#: Bytes a writer gathers before handing them to the client in one call, sent while the
+#: caller goes on: each call is a hand-off to the writer's thread (about 100 us on a busy
+#: machine), which a sink writing a batch of lines at a time paid 3,000 times for 200 MB, and
+#: the client's write of them takes as long as producing them did.
+_WRITE_AT = 1 << 20
 _REPLICATION_FIRST_DELAY = 0.4
 #: How long an append waits for the NameNode to hear of every replica of the last block.
 _REPLICAS_WAIT = 5.0
@@ -687,6 +692,12 @@ class NativeHdfsWriter:
         self._closed = False
         self._broken: OSError | None = None
         self._worker: _CallThread | None = None
+        # Bytes written but not yet handed to the client (fewer than _WRITE_AT): sent by the
+        # next write that fills them, or by sync and close. Not yet durable nor visible either
+        # way until sync: the client itself buffers a packet.
+        self._gathered: list[bytes] = []
+        self._gathered_size = 0
+        self._sending: _Sending | None = None  # the send under way, at most one
         #: When it was opened (``time.monotonic()``): a background close waits for a young file.
         self.opened = time.monotonic()
 
@@ -723,6 +734,32 @@ class NativeHdfsWriter:
     def write(self, data: bytes) -> None:
         if self._closed:
             raise ValueError(f"{self._fs.display(self._path)}: write to a closed writer")
+        if self._broken is not None:
+            raise self._broken
+        self._gathered.append(bytes(data))
+        self._gathered_size += len(data)
+        if self._gathered_size >= _WRITE_AT:
+            self._send()
+
+    def _send(self) -> None:
+        """Hand the gathered bytes to the client on a thread of its own, once the send before
+        has ended (its error is raised here, or by the next sync or close: the caller's state
+        never moves past bytes not synced, so a later error loses nothing)."""
+        self._sent()
+        if not self._gathered:
+            return
+        gathered = self._gathered
+        data = gathered[0] if len(gathered) == 1 else b"".join(gathered)
+        self._gathered, self._gathered_size = [], 0
+        self._sending = _Sending(self._send_now, data, f"hdfs-send {self._path}")
+
+    def _sent(self) -> None:
+        """Wait for the send under way, if any; raise its error."""
+        sending, self._sending = self._sending, None
+        if sending is not None:
+            sending.wait()
+
+    def _send_now(self, data: bytes) -> None:
         delay = _REPLICATION_FIRST_DELAY
         for attempt in range(1, _REPLICATION_TRIES + 1):
             try:
@@ -800,6 +837,8 @@ class NativeHdfsWriter:
     def sync(self) -> None:
         if self._closed:
             raise ValueError(f"{self._fs.display(self._path)}: sync of a closed writer")
+        self._send()
+        self._sent()
         self._fs._call("HSYNC", self._path, lambda: self._bounded("HSYNC", self._stream.hsync))
 
     def close(self) -> None:
@@ -807,6 +846,8 @@ class NativeHdfsWriter:
             return
         self._closed = True
         try:
+            self._send()
+            self._sent()
             self._complete()
         finally:
             self._claim.release()
@@ -859,6 +900,26 @@ class NativeHdfsWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Sending:
+    """``send(data)`` on a daemon thread of its own; :meth:`wait` raises what it raised."""
+
+    def __init__(self, send: Callable[[bytes], None], data: bytes, name: str) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(send, data), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, send: Callable[[bytes], None], data: bytes) -> None:
+        try:
+            send(data)
+        except BaseException as exc:  # raised to the writer's caller
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 _NO_ANSWER = object()
