@@ -697,7 +697,8 @@ class NativeHdfsWriter:
         # way until sync: the client itself buffers a packet.
         self._gathered: list[bytes] = []
         self._gathered_size = 0
-        self._sending: _Sending | None = None  # the send under way, at most one
+        self._sender: _CallThread | None = None  # sends gathered bytes, one at a time
+        self._sending: _Pending | None = None  # the send under way, at most one
         #: When it was opened (``time.monotonic()``): a background close waits for a young file.
         self.opened = time.monotonic()
 
@@ -751,13 +752,20 @@ class NativeHdfsWriter:
         gathered = self._gathered
         data = gathered[0] if len(gathered) == 1 else b"".join(gathered)
         self._gathered, self._gathered_size = [], 0
-        self._sending = _Sending(self._send_now, data, f"hdfs-send {self._path}")
+        if self._sender is None:
+            self._sender = _CallThread(f"hdfs-send {self._path}")
+            weakref.finalize(self, self._sender.stop).atexit = False
+        self._sending = self._sender.submit(self._send_now, (data,))
 
     def _sent(self) -> None:
-        """Wait for the send under way, if any; raise its error."""
+        """Wait for the send under way, if any (each of its client calls is bounded by the
+        settings' ``timeout``); raise its error."""
         sending, self._sending = self._sending, None
         if sending is not None:
-            sending.wait()
+            done, box = sending
+            done.wait()
+            if box[0] is not None:
+                raise box[0]
 
     def _send_now(self, data: bytes) -> None:
         delay = _REPLICATION_FIRST_DELAY
@@ -853,6 +861,8 @@ class NativeHdfsWriter:
             self._claim.release()
             if self._worker is not None and self._broken is None:
                 self._worker.stop()
+            if self._sender is not None:
+                self._sender.stop()
 
     def close_later(self) -> None:
         """Close on a thread of its own (:class:`~region.fs.LaterCloser`): for a file whose
@@ -902,28 +912,10 @@ class NativeHdfsWriter:
         self.close()
 
 
-class _Sending:
-    """``send(data)`` on a daemon thread of its own; :meth:`wait` raises what it raised."""
-
-    def __init__(self, send: Callable[[bytes], None], data: bytes, name: str) -> None:
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(send, data), name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self, send: Callable[[bytes], None], data: bytes) -> None:
-        try:
-            send(data)
-        except BaseException as exc:  # raised to the writer's caller
-            self._error = exc
-
-    def wait(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-
 _NO_ANSWER = object()
 _STOP = object()
+#: A call handed to a :class:`_CallThread`: set once it ended, then ``[None]`` or ``[error]``.
+_Pending = tuple[threading.Event, list[BaseException | None]]
 #: Background closes at once; one more makes ``close_later`` wait (a NameNode that stopped
 #: completing files must not gather threads without end).
 _MAX_BACKGROUND_CLOSES = 32
@@ -1016,11 +1008,17 @@ class _CallThread:
             item = fn = args = None
             done.set()
 
-    def call(self, fn: Callable[..., object], args: tuple[object, ...], timeout: float) -> object:
-        """``None``, the exception ``fn`` raised, or ``_NO_ANSWER`` after ``timeout``."""
+    def submit(self, fn: Callable[..., object], args: tuple[object, ...]) -> _Pending:
+        """Hand ``fn(*args)`` to the thread; once the event is set, the list holds ``None`` or
+        the exception ``fn`` raised."""
         done = threading.Event()
         box: list[BaseException | None] = []
         self._calls.put((fn, args, done, box))
+        return done, box
+
+    def call(self, fn: Callable[..., object], args: tuple[object, ...], timeout: float) -> object:
+        """``None``, the exception ``fn`` raised, or ``_NO_ANSWER`` after ``timeout``."""
+        done, box = self.submit(fn, args)
         if not done.wait(timeout):
             return _NO_ANSWER
         return box[0]
