@@ -485,7 +485,14 @@ class HDFS2FileSource(StartOperator):
             if data:
                 self._tail.append(data)  # a long line: keep pieces, join once it ends
             return
-        if self._tail:
+        start = 0
+        if self._tail and self._text_codec is not None:
+            # The line this chunk ends goes first, joined alone: the chunk is not copied.
+            start = data.find(b"\n") + 1
+            self._tail.append(data[: start - 1])
+            self._lines, self._li = [b"".join(self._tail)], 0
+            self._tail = []
+        elif self._tail:
             head = b"".join(self._tail)
             self._tail = []
             data = head + data
@@ -497,7 +504,7 @@ class HDFS2FileSource(StartOperator):
             lines.pop()  # the unterminated rest, in _tail
             self._lines, self._li = lines, 0
         else:
-            self._block, self._block_pos, self._block_end = data, 0, end
+            self._block, self._block_pos, self._block_end = data, start, end
 
     def _split_piece(self) -> None:
         """Lines of the next piece of ``_block``, about ``_PIECE`` bytes ending at a line end.
