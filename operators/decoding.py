@@ -15,22 +15,38 @@
   line's offset, and counts it.
 
 The in-process source (Python strings) and the Spark reader (Arrow arrays) keep their own fast
-paths for lines that decode; every decision above is taken here.
+paths for lines that decode; every decision above is taken here. Where nothing between the
+in-process source and its sink reads the text, and both use the same encoding, the lines travel
+as :class:`EncodedLines`: checked to decode, never decoded into strings and encoded again.
 """
 
 from __future__ import annotations
 
+import codecs
 import logging
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from operators.errors import BadRecordError
 
-__all__ = ["LineDecoder", "OnDecodeError", "line_encoding_problem"]
+__all__ = ["EncodedLines", "LineDecoder", "OnDecodeError", "line_encoding_problem", "same_codec"]
 
 logger = logging.getLogger(__name__)
 
 OnDecodeError = Literal["fail", "replace", "skip"]
+
+
+class EncodedLines(list[Any]):
+    """A batch of line records still in the encoding of their file, without line ends: each
+    ``bytes`` line holds exactly the bytes its decoded ``str`` encodes to (it was checked to
+    decode, under the rule above), so a sink writing in the same encoding writes them as they
+    are. A line that the encoding cannot hold (a replacement under ``replace`` in ASCII) stays
+    a ``str``, for the sink to report as it reports any record it cannot encode."""
+
+
+def same_codec(a: str, b: str) -> bool:
+    """Whether the encodings ``a`` and ``b`` are one codec (``UTF8`` and ``utf-8`` are)."""
+    return codecs.lookup(a).name == codecs.lookup(b).name
 
 
 def line_encoding_problem(encoding: str) -> str | None:

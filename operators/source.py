@@ -22,7 +22,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from operators.decoding import LineDecoder, OnDecodeError, line_encoding_problem
+from operators.decoding import (
+    EncodedLines,
+    LineDecoder,
+    OnDecodeError,
+    line_encoding_problem,
+    same_codec,
+)
 from operators.errors import OperatorError
 from operators.housekeeping import ReadFile
 from operators.readahead import ReadAhead
@@ -137,7 +143,12 @@ class HDFS2FileSource(StartOperator):
         name: str = "source",
         clock: Callable[[], float] = time.time,
         on_modified: Literal["warn", "fail", "reread"] = "warn",
+        encoded_for: str | None = None,
     ) -> None:
+        """``encoded_for``: the encoding of the only reader of the records, a sink writing
+        lines as they come (no transform between): when it is this source's UTF-8 or ASCII,
+        lines are :class:`~operators.decoding.EncodedLines`, checked to decode but not
+        decoded."""
         if (settings.file is None) == (files is None):
             msg = (
                 f"{name}: give either settings.file (one file) or files (a feed), not both or none"
@@ -164,6 +175,12 @@ class HDFS2FileSource(StartOperator):
         # character per byte: a piece of lines is decoded at once (see _split_piece).
         codec = codecs.lookup(settings.encoding).name
         self._text_codec = codec if codec in ("utf-8", "ascii") else None
+        self._encoded = (
+            not self._binary
+            and self._text_codec is not None
+            and encoded_for is not None
+            and same_codec(encoded_for, self._text_codec)
+        )
         self.files_opened = 0
         self.records = 0
         self.bytes = 0
@@ -187,8 +204,9 @@ class HDFS2FileSource(StartOperator):
         self._ahead: ReadAhead | None = None  # a read of the next chunk under way
         # Complete lines read ahead, without their LF: decoded (_text) when their piece decoded
         # strictly as UTF-8 or ASCII, else as bytes (_lines), decoded batch by batch. At most
-        # one of the two holds lines; _li is the next unconsumed index.
-        self._text: list[str] = []
+        # one of the two holds lines; _li is the next unconsumed index. With _encoded, _text
+        # holds the lines of valid pieces as bytes, not decoded.
+        self._text: list[Any] = []
         self._lines: list[bytes] = []
         self._li = 0
         self._sizes: list[int] | None = None  # bytes of each line of _text, unless all ASCII
@@ -401,14 +419,15 @@ class HDFS2FileSource(StartOperator):
             or self._block_pos <= self._block_end
         )
 
-    def _read_lines(self, max_records: int) -> list[str]:
-        out: list[str] = []
+    def _read_lines(self, max_records: int) -> list[Any]:
+        out: list[Any] = EncodedLines() if self._encoded else []
         while len(out) < max_records:
             if self._li < len(self._text):
                 out += self._take_text(max_records - len(out))
             elif self._li < len(self._lines):
                 take = self._lines[self._li : self._li + max_records - len(out)]
-                out.extend(self._decode(take, terminated=True))  # may raise: nothing consumed
+                # May raise: nothing consumed.
+                out.extend(self._as_records(self._decode(take, terminated=True)))
                 self._li += len(take)
                 self._consumed(sum(map(len, take)) + len(take))
                 if self._li == len(self._lines):
@@ -419,7 +438,7 @@ class HDFS2FileSource(StartOperator):
                 if not self._tail:
                     break
                 last = b"".join(self._tail)
-                out.extend(self._decode([last], terminated=False))
+                out.extend(self._as_records(self._decode([last], terminated=False)))
                 self._tail = []
                 self._consumed(len(last))
             else:
@@ -438,8 +457,23 @@ class HDFS2FileSource(StartOperator):
         if self._li == len(self._text):
             self._text, self._li, self._sizes = [], 0, None
         if self._cr:
-            take = [line[:-1] if line.endswith("\r") else line for line in take]
+            cr = b"\r" if self._encoded else "\r"
+            take = [line[:-1] if line.endswith(cr) else line for line in take]
         return take
+
+    def _as_records(self, lines: list[str]) -> list[Any]:
+        """Decoded ``lines`` as this source's records: encoded again for
+        :class:`~operators.decoding.EncodedLines` (only lines a bad byte sent down the slow
+        path); a line the encoding cannot hold stays ``str``, for the sink to report."""
+        if not self._encoded:
+            return lines
+        out: list[Any] = []
+        for line in lines:
+            try:
+                out.append(line.encode(self.settings.encoding))
+            except UnicodeEncodeError:
+                out.append(line)
+        return out
 
     def _consumed(self, n: int) -> None:
         self._offset += n
@@ -451,7 +485,14 @@ class HDFS2FileSource(StartOperator):
             if data:
                 self._tail.append(data)  # a long line: keep pieces, join once it ends
             return
-        if self._tail:
+        start = 0
+        if self._tail and self._text_codec is not None:
+            # The line this chunk ends goes first, joined alone: the chunk is not copied.
+            start = data.find(b"\n") + 1
+            self._tail.append(data[: start - 1])
+            self._lines, self._li = [b"".join(self._tail)], 0
+            self._tail = []
+        elif self._tail:
             head = b"".join(self._tail)
             self._tail = []
             data = head + data
@@ -463,7 +504,7 @@ class HDFS2FileSource(StartOperator):
             lines.pop()  # the unterminated rest, in _tail
             self._lines, self._li = lines, 0
         else:
-            self._block, self._block_pos, self._block_end = data, 0, end
+            self._block, self._block_pos, self._block_end = data, start, end
 
     def _split_piece(self) -> None:
         """Lines of the next piece of ``_block``, about ``_PIECE`` bytes ending at a line end.
@@ -482,14 +523,22 @@ class HDFS2FileSource(StartOperator):
                 stop = data.find(b"\n", pos + _PIECE, end + 1)
         self._li = 0
         try:
-            text = str(memoryview(data)[pos:stop], self._text_codec)
+            if self._encoded:
+                piece = data[pos:stop]
+                if not piece.isascii():  # ASCII is valid in both codecs: nothing to check
+                    str(piece, self._text_codec)
+            else:
+                text = str(memoryview(data)[pos:stop], self._text_codec)
         except UnicodeDecodeError:
             self._lines = data[pos:end].split(b"\n")
             self._block, self._block_pos, self._block_end = b"", 0, -1
             return
-        self._text = text.split("\n")
-        # Characters are bytes in ASCII; else count the bytes of each line.
-        self._sizes = None if text.isascii() else list(map(len, data[pos:stop].split(b"\n")))
+        if self._encoded:
+            self._text, self._sizes = piece.split(b"\n"), None  # lengths are bytes
+        else:
+            self._text = text.split("\n")
+            # Characters are bytes in ASCII; else count the bytes of each line.
+            self._sizes = None if text.isascii() else list(map(len, data[pos:stop].split(b"\n")))
         self._cr = data.find(b"\r", pos, stop) >= 0
         self._block_pos = stop + 1
         if self._block_pos > end:

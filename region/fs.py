@@ -112,7 +112,9 @@ class FileWriter(Protocol):
     def path(self) -> str: ...
 
     def write(self, data: bytes) -> None:
-        """Append ``data`` at the end of the file."""
+        """Append ``data`` at the end of the file. A writer may gather or send written bytes
+        in the background: a failure may then be raised by a later write, or by sync or
+        close (written bytes count only once synced)."""
 
     def flush(self) -> None:
         """Make written bytes visible to new readers (HDFS hflush)."""

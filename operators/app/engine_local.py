@@ -175,13 +175,19 @@ def build_local(config: PipelineConfig) -> LocalRun:
             raise ConfigError(msg)
         scan_update["archive_dir"] = archive_dir
     scan = HDFS2DirectoryScan(config.scan.model_copy(update=scan_update), scan_fs, control=control)
-    source = HDFS2FileSource(
-        config.feed_source, scan_fs, files=scan, on_modified=config.scan.on_modified
-    )
     on_published = None
     if config.sink.on_published is not None:
         on_published = load_callable(config.sink.on_published, "[sink] on_published", config.folder)
     sink = HDFS2FileSink(sink_settings, sink_fs, on_published=on_published)
+    # Without a transform the sink is the only reader of the lines: in its encoding they go as
+    # bytes, checked to decode but not decoded and encoded again.
+    source = HDFS2FileSource(
+        config.feed_source,
+        scan_fs,
+        files=scan,
+        on_modified=config.scan.on_modified,
+        encoded_for=None if transforms else sink.line_encoding,
+    )
 
     # 3. Checkpoints of this pipeline only, in a directory only this process uses.
     region = config.region

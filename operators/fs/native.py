@@ -112,6 +112,11 @@ _NOT_REPLICATED = "NotReplicatedYetException"
 #: replicas not reported yet) through its own five tries: the same cause, at close.
 _NOT_COMPLETED = "Failed to complete file in time"
 _REPLICATION_TRIES = 5
+#: Bytes a writer gathers before handing them to the client in one call, sent while the
+#: caller goes on: each call is a hand-off to the writer's thread (about 100 us on a busy
+#: machine), which a sink writing a batch of lines at a time paid 3,000 times for 200 MB, and
+#: the client's write of them takes as long as producing them did.
+_WRITE_AT = 1 << 20
 _REPLICATION_FIRST_DELAY = 0.4
 #: How long an append waits for the NameNode to hear of every replica of the last block.
 _REPLICAS_WAIT = 5.0
@@ -687,6 +692,13 @@ class NativeHdfsWriter:
         self._closed = False
         self._broken: OSError | None = None
         self._worker: _CallThread | None = None
+        # Bytes written but not yet handed to the client (fewer than _WRITE_AT): sent by the
+        # next write that fills them, or by sync and close. Not yet durable nor visible either
+        # way until sync: the client itself buffers a packet.
+        self._gathered: list[bytes] = []
+        self._gathered_size = 0
+        self._sender: _CallThread | None = None  # sends gathered bytes, one at a time
+        self._sending: _Pending | None = None  # the send under way, at most one
         #: When it was opened (``time.monotonic()``): a background close waits for a young file.
         self.opened = time.monotonic()
 
@@ -723,6 +735,39 @@ class NativeHdfsWriter:
     def write(self, data: bytes) -> None:
         if self._closed:
             raise ValueError(f"{self._fs.display(self._path)}: write to a closed writer")
+        if self._broken is not None:
+            raise self._broken
+        self._gathered.append(bytes(data))
+        self._gathered_size += len(data)
+        if self._gathered_size >= _WRITE_AT:
+            self._send()
+
+    def _send(self) -> None:
+        """Hand the gathered bytes to the client on a thread of its own, once the send before
+        has ended (its error is raised here, or by the next sync or close: the caller's state
+        never moves past bytes not synced, so a later error loses nothing)."""
+        self._sent()
+        if not self._gathered:
+            return
+        gathered = self._gathered
+        data = gathered[0] if len(gathered) == 1 else b"".join(gathered)
+        self._gathered, self._gathered_size = [], 0
+        if self._sender is None:
+            self._sender = _CallThread(f"hdfs-send {self._path}")
+            weakref.finalize(self, self._sender.stop).atexit = False
+        self._sending = self._sender.submit(self._send_now, (data,))
+
+    def _sent(self) -> None:
+        """Wait for the send under way, if any (each of its client calls is bounded by the
+        settings' ``timeout``); raise its error."""
+        sending, self._sending = self._sending, None
+        if sending is not None:
+            done, box = sending
+            done.wait()
+            if box[0] is not None:
+                raise box[0]
+
+    def _send_now(self, data: bytes) -> None:
         delay = _REPLICATION_FIRST_DELAY
         for attempt in range(1, _REPLICATION_TRIES + 1):
             try:
@@ -800,6 +845,8 @@ class NativeHdfsWriter:
     def sync(self) -> None:
         if self._closed:
             raise ValueError(f"{self._fs.display(self._path)}: sync of a closed writer")
+        self._send()
+        self._sent()
         self._fs._call("HSYNC", self._path, lambda: self._bounded("HSYNC", self._stream.hsync))
 
     def close(self) -> None:
@@ -807,11 +854,15 @@ class NativeHdfsWriter:
             return
         self._closed = True
         try:
+            self._send()
+            self._sent()
             self._complete()
         finally:
             self._claim.release()
             if self._worker is not None and self._broken is None:
                 self._worker.stop()
+            if self._sender is not None:
+                self._sender.stop()
 
     def close_later(self) -> None:
         """Close on a thread of its own (:class:`~region.fs.LaterCloser`): for a file whose
@@ -863,6 +914,8 @@ class NativeHdfsWriter:
 
 _NO_ANSWER = object()
 _STOP = object()
+#: A call handed to a :class:`_CallThread`: set once it ended, then ``[None]`` or ``[error]``.
+_Pending = tuple[threading.Event, list[BaseException | None]]
 #: Background closes at once; one more makes ``close_later`` wait (a NameNode that stopped
 #: completing files must not gather threads without end).
 _MAX_BACKGROUND_CLOSES = 32
@@ -955,11 +1008,17 @@ class _CallThread:
             item = fn = args = None
             done.set()
 
-    def call(self, fn: Callable[..., object], args: tuple[object, ...], timeout: float) -> object:
-        """``None``, the exception ``fn`` raised, or ``_NO_ANSWER`` after ``timeout``."""
+    def submit(self, fn: Callable[..., object], args: tuple[object, ...]) -> _Pending:
+        """Hand ``fn(*args)`` to the thread; once the event is set, the list holds ``None`` or
+        the exception ``fn`` raised."""
         done = threading.Event()
         box: list[BaseException | None] = []
         self._calls.put((fn, args, done, box))
+        return done, box
+
+    def call(self, fn: Callable[..., object], args: tuple[object, ...], timeout: float) -> object:
+        """``None``, the exception ``fn`` raised, or ``_NO_ANSWER`` after ``timeout``."""
+        done, box = self.submit(fn, args)
         if not done.wait(timeout):
             return _NO_ANSWER
         return box[0]

@@ -226,6 +226,12 @@ class HDFS2FileSink(SinkOperator):
         return self._fs, self._layout.root
 
     @property
+    def line_encoding(self) -> str | None:
+        """The encoding in which this sink takes lines as ``bytes``
+        (:class:`~operators.decoding.EncodedLines`), or ``None``."""
+        return self._encoder.line_encoding
+
+    @property
     def current_file(self) -> str | None:
         """Final name of the file being written, if any."""
         return self._cur.final if self._cur is not None else None

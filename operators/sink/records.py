@@ -1,8 +1,9 @@
 """Records to bytes, and what happens to a record that cannot be written.
 
 :class:`RecordEncoder` turns records into the bytes of a file: lines (``str`` + ``\\n`` in the
-sink's encoding, a byte-order mark only at the start of a file) or binary records (``bytes`` as
-they are), stopping at the exact record that reaches ``bytes_per_file``.
+sink's encoding, a byte-order mark only at the start of a file; the ``bytes`` lines of
+:class:`~operators.decoding.EncodedLines`, already in it, + ``\\n``) or binary records (``bytes``
+as they are), stopping at the exact record that reaches ``bytes_per_file``.
 
 :class:`BadRecords` routes a record that cannot be written (a value of the wrong type or not
 encodable, a record that is not a (name, value) pair, a refused file name) as
@@ -17,6 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from operators.decoding import EncodedLines
 from operators.errors import BadRecordError
 from operators.rolling import RollingPolicy
 from operators.sink.layout import short
@@ -44,15 +46,25 @@ class RecordEncoder:
         #: Written once at the start of each file by encodings that have one.
         self.bom = "".encode(self.encoding)
 
+    @property
+    def line_encoding(self) -> str | None:
+        """The encoding of :class:`~operators.decoding.EncodedLines` this sink writes as they
+        are: its own, for lines written to the sink's file (not named by a record's attribute),
+        without a byte-order mark to leave out."""
+        return self.encoding if self.line and self._attr is None and not self.bom else None
+
     def encode(
         self, records: Sequence[Any], start: int, take: int, final: str, size: int
     ) -> tuple[bytes, int]:
         """Bytes of ``take`` records from ``start`` for the file ``final`` holding ``size``
         bytes; fewer records when ``bytes_per_file`` is reached. BadRecordError (with the
         record's index as offset) when one cannot be encoded."""
+        encoded = self.line and isinstance(records, EncodedLines)
         chunk = records[start : start + take]
         try:
-            if self.line:
+            if encoded:
+                data = b"\n".join(chunk) + b"\n"
+            elif self.line:
                 text = "\n".join(chunk) + "\n"
                 data = text.encode(self.encoding)
                 if self.bom:
@@ -61,8 +73,9 @@ class RecordEncoder:
                 data = b"".join(chunk)
         except (TypeError, UnicodeError):
             for j, record in enumerate(chunk):
-                self.encode_one(record, start + j, final)
-            raise  # not reached: one record above failed alone
+                self.encode_one(record, start + j, final, encoded=encoded)
+            raise  # not reached: one record above failed alone (EncodedLines hold a str only
+            # where it cannot be encoded)
         rolling = self._rolling
         if take == 1 or not rolling.crosses(size, len(data)):
             return data, take
@@ -71,7 +84,7 @@ class RecordEncoder:
         cumulative: list[int] = []
         added = 0
         for j, record in enumerate(chunk):
-            piece = self.encode_one(record, start + j, final)
+            piece = self.encode_one(record, start + j, final, encoded=encoded)
             pieces.append(piece)
             added += len(piece)
             cumulative.append(added)
@@ -80,7 +93,11 @@ class RecordEncoder:
         fit = rolling.fitting(cumulative, size)
         return b"".join(pieces[:fit]), fit
 
-    def encode_one(self, record: Any, index: int, final: str) -> bytes:
+    def encode_one(self, record: Any, index: int, final: str, *, encoded: bool = False) -> bytes:
+        """The bytes of one record; ``encoded``: a line of
+        :class:`~operators.decoding.EncodedLines` (``bytes`` already in the sink's encoding)."""
+        if encoded and isinstance(record, bytes):
+            return record + b"\n"
         where = f"record {index} of the batch for {self._fs.display(final)}"
         if self.line:
             if not isinstance(record, str):

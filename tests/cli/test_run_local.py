@@ -631,3 +631,26 @@ def test_filesystems_with_other_settings_are_opened_apart(tmp_path: Path) -> Non
     assert open_path("/landing", elsewhere, opened=opened)[0] is remote and path == "/landing"
     assert open_path("/x", other_user, opened=opened)[0] is not remote
     assert len(opened) == 3
+
+
+@pytest.mark.parametrize(
+    ("extra", "as_bytes"),
+    [("", True), ('[transform]\nfunction = "pace:shout"\n', False)],
+)
+def test_lines_reach_the_sink_as_bytes_only_without_a_transform(
+    pdir: PipelineDir, extra: str, as_bytes: bool
+) -> None:
+    """Without a transform nothing reads the text: lines are not decoded and encoded again
+    (a transform is given ``str``, as always)."""
+    from operators.app.config import load_pipeline
+    from operators.app.engine_local import build_local
+    from operators.decoding import EncodedLines
+
+    pdir.add_file("a.txt", ["keep é"])
+    config = load_pipeline(pdir.write_config(BASIC.format(trigger="periodic") + extra))
+    run = build_local(config)
+    run.source.reset_to_initial_state()
+    batch = run.source.next_batch(10)
+    assert batch is not None
+    assert isinstance(batch.records, EncodedLines) == as_bytes
+    assert batch.records == ["keep é".encode() if as_bytes else "keep é"]

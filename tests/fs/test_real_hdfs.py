@@ -344,13 +344,16 @@ class _Client:
 
 
 def test_a_refused_block_is_asked_for_again_and_every_byte_lands_once(
-    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """hdfs-native raises the NameNode's NotReplicatedYetException (Hadoop's client waits and
     asks again) and its stream cannot ask again; the writer reopens the file at the length its
     DataNode holds and writes the rest, once."""
     fs, root, _ = _root(request, "hdfs")
     assert isinstance(fs, NativeHdfsFileSystem)
+    monkeypatch.setattr("operators.fs.native._WRITE_AT", 1)  # each write is one client call
     fs.client = _Client(fs.client, refuse_at=2, sent=1000, always=False)
     path = posixpath.join(root, "refused")
     chunks = [bytes([n]) * 300_000 for n in range(4)]
@@ -372,8 +375,9 @@ def test_a_block_refused_at_every_try_fails_naming_the_namenodes_error(
     fs.client = _Client(fs.client, refuse_at=1, sent=10, always=True)
     path = posixpath.join(root, "refused")
     w = fs.create(path)
+    w.write(b"x" * 1000)  # sent with the sync: its failure is the sync's
     with pytest.raises(OSError) as failed:
-        w.write(b"x" * 1000)
+        w.sync()
     text = str(failed.value)
     assert "refused a new block 5 times" in text
     assert "NotReplicatedYetException: Not replicated yet" in text
@@ -381,6 +385,37 @@ def test_a_block_refused_at_every_try_fails_naming_the_namenodes_error(
     fs.recover_lease(path)
     # Each try sent 10 bytes and the next one only what was missing: no byte twice.
     assert fs.read(path) == b"x" * 50
+
+
+def test_small_writes_reach_the_client_in_few_calls_and_a_failed_one_is_raised_later(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sink writes a batch of lines at a time: each client call was a hand-off to the
+    writer's thread. Written bytes are gathered up to _WRITE_AT and sent while the caller goes
+    on; a send that failed is raised by the next send, sync or close."""
+    from operators.fs import native
+
+    fs, root, _ = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    fs.client = _Client(fs.client, refuse_at=0, sent=0, always=False)
+    path = posixpath.join(root, "gathered")
+    chunks = [bytes([n % 251]) * 10_000 for n in range(250)]  # 2.5 MB in 250 writes
+    w = fs.create(path)
+    for chunk in chunks:
+        w.write(chunk)
+    w.sync()
+    assert fs.read(path) == b"".join(chunks)  # durable at the sync, in order
+    w.close()
+    (stream,) = fs.client.streams
+    assert stream.writes == 3  # 1 MiB, 1 MiB, and the rest at the sync
+    monkeypatch.setattr(native, "_REPLICATION_FIRST_DELAY", 0.01)
+    fs.client = _Client(fs.client.real, refuse_at=1, sent=0, always=True)
+    w = fs.create(path + ".2")
+    w.write(b"y" * native._WRITE_AT)  # handed to the client: refused meanwhile
+    w.write(b"z")
+    with pytest.raises(OSError, match="refused a new block 5 times"):
+        w.sync()
+    fs.recover_lease(path + ".2")
 
 
 def test_a_close_the_namenode_could_not_complete_yet_is_asked_again(

@@ -17,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from operators.decoding import LineDecoder
+from operators.decoding import EncodedLines, LineDecoder
 from operators.errors import BadRecordError
 from operators.fs.local import LocalFileSystem
+from operators.sink import HDFS2FileSink, SinkSettings
 from operators.source import HDFS2FileSource, SourceSettings
 from operators.spark.arrow_io import read_lines
 from operators.spark.options import scan_config
@@ -170,3 +171,108 @@ def test_a_byte_order_mark_encoding_reads_lines_without_the_mark(tmp_path: Path)
     path.write_bytes("\ufeffone\r\ntwo\n".encode())
     local, _ = in_process(path, chunk=3, encoding="utf-8-sig")
     assert local == on_spark(path, chunk=3, encoding="utf-8-sig") == ["one", "two"]
+
+
+# -- lines as bytes: a sink in the source's encoding, nothing between them -------------------
+
+
+def through_sink(
+    out: Path, path: Path, chunk: int, *, encoded: bool, sink: dict[str, Any], **source: Any
+) -> tuple[list[bytes], int]:
+    """``path`` read by the source and written by a sink in ``out`` (published by one cut):
+    with ``encoded``, the source hands the sink its lines as bytes. The published files in
+    order, and the lines skipped."""
+    writer = HDFS2FileSink(SinkSettings(file=str(out / "part-%FILENUM.txt"), **sink), FS)
+    reader = HDFS2FileSource(
+        SourceSettings(file=str(path), read_chunk=chunk, **source),
+        FS,
+        encoded_for=writer.line_encoding if encoded else None,
+    )
+    reader.reset_to_initial_state()
+    writer.reset_to_initial_state()
+    while (got := reader.next_batch(5)) is not None:
+        assert isinstance(got.records, EncodedLines) == encoded
+        writer.write(got)
+    writer.finish()
+    writer.checkpoint(1)
+    writer.on_cut_completed(1)
+    files = sorted(out.glob("part-*.txt"), key=lambda p: int(p.stem.split("-")[1]))
+    return [p.read_bytes() for p in files], reader.records_skipped
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(
+        st.lists(
+            st.sampled_from([b"a", b"\r", b"\xc3\xa9", b"\xe2\x82\xac", b"\xff", b"\xc3"]),
+            max_size=6,
+        ).map(b"".join),
+        max_size=12,
+    ),
+    final_lf=st.booleans(),
+    chunk=st.sampled_from([3, 7, 64, 1 << 20]),
+    policy=st.sampled_from(["replace", "skip"]),
+    sink=st.sampled_from([{}, {"bytes_per_file": 9}, {"tuples_per_file": 2}]),
+)
+def test_lines_as_bytes_write_what_decoded_lines_write(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    final_lf: bool,
+    chunk: int,
+    policy: str,
+    sink: dict[str, Any],
+) -> None:
+    """The same files, rolled at the same records, the same replacements and skips."""
+    folder = tmp_path_factory.mktemp("d")
+    path = folder / "f.txt"
+    path.write_bytes(b"\n".join(lines) + (b"\n" if final_lf and lines else b""))
+    kw = {"on_decode_error": policy, "sink": sink}
+    as_text = through_sink(folder / "text", path, chunk, encoded=False, **kw)
+    as_bytes = through_sink(folder / "bytes", path, chunk, encoded=True, **kw)
+    assert as_bytes == as_text
+
+
+@pytest.mark.parametrize("chunk", [4, 1 << 20])
+def test_lines_as_bytes_still_fail_on_a_bad_byte_naming_file_and_offset(
+    tmp_path: Path, chunk: int
+) -> None:
+    """No transform needs the text, but an invalid byte under 'fail' still stops the job."""
+    path = tmp_path / "bad.txt"
+    path.write_bytes("é\n".encode() * 1000 + BAD)
+    with pytest.raises(BadRecordError) as as_text:
+        through_sink(tmp_path / "text", path, chunk, encoded=False, sink={})
+    with pytest.raises(BadRecordError) as as_bytes:
+        through_sink(tmp_path / "bytes", path, chunk, encoded=True, sink={})
+    assert str(as_bytes.value) == str(as_text.value)
+    assert (as_bytes.value.file, as_bytes.value.offset) == (str(path), 3000 + 5)
+
+
+def test_a_replacement_ascii_cannot_hold_is_reported_by_the_sink(tmp_path: Path) -> None:
+    """ASCII with 'replace': U+FFFD has no ASCII bytes, so the sink skips that line (logged),
+    as it does for the decoded line."""
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"ok\nb\xffd\nlast\n")
+    kw: dict[str, Any] = {"encoding": "ascii", "on_decode_error": "replace"}
+    sink = {"encoding": "ascii", "on_bad_record": "skip"}
+    as_text = through_sink(tmp_path / "text", path, 64, encoded=False, sink=sink, **kw)
+    as_bytes = through_sink(tmp_path / "bytes", path, 64, encoded=True, sink=sink, **kw)
+    assert as_bytes == as_text == ([b"ok\nlast\n"], 0)
+
+
+@pytest.mark.parametrize(
+    ("source", "sink"),
+    [("utf-8-sig", "utf-8-sig"), ("latin-1", "latin-1"), ("utf-8", "ascii")],
+)
+def test_lines_are_decoded_unless_the_sink_writes_the_same_encoding_without_a_mark(
+    tmp_path: Path, source: str, sink: str
+) -> None:
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"one\n")
+    writer = HDFS2FileSink(SinkSettings(file=str(tmp_path / "o" / "p.txt"), encoding=sink), FS)
+    reader = HDFS2FileSource(
+        SourceSettings(file=str(path), encoding=source), FS, encoded_for=writer.line_encoding
+    )
+    reader.reset_to_initial_state()
+    batch = reader.next_batch(5)
+    assert batch is not None and batch.records == ["one"]
+    assert not isinstance(batch.records, EncodedLines)
