@@ -402,6 +402,14 @@ class ScanCursor:
             # sorted and looked at, not every file of the directory each scan. C-level maps:
             # this runs once per file listed.
             differs = map(operator.ne, map(seen.get, map(_name, listing)), map(_mtime, listing))
+            if listing and listing[0][5] is not None:
+                # The listing has file ids (a backend lists them for all its files or none):
+                # a file renamed over one read with the very same mtime (touch -r, cp -p) is
+                # another file too, and costs no request to tell.
+                other = map(
+                    operator.ne, map(self._ids.get, map(_name, listing)), map(_file_id, listing)
+                )
+                differs = map(operator.or_, differs, other)
             maybe = sort_keyed(list(itertools.compress(listing, differs)))
             fresh = {e[1] for e in maybe if e[1] not in seen}
             if len(listing) - len(fresh) != len(seen):  # names are unique in a directory
@@ -576,8 +584,13 @@ class ScanCursor:
         for n in window.where.keys() - listed.keys():
             window.drop(n)
         changed: dict[str, int | None] = {}
+        ids = {e[1]: e[5] for e in listing if e[5] is not None}
         for n in window.where.keys() & listed.keys():
-            if window.mtime(n) != listed[n]:
+            read_id = window.file_id(n)
+            if window.mtime(n) != listed[n] or (
+                # The same mtime, another file (touch -r, cp -p): replaced.
+                read_id is not None and ids.get(n, read_id) != read_id
+            ):
                 changed[n] = window.mtime(n)
         current = Census.of(below)
         previous = self.census

@@ -258,6 +258,35 @@ def test_a_file_replaced_under_a_name_read_is_read_whole_one_appended_is_reporte
     assert names(rebuilt) == []  # read once, also across a restart
 
 
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "after a restart"])
+def test_a_file_renamed_over_one_read_with_its_very_mtime_is_read_whole_once(
+    landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture, restart: bool
+) -> None:
+    """``touch -r daily.csv new.tmp; mv new.tmp daily.csv`` (or ``cp -p``): the name's mtime
+    and size do not change, its inode does. The new file is read whole, once; the listing
+    holds the inode, so telling it costs no request."""
+    landing.put("daily.csv", "old\n", T0)
+    landing.put("other.csv", "o\n", T0 + S)
+    scan = make_scan(landing, clock)
+    assert names(scan) == ["daily.csv", "other.csv"]
+    if restart:
+        state = scan.checkpoint(1)
+        scan = make_scan(landing, clock)
+        scan.reset(state)
+    landing.put(".daily.csv.tmp", "new\n", T0)
+    landing.fs.rename(landing.path(".daily.csv.tmp"), landing.path("daily.csv"), overwrite=True)
+    clock.advance(5)
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert names(scan) == ["daily.csv"]
+        clock.advance(5)
+        assert names(scan) == []
+    assert caplog.text == ""
+    assert scan.modified == 0
+    rebuilt = make_scan(landing, clock)
+    rebuilt.reset(scan.checkpoint(2))
+    assert names(rebuilt) == []  # read once, also across a restart
+
+
 def test_weakness5_late_file_with_an_older_mtime_is_emitted_once(
     any_landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
