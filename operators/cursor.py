@@ -69,7 +69,7 @@ import logging
 import operator
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from operators.census import Census, name_key
@@ -369,10 +369,25 @@ class ScanCursor:
                 if self.census is not None:
                     self.census.remove(n)
 
+    @property
+    def settling(self) -> bool:
+        """Whether the next listing is the first since a reset (checked against the window
+        and the census): :meth:`new_files` then wants the names the pattern left out."""
+        return self._seen is None and self.key is not None
+
     def new_files(
-        self, listing: list[ListingEntry], *, now_ns: int | None = None
+        self,
+        listing: list[ListingEntry],
+        *,
+        now_ns: int | None = None,
+        unmatched: Collection[str] = (),
     ) -> list[ListingEntry]:
         """The new files of ``listing`` (in any order), sorted by (mtime_ns, name).
+
+        ``unmatched``: names of files in the directory that the listing leaves out for the
+        pattern alone (needed only when :attr:`settling`). A name read before that the pattern
+        now leaves out is still known, not forgotten as a file gone: with the pattern widened
+        again it is not read twice.
 
         ``now_ns``: the time of the listing; a file emitted with an mtime ahead of it is kept
         by name and leaves the key at ``now_ns`` (see the module's docstring).
@@ -420,7 +435,7 @@ class ScanCursor:
         else:
             listing = sort_keyed(list(listing))
             listed = dict(map(_name_and_mtime, listing))
-            fresh, changed = self._check_census(listing, listed)
+            fresh, changed = self._check_census(listing, listed, unmatched)
         fetched: dict[str, int | None] = {}
         again = self._modified(listing, changed, fetched) if changed else set()
         low, after_key = self._regions(listing)
@@ -566,7 +581,7 @@ class ScanCursor:
                 self.census.remove(n)
 
     def _check_census(
-        self, listing: list[ListingEntry], listed: dict[str, int]
+        self, listing: list[ListingEntry], listed: dict[str, int], unmatched: Collection[str]
     ) -> tuple[set[str], dict[str, int | None]]:
         """After a reset: the names below the floor never accounted for (census difference),
         and the names accounted for whose file changed since (name -> mtime when read, or
@@ -581,7 +596,8 @@ class ScanCursor:
         below = [e[1] for e in listing[:low] if e[1] not in window]
         # Names of the window that left the directory while the scan was stopped leave the
         # window, as they do while it runs (_drop_vanished): one landing again later is new.
-        for n in window.where.keys() - listed.keys():
+        # A name the pattern leaves out now is still in the directory: it stays.
+        for n in window.where.keys() - listed.keys() - set(unmatched):
             window.drop(n)
         changed: dict[str, int | None] = {}
         ids = {e[1]: e[5] for e in listing if e[5] is not None}
@@ -605,21 +621,30 @@ class ScanCursor:
             self.census = current
             return set(), changed
         diff = current.subtract(previous)
+        removed = diff.removed
+        if removed and unmatched:
+            # Names accounted for that the pattern leaves out now (narrowed since): kept in
+            # the census, as in the window, so that a wider pattern later reads them not again.
+            out_of_pattern = {name_key(n): n for n in unmatched if n not in window}
+            kept = removed & out_of_pattern.keys()
+            for k in kept:
+                current.add(out_of_pattern[k])
+            removed = removed - kept
         by_key = {name_key(n): n for n in below} if diff.added else {}
         fresh = {by_key[k] for k in diff.added if k in by_key}
         fresh.update(forgotten.intersection(below))
-        if diff.removed:
+        if removed:
             # A name read below the floor that is now listed above it: its file changed.
             inside = set(below)
             moved = {name_key(n): n for n in listed if n not in inside and n not in window}
             changed.update(
-                (moved[k], None) for k in diff.removed if k in moved and moved[k] not in forgotten
+                (moved[k], None) for k in removed if k in moved and moved[k] not in forgotten
             )
         for n in fresh:
             current.remove(n)
         self.census = current
         if not diff.complete:
-            unknown = max(1, diff.net - len(fresh) + len(diff.removed))
+            unknown = max(1, diff.net - len(fresh) + len(removed))
             message = (
                 f"{self.name}: more files with an mtime before the late window ({_seconds(floor)}) "
                 "changed while the scan was stopped than its census tells apart (a larger "

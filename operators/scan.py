@@ -282,6 +282,9 @@ class HDFS2DirectoryScan(StartOperator):
         now = self._clock()
         self._next_list_at = now + self.settings.sleep_time
         self.listings += 1
+        # After a restart, the files the pattern leaves out: the cursor keeps what it knows of
+        # them (the pattern may have been narrowed since they were read).
+        unmatched: list[str] | None = [] if self._cursor.settling else None
         try:
             listing = list_ready_keyed(
                 self._fs,
@@ -289,6 +292,7 @@ class HDFS2DirectoryScan(StartOperator):
                 pattern=self._pattern,
                 min_file_age_ns=self._min_age_ns,
                 now_ns=round(now * _NS),
+                unmatched=unmatched,
                 ordered=False,  # the cursor orders the new files
             )
         except FileNotFoundError:
@@ -306,7 +310,9 @@ class HDFS2DirectoryScan(StartOperator):
         else:
             self._missing_warned = False
         self.files_scanned += len(listing)
-        self._new = self._cursor.new_files(listing, now_ns=round(now * _NS))
+        self._new = self._cursor.new_files(
+            listing, now_ns=round(now * _NS), unmatched=unmatched or ()
+        )
         self._pos = 0
 
     # -- control input ----------------------------------------------------------------------
