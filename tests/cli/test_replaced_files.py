@@ -6,13 +6,17 @@ and publishes, record by record."""
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import signal
+import socket
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.cli.conftest import PipelineDir, cli, cut_files, start_cli, wait_for
+from tests.conftest import CLUSTER_USER, real_fs
 
 SETTINGS = """\
     engine = "local"
@@ -233,3 +237,105 @@ def test_a_pattern_narrowed_then_widened_again_reads_nothing_twice(
     assert pdir.output_lines() == [
         "A 1", "K 1", *(n.upper() for n in old), "X 1", "Y 1", *replacement, "N 1"
     ]  # fmt: skip
+
+
+HDFS_SETTINGS = """\
+engine = "local"
+[filesystem]
+uri = "{uri}"
+user = "{user}"
+config_dir = "{conf_dir}"
+timeout = "5s"
+retries = 1
+retry_backoff = "100ms"
+{webhdfs}
+[region]
+trigger = "periodic"
+period = "50ms"
+checkpoint_dir = "{root}/checkpoints"
+[scan]
+directory = "{root}/landing"
+{scan}
+[transform]
+function = "pace:shout"
+[sink]
+file = "{root}/out/part-%FILENUM.txt"
+"""
+
+
+def test_on_hdfs_a_replacement_is_read_whole_once_and_without_webhdfs_each_is_named(
+    request: pytest.FixtureRequest, pdir: PipelineDir
+) -> None:
+    """hdfs:// lists no fileId: the scan reads it through the cluster's WebHDFS for the names
+    found changed. A file renamed over one read is read whole once; one appended to is
+    reported. When WebHDFS does not answer, the run goes on: WARNINGs say the scan cannot
+    tell replaced from changed in place and name each such file, which ``on_modified``
+    handles (``warn``: not read; ``reread``: read whole once)."""
+    fs, base, sandbox = real_fs(request, "hdfs")
+    if sandbox is None:
+        pytest.skip("needs the sandbox (its Hadoop configuration names its WebHDFS)")
+    root = posixpath.join(base, f"cli-replaced-{time.monotonic_ns()}")
+    landing = posixpath.join(root, "landing")
+    fs.mkdirs(landing)
+
+    def put(name: str, lines: list[str]) -> None:
+        tmp = posixpath.join(landing, f".{name}.tmp")
+        writer = fs.create(tmp)
+        writer.write("".join(f"{line}\n" for line in lines).encode())
+        writer.close()
+        fs.rename(tmp, posixpath.join(landing, name), overwrite=True)
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        dead = f'webhdfs_uri = "webhdfs://127.0.0.1:{unused.getsockname()[1]}"'
+
+    def settings(webhdfs: str = "", scan: str = "") -> Path:
+        return pdir.write_config(
+            HDFS_SETTINGS.format(
+                uri=sandbox.info.hdfs,
+                user=CLUSTER_USER,
+                conf_dir=sandbox.info.conf_dir,
+                root=root,
+                webhdfs=webhdfs,
+                scan=scan,
+            )
+        )
+
+    daily = fs.display(posixpath.join(landing, "daily.csv"))
+    changed = (
+        f"operators.cursor: scan: file {daily} changed after it was read (its mtime moved by "
+        "{}): what changed is not read (on_modified = 'warn'; 'reread' reads it again whole)"
+    )
+    put("daily.csv", ["a 1", "a 2"])
+    assert run(settings()) == (2, [])
+    put("daily.csv", ["b 1"])
+    assert run(settings()) == (1, [])
+    time.sleep(0.002)  # HDFS keeps milliseconds: a new mtime for the append
+    writer = fs.append(posixpath.join(landing, "daily.csv"))
+    writer.write(b"b 2\n")
+    writer.close()
+    read, warnings = run(settings())
+    assert (read, warnings) == (0, [changed.format(moved(warnings))])
+    # WebHDFS does not answer: replaced and changed in place look alike, and are said to.
+    put("daily.csv", ["c 1"])
+    read, warnings = run(settings(dead))
+    said = [w for w in warnings if w.startswith("operators.fs.native")]
+    scan = [w for w in warnings if w.startswith("operators.cursor")]
+    assert read == 0 and len(said) == 1 and "does not answer" in said[0], warnings
+    assert (
+        "a scan cannot tell a file replaced under a name read from one changed in place"
+        in (said[0])
+    )
+    assert scan == [changed.format(moved(scan))]
+    put("daily.csv", ["d 1"])
+    read, warnings = run(settings(dead, 'on_modified = "reread"'))
+    assert read == 1 and not [w for w in warnings if w.startswith("operators.cursor")]
+    assert run(settings(dead, 'on_modified = "reread"'))[0] == 0
+    assert run(settings())[0] == 0
+    out = posixpath.join(root, "out")
+    published = sorted(
+        (s for s in fs.list_dir(out) if not s.name.startswith((".", "_"))),
+        key=lambda s: int("".join(c for c in s.name if c.isdigit())),
+    )
+    lines = [line for s in published for line in fs.read(s.path).decode().splitlines()]
+    assert lines == ["A 1", "A 2", "B 1", "D 1"]
