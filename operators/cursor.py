@@ -288,12 +288,16 @@ class ScanCursor:
         self.modified = 0
         # The last listing's files that are accounted for (emitted, or not new): name -> mtime;
         # None after a reset: the next listing is checked against the census instead.
-        self._seen: dict[str, int] | None = None
+        # (None: a name known from the census, left out of the listing as too young.)
+        self._seen: dict[str, int | None] | None = None
         # The file id of each file of _seen where known: what a name found changed is
         # compared with (another id: the file was replaced, and is new).
         self._ids: dict[str, int | None] = {}
         # Names forgotten (forget) after a reset, before the first listing settles them.
         self._forgotten: set[str] = set()
+        # Names of _seen without an mtime (None) that the census holds: read below the floor,
+        # too young to be listed after a reset.
+        self._young_in_census: set[str] = set()
         if state is None:
             return
         key = state.get("key")
@@ -380,14 +384,17 @@ class ScanCursor:
         listing: list[ListingEntry],
         *,
         now_ns: int | None = None,
+        young: Collection[str] = (),
         unmatched: Collection[str] = (),
     ) -> list[ListingEntry]:
         """The new files of ``listing`` (in any order), sorted by (mtime_ns, name).
 
-        ``unmatched``: names of files in the directory that the listing leaves out for the
-        pattern alone (needed only when :attr:`settling`). A name read before that the pattern
-        now leaves out is still known, not forgotten as a file gone: with the pattern widened
-        again it is not read twice.
+        ``young``: names of files in the directory that the listing leaves out as too young
+        (``min_file_age``); ``unmatched``: the names the pattern leaves out (needed only when
+        :attr:`settling`). A name read before that is left out is still known, not forgotten
+        as a file gone: a file appended to after it was read is reported once old enough
+        (``on_modified``), and one read before a pattern was narrowed is not read again when
+        the pattern is widened again.
 
         ``now_ns``: the time of the listing; a file emitted with an mtime ahead of it is kept
         by name and leaves the key at ``now_ns`` (see the module's docstring).
@@ -431,13 +438,15 @@ class ScanCursor:
             fresh = {e[1] for e in maybe if e[1] not in seen}
             if len(listing) - len(fresh) != len(seen):  # names are unique in a directory
                 vanished = seen.keys() - set(map(_name, listing))
+                if young:
+                    vanished -= set(young)  # still there: too young to be listed
                 self._drop_vanished(vanished)
             changed = {e[1]: seen[e[1]] for e in maybe if e[1] in seen}
             listing = maybe
         else:
             listing = sort_keyed(list(listing))
-            listed = dict(map(_name_and_mtime, listing))
-            fresh, changed = self._check_census(listing, listed, unmatched)
+            listed: dict[str, int | None] = dict(map(_name_and_mtime, listing))
+            fresh, changed = self._check_census(listing, listed, young, unmatched)
         fetched: dict[str, int | None] = {}
         again = self._modified(listing, changed, fetched) if changed else set()
         low, after_key = self._regions(listing)
@@ -583,7 +592,11 @@ class ScanCursor:
                 self.census.remove(n)
 
     def _check_census(
-        self, listing: list[ListingEntry], listed: dict[str, int], unmatched: Collection[str]
+        self,
+        listing: list[ListingEntry],
+        listed: dict[str, int | None],
+        young: Collection[str],
+        unmatched: Collection[str],
     ) -> tuple[set[str], dict[str, int | None]]:
         """After a reset: the names below the floor never accounted for (census difference),
         and the names accounted for whose file changed since (name -> mtime when read, or
@@ -598,9 +611,13 @@ class ScanCursor:
         below = [e[1] for e in listing[:low] if e[1] not in window]
         # Names of the window that left the directory while the scan was stopped leave the
         # window, as they do while it runs (_drop_vanished): one landing again later is new.
-        # A name the pattern leaves out now is still in the directory: it stays.
-        for n in window.where.keys() - listed.keys() - set(unmatched):
+        # A name left out now (too young, or the pattern narrowed) is still there: it stays.
+        left_out = {*young, *unmatched}
+        for n in window.where.keys() - listed.keys() - left_out:
             window.drop(n)
+        # A name read before, too young to be listed now, is accounted for as it was read: the
+        # next listing finds it changed (listed later, at its new mtime).
+        listed.update((n, window.mtime(n)) for n in young if n in window)
         changed: dict[str, int | None] = {}
         ids = {e[1]: e[5] for e in listing if e[5] is not None}
         for n in window.where.keys() & listed.keys():
@@ -624,13 +641,17 @@ class ScanCursor:
             return set(), changed
         diff = current.subtract(previous)
         removed = diff.removed
-        if removed and unmatched:
-            # Names accounted for that the pattern leaves out now (narrowed since): kept in
-            # the census, as in the window, so that a wider pattern later reads them not again.
-            out_of_pattern = {name_key(n): n for n in unmatched if n not in window}
-            kept = removed & out_of_pattern.keys()
+        if removed and left_out:
+            # Names accounted for that are left out now (too young, or the pattern narrowed
+            # since): kept in the census, as in the window, so that they are not read again.
+            still_there = {name_key(n): n for n in left_out if n not in window}
+            kept = removed & still_there.keys()
             for k in kept:
-                current.add(out_of_pattern[k])
+                current.add(still_there[k])
+            # Too young: accounted for (the census holds it), its mtime when read not known.
+            waiting = {still_there[k] for k in kept if still_there[k] in young}
+            listed.update(dict.fromkeys(waiting))
+            self._young_in_census |= waiting
             removed = removed - kept
         by_key = {name_key(n): n for n in below} if diff.added else {}
         fresh = {by_key[k] for k in diff.added if k in by_key}
@@ -677,6 +698,7 @@ class ScanCursor:
                 self._window.drop(n)
             elif self.census is not None:
                 self.census.remove(n)
+            self._young_in_census.discard(n)
         if self.on_modified == "reread":
             return again
         for entry in listing:
@@ -698,8 +720,9 @@ class ScanCursor:
             # Accounted for at its new mtime, so that it is reported once.
             if name in self._window:
                 self._window.drop(name)
-            elif self.census is not None and before is not None:
+            elif self.census is not None and (before is not None or name in self._young_in_census):
                 self.census.remove(name)
+            self._young_in_census.discard(name)
             if self.floor is not None and entry[0] < self.floor:
                 if self.census is not None:
                     self.census.add(name)

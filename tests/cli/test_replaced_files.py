@@ -339,3 +339,30 @@ def test_on_hdfs_a_replacement_is_read_whole_once_and_without_webhdfs_each_is_na
     )
     lines = [line for s in published for line in fs.read(s.path).decode().splitlines()]
     assert lines == ["A 1", "A 2", "B 1", "D 1"]
+
+
+def test_with_min_file_age_a_file_appended_to_after_it_was_read_is_not_read_twice(
+    pdir: PipelineDir,
+) -> None:
+    """A file read, then appended to in place: young again for ``min_file_age``, it is left
+    out of the listings meanwhile but still known, so once old enough it is reported as
+    changed (``on_modified = "warn"``), not read again whole as a new file. A file renamed
+    over one read (another inode) is read whole once when old enough."""
+    cfg = config(pdir, 'min_file_age = "1s"')
+    land(pdir.landing, "daily.csv", ["a 1", "a 2"], T0)
+    land(pdir.landing, "other.csv", ["o 1"], T0 + S)
+    assert run(cfg) == (3, [])
+    with (pdir.landing / "daily.csv").open("a", encoding="utf-8") as appended:
+        appended.write("a 3\n")
+    land(pdir.landing, "other.csv", ["p 1"])
+    assert run(cfg)[0] == 0  # both too young yet (named in the run's WARNING)
+    time.sleep(1.1)
+    read, warnings = run(cfg)
+    assert read == 1
+    assert warnings == [
+        f"operators.cursor: scan: file file://{pdir.landing}/daily.csv changed after it was "
+        f"read (its mtime moved by {moved(warnings)}): what changed is not read (on_modified "
+        "= 'warn'; 'reread' reads it again whole)"
+    ]
+    assert run(cfg) == (0, [])
+    assert pdir.output_lines() == ["A 1", "A 2", "O 1", "P 1"]

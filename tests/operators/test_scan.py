@@ -287,6 +287,46 @@ def test_a_file_renamed_over_one_read_with_its_very_mtime_is_read_whole_once(
     assert names(rebuilt) == []  # read once, also across a restart
 
 
+@pytest.mark.parametrize("late_window", ["600s", 0], ids=["in the window", "in the census"])
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "after a restart"])
+def test_a_file_appended_to_after_it_was_read_is_known_while_too_young_to_be_listed(
+    landing: Landing,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+    restart: bool,
+    late_window: object,
+) -> None:
+    """With ``min_file_age``, a file appended to after it was read is left out of the
+    listings until old enough again, and still known meanwhile: then reported as changed
+    (``on_modified = "warn"``), never read again whole as if it were new."""
+    now_ns = round(clock.now * S)
+    landing.put("daily.csv", "a\n", now_ns - 60 * S)
+    scan = make_scan(landing, clock, min_file_age="10s", late_window=late_window)
+    assert names(scan) == ["daily.csv"]
+    writer = landing.fs.append(landing.path("daily.csv"))
+    writer.write(b"b\n")
+    writer.close()
+    landing.set_mtime(landing.path("daily.csv"), now_ns)
+    clock.advance(5)
+    assert names(scan) == []  # too young
+    if restart:
+        state = scan.checkpoint(1)
+        scan = make_scan(landing, clock, min_file_age="10s", late_window=late_window)
+        scan.reset(state)
+        assert names(scan) == []
+        state = scan.checkpoint(2)  # restarted again while it is still too young
+        scan = make_scan(landing, clock, min_file_age="10s", late_window=late_window)
+        scan.reset(state)
+        assert names(scan) == []
+    clock.advance(10)
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert names(scan) == []
+        clock.advance(5)
+        assert names(scan) == []
+    assert caplog.text.count("daily.csv changed after it was read") == 1
+    assert scan.modified == 1
+
+
 def test_weakness5_late_file_with_an_older_mtime_is_emitted_once(
     any_landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
