@@ -696,7 +696,10 @@ class ScanCursor:
         for n in again:  # forgotten: read again whole, as new files
             if n in self._window:
                 self._window.drop(n)
-            elif self.census is not None:
+            elif self.census is not None and (changed[n] is not None or n in self._young_in_census):
+                # (A name found changed by the census after a restart, mtime None, is not in
+                # the census rebuilt from the listing: removing it there would leave a hole
+                # that later reports the file read again as a late file passed over.)
                 self.census.remove(n)
             self._young_in_census.discard(n)
         if self.on_modified == "reread":

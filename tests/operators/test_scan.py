@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from operators.cursor import _SEGMENT, describe_state
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.testing import ManualClock
+from region.state import State
 from tests.operators.conftest import Landing
 
 S = 1_000_000_000  # ns per second
@@ -325,6 +326,40 @@ def test_a_file_appended_to_after_it_was_read_is_known_while_too_young_to_be_lis
         assert names(scan) == []
     assert caplog.text.count("daily.csv changed after it was read") == 1
     assert scan.modified == 1
+
+
+def test_a_file_read_again_by_reread_after_a_restart_is_not_reported_passed_over_later(
+    landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``on_modified = "reread"``, strict (``late_window = 0``): a file read, changed while
+    the job was down, is read again whole once at the restart; the runs after it neither read
+    it again nor report it as a late file passed over."""
+
+    def restarted(state: State | None) -> HDFS2DirectoryScan:
+        scan = make_scan(landing, clock, late_window=0, on_modified="reread")
+        if state is not None:
+            scan.reset(state)
+        clock.advance(5)
+        return scan
+
+    landing.put("a", "1\n", T0)
+    landing.put("b", "1\n", T0 + S)
+    scan = restarted(None)
+    assert names(scan) == ["a", "b"]
+    writer = landing.fs.append(landing.path("a"))
+    writer.write(b"2\n")
+    writer.close()
+    landing.set_mtime(landing.path("a"), T0 + 2 * S)
+    scan = restarted(scan.checkpoint(1))
+    assert names(scan) == ["a"]
+    landing.put("c", "1\n", T0 + 3 * S)
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        scan = restarted(scan.checkpoint(2))
+        assert names(scan) == ["c"]
+        scan = restarted(scan.checkpoint(3))
+        assert names(scan) == []
+    assert caplog.text == ""
+    assert scan.passed_over == 0
 
 
 def test_weakness5_late_file_with_an_older_mtime_is_emitted_once(
