@@ -69,7 +69,7 @@ import logging
 import operator
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from operators.census import Census, name_key
@@ -288,12 +288,16 @@ class ScanCursor:
         self.modified = 0
         # The last listing's files that are accounted for (emitted, or not new): name -> mtime;
         # None after a reset: the next listing is checked against the census instead.
-        self._seen: dict[str, int] | None = None
+        # (None: a name known from the census, left out of the listing as too young.)
+        self._seen: dict[str, int | None] | None = None
         # The file id of each file of _seen where known: what a name found changed is
         # compared with (another id: the file was replaced, and is new).
         self._ids: dict[str, int | None] = {}
         # Names forgotten (forget) after a reset, before the first listing settles them.
         self._forgotten: set[str] = set()
+        # Names of _seen without an mtime (None) that the census holds: read below the floor,
+        # too young to be listed after a reset.
+        self._young_in_census: set[str] = set()
         if state is None:
             return
         key = state.get("key")
@@ -369,10 +373,28 @@ class ScanCursor:
                 if self.census is not None:
                     self.census.remove(n)
 
+    @property
+    def settling(self) -> bool:
+        """Whether the next listing is the first since a reset (checked against the window
+        and the census): :meth:`new_files` then wants the names the pattern left out."""
+        return self._seen is None and self.key is not None
+
     def new_files(
-        self, listing: list[ListingEntry], *, now_ns: int | None = None
+        self,
+        listing: list[ListingEntry],
+        *,
+        now_ns: int | None = None,
+        young: Collection[str] = (),
+        unmatched: Collection[str] = (),
     ) -> list[ListingEntry]:
         """The new files of ``listing`` (in any order), sorted by (mtime_ns, name).
+
+        ``young``: names of files in the directory that the listing leaves out as too young
+        (``min_file_age``); ``unmatched``: the names the pattern leaves out (needed only when
+        :attr:`settling`). A name read before that is left out is still known, not forgotten
+        as a file gone: a file appended to after it was read is reported once old enough
+        (``on_modified``), and one read before a pattern was narrowed is not read again when
+        the pattern is widened again.
 
         ``now_ns``: the time of the listing; a file emitted with an mtime ahead of it is kept
         by name and leaves the key at ``now_ns`` (see the module's docstring).
@@ -402,17 +424,29 @@ class ScanCursor:
             # sorted and looked at, not every file of the directory each scan. C-level maps:
             # this runs once per file listed.
             differs = map(operator.ne, map(seen.get, map(_name, listing)), map(_mtime, listing))
-            maybe = sort_keyed(list(itertools.compress(listing, differs)))
+            maybe = list(itertools.compress(listing, differs))
+            if listing and listing[0][5] is not None:
+                # The listing has file ids (a backend lists them for all its files or none):
+                # a file renamed over one read with the very same mtime (touch -r, cp -p) is
+                # another file too, and costs no request to tell. A pass of its own: folding
+                # it into the one above costs twice as much.
+                other = map(
+                    operator.ne, map(self._ids.get, map(_name, listing)), map(_file_id, listing)
+                )
+                maybe += [e for e in itertools.compress(listing, other) if seen.get(e[1]) == e[0]]
+            maybe = sort_keyed(maybe)
             fresh = {e[1] for e in maybe if e[1] not in seen}
             if len(listing) - len(fresh) != len(seen):  # names are unique in a directory
                 vanished = seen.keys() - set(map(_name, listing))
+                if young:
+                    vanished -= set(young)  # still there: too young to be listed
                 self._drop_vanished(vanished)
             changed = {e[1]: seen[e[1]] for e in maybe if e[1] in seen}
             listing = maybe
         else:
             listing = sort_keyed(list(listing))
-            listed = dict(map(_name_and_mtime, listing))
-            fresh, changed = self._check_census(listing, listed)
+            listed: dict[str, int | None] = dict(map(_name_and_mtime, listing))
+            fresh, changed = self._check_census(listing, listed, young, unmatched)
         fetched: dict[str, int | None] = {}
         again = self._modified(listing, changed, fetched) if changed else set()
         low, after_key = self._regions(listing)
@@ -558,7 +592,11 @@ class ScanCursor:
                 self.census.remove(n)
 
     def _check_census(
-        self, listing: list[ListingEntry], listed: dict[str, int]
+        self,
+        listing: list[ListingEntry],
+        listed: dict[str, int | None],
+        young: Collection[str],
+        unmatched: Collection[str],
     ) -> tuple[set[str], dict[str, int | None]]:
         """After a reset: the names below the floor never accounted for (census difference),
         and the names accounted for whose file changed since (name -> mtime when read, or
@@ -573,11 +611,21 @@ class ScanCursor:
         below = [e[1] for e in listing[:low] if e[1] not in window]
         # Names of the window that left the directory while the scan was stopped leave the
         # window, as they do while it runs (_drop_vanished): one landing again later is new.
-        for n in window.where.keys() - listed.keys():
+        # A name left out now (too young, or the pattern narrowed) is still there: it stays.
+        left_out = {*young, *unmatched}
+        for n in window.where.keys() - listed.keys() - left_out:
             window.drop(n)
+        # A name read before, too young to be listed now, is accounted for as it was read: the
+        # next listing finds it changed (listed later, at its new mtime).
+        listed.update((n, window.mtime(n)) for n in young if n in window)
         changed: dict[str, int | None] = {}
+        ids = {e[1]: e[5] for e in listing if e[5] is not None}
         for n in window.where.keys() & listed.keys():
-            if window.mtime(n) != listed[n]:
+            read_id = window.file_id(n)
+            if window.mtime(n) != listed[n] or (
+                # The same mtime, another file (touch -r, cp -p): replaced.
+                read_id is not None and ids.get(n, read_id) != read_id
+            ):
                 changed[n] = window.mtime(n)
         current = Census.of(below)
         previous = self.census
@@ -592,21 +640,34 @@ class ScanCursor:
             self.census = current
             return set(), changed
         diff = current.subtract(previous)
+        removed = diff.removed
+        if removed and left_out:
+            # Names accounted for that are left out now (too young, or the pattern narrowed
+            # since): kept in the census, as in the window, so that they are not read again.
+            still_there = {name_key(n): n for n in left_out if n not in window}
+            kept = removed & still_there.keys()
+            for k in kept:
+                current.add(still_there[k])
+            # Too young: accounted for (the census holds it), its mtime when read not known.
+            waiting = {still_there[k] for k in kept if still_there[k] in young}
+            listed.update(dict.fromkeys(waiting))
+            self._young_in_census |= waiting
+            removed = removed - kept
         by_key = {name_key(n): n for n in below} if diff.added else {}
         fresh = {by_key[k] for k in diff.added if k in by_key}
         fresh.update(forgotten.intersection(below))
-        if diff.removed:
+        if removed:
             # A name read below the floor that is now listed above it: its file changed.
             inside = set(below)
             moved = {name_key(n): n for n in listed if n not in inside and n not in window}
             changed.update(
-                (moved[k], None) for k in diff.removed if k in moved and moved[k] not in forgotten
+                (moved[k], None) for k in removed if k in moved and moved[k] not in forgotten
             )
         for n in fresh:
             current.remove(n)
         self.census = current
         if not diff.complete:
-            unknown = max(1, diff.net - len(fresh) + len(diff.removed))
+            unknown = max(1, diff.net - len(fresh) + len(removed))
             message = (
                 f"{self.name}: more files with an mtime before the late window ({_seconds(floor)}) "
                 "changed while the scan was stopped than its census tells apart (a larger "
@@ -635,8 +696,12 @@ class ScanCursor:
         for n in again:  # forgotten: read again whole, as new files
             if n in self._window:
                 self._window.drop(n)
-            elif self.census is not None:
+            elif self.census is not None and (changed[n] is not None or n in self._young_in_census):
+                # (A name found changed by the census after a restart, mtime None, is not in
+                # the census rebuilt from the listing: removing it there would leave a hole
+                # that later reports the file read again as a late file passed over.)
                 self.census.remove(n)
+            self._young_in_census.discard(n)
         if self.on_modified == "reread":
             return again
         for entry in listing:
@@ -658,8 +723,9 @@ class ScanCursor:
             # Accounted for at its new mtime, so that it is reported once.
             if name in self._window:
                 self._window.drop(name)
-            elif self.census is not None and before is not None:
+            elif self.census is not None and (before is not None or name in self._young_in_census):
                 self.census.remove(name)
+            self._young_in_census.discard(name)
             if self.floor is not None and entry[0] < self.floor:
                 if self.census is not None:
                     self.census.add(name)

@@ -95,6 +95,7 @@ def list_ready_keyed(
     min_file_age_ns: int = 0,
     now_ns: int | None = None,
     young: list[ListingEntry] | None = None,
+    unmatched: list[str] | None = None,
     ordered: bool = True,
 ) -> list[ListingEntry]:
     """:func:`list_ready` as :data:`~region.fs.ListingEntry` tuples, in the same order (in the
@@ -102,7 +103,8 @@ def list_ready_keyed(
 
     Made for directories of 100 000s of files: the key of each file is built once, and a
     backend that is an :class:`~region.fs.EntryLister` lists without building a FileStatus.
-    Files left out only for being younger than the minimum age are added to ``young``.
+    Files left out only for being younger than the minimum age are added to ``young``, the
+    names of files left out only by ``pattern`` to ``unmatched``.
     A caller that needs only the new files in order (:meth:`ScanCursor.new_files
     <operators.cursor.ScanCursor.new_files>`) passes ``ordered=False``: sorting every file of
     a huge directory each scan costs more than the rest of the scan's own work.
@@ -126,6 +128,8 @@ def list_ready_keyed(
     del entries
     if pattern is not None:
         match = pattern.fullmatch
+        if unmatched is not None:
+            unmatched += [e[1] for e in ready if match(e[1]) is None]
         ready = [e for e in ready if match(e[1]) is not None]
     if min_file_age_ns and now_ns is not None:
         # A file younger than the minimum age has an mtime after this.

@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 _NS = 1_000_000_000
 _path_of = operator.itemgetter(2)
+_name_of = operator.itemgetter(1)
 
 
 def _alias(*names: str) -> Any:
@@ -282,6 +283,11 @@ class HDFS2DirectoryScan(StartOperator):
         now = self._clock()
         self._next_list_at = now + self.settings.sleep_time
         self.listings += 1
+        # Files left out that are still there (too young; after a restart, not matching the
+        # pattern, which may have been narrowed since they were read): the cursor keeps what
+        # it knows of them.
+        unmatched: list[str] | None = [] if self._cursor.settling else None
+        young: list[ListingEntry] = []
         try:
             listing = list_ready_keyed(
                 self._fs,
@@ -289,6 +295,8 @@ class HDFS2DirectoryScan(StartOperator):
                 pattern=self._pattern,
                 min_file_age_ns=self._min_age_ns,
                 now_ns=round(now * _NS),
+                young=young,
+                unmatched=unmatched,
                 ordered=False,  # the cursor orders the new files
             )
         except FileNotFoundError:
@@ -306,7 +314,12 @@ class HDFS2DirectoryScan(StartOperator):
         else:
             self._missing_warned = False
         self.files_scanned += len(listing)
-        self._new = self._cursor.new_files(listing, now_ns=round(now * _NS))
+        self._new = self._cursor.new_files(
+            listing,
+            now_ns=round(now * _NS),
+            young=list(map(_name_of, young)),
+            unmatched=unmatched or (),
+        )
         self._pos = 0
 
     # -- control input ----------------------------------------------------------------------

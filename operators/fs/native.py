@@ -160,6 +160,8 @@ def _conf_dir(settings: FileSystemSettings) -> str | None:
 #: Up to this many files, :meth:`NativeHdfsFileSystem.file_ids` asks for each one (a
 #: GETFILESTATUS); more, and one listing of their directory (1 000 children an answer) is less.
 _IDS_ONE_BY_ONE = 32
+#: A WARNING that the fileIds could not be read names this many files (then a count).
+_IDS_NAMED = 10
 
 
 class NativeHdfsFileSystem:
@@ -241,7 +243,9 @@ class NativeHdfsFileSystem:
             if not addresses:
                 logger.info(
                     "%s: no WebHDFS address known (webhdfs_uri, or dfs.namenode.http-address in "
-                    "the Hadoop configuration): no truncate, the sink publishes by rename",
+                    "the Hadoop configuration): no truncate, the sink publishes by rename; a "
+                    "scan cannot tell a file replaced under a name read from one changed in "
+                    "place (on_modified)",
                     self.display("/"),
                 )
                 return None
@@ -264,7 +268,8 @@ class NativeHdfsFileSystem:
         except OSError as exc:
             logger.warning(
                 "%s: the cluster's WebHDFS %s does not answer (%s): no truncate, the sink "
-                "publishes by rename and recovers by rewriting",
+                "publishes by rename and recovers by rewriting; a scan cannot tell a file "
+                "replaced under a name read from one changed in place (on_modified)",
                 self.display("/"),
                 shown,
                 exc,
@@ -376,11 +381,15 @@ class NativeHdfsFileSystem:
         except OSError as exc:
             # Not worth failing a scan for: without the ids, a file replaced under one of
             # these names is taken as changed in place, which on_modified reports.
+            shown = ", ".join(self.display(p) for p in paths[:_IDS_NAMED])
+            if len(paths) > _IDS_NAMED:
+                shown += f" and {len(paths) - _IDS_NAMED} more"
             logger.warning(
-                "%s: the fileIds of %s file(s) could not be read through WebHDFS %s (%s): "
-                "replaced later, they count as changed in place (on_modified)",
+                "%s: the fileIds of %s could not be read through WebHDFS %s (%s): a file "
+                "replaced under such a name counts as changed in place (on_modified = 'warn' "
+                "reads it not, 'reread' reads it again whole)",
                 self.display("/"),
-                len(paths),
+                shown,
                 twin.display("/"),
                 exc,
             )

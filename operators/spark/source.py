@@ -162,7 +162,11 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             len(self._target),
         )
 
-    def _list(self) -> list[ListingEntry]:
+    def _list(
+        self, unmatched: list[str] | None = None, young: list[ListingEntry] | None = None
+    ) -> list[ListingEntry]:
+        """The ready files (``unmatched`` gets the names the pattern leaves out, ``young`` the
+        files too young yet)."""
         self._listed_at = now_ns = time.time_ns()
         try:
             listing = list_ready_keyed(
@@ -171,6 +175,8 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 pattern=self._pattern,
                 min_file_age_ns=self.config.min_file_age_ns,
                 now_ns=now_ns,
+                young=young,
+                unmatched=unmatched,
                 ordered=False,  # the cursor orders the new files
             )
         except FileNotFoundError:
@@ -225,10 +231,19 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cursor = self._cursor_at(start)
         key = cursor.key
         pos: int | None = start.get("pos")
-        listing = self._list()
+        # The cursor keeps what it knows of files left out that are still there (too young;
+        # after a restart, not matching a pattern narrowed since).
+        unmatched: list[str] | None = [] if cursor.settling else None
+        young: list[ListingEntry] = []
+        listing = self._list(unmatched, young)
         # 1. Candidates in scan order: late files (whole), the rest of a file cut by the last
         #    batch, then the files after the key.
-        new = cursor.new_files(listing, now_ns=self._listed_at)
+        new = cursor.new_files(
+            listing,
+            now_ns=self._listed_at,
+            young=[e[1] for e in young],
+            unmatched=unmatched or (),
+        )
         candidates = [(e, 0, True) for e in new if cursor.is_late(e)]
         if key is not None and pos is not None:
             candidates += [(e, pos, False) for e in listing if (e[0], e[1]) == key and pos < e[3]]

@@ -5,8 +5,10 @@ process for hdfs://, and the sandbox's own promises (ready line, client configur
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -23,6 +25,7 @@ from operators.fs.native import hadoop_http_addresses, settle_closes
 from operators.fs.webhdfs import _truncate_request
 from operators.owner import OWNER_FILE, Owner, claim_output, read_owner
 from operators.sandbox import Sandbox
+from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.sink import HDFS2FileSink, SinkSettings
 from region.checkpoint import CheckpointStore, cut_file_name
 from region.fs import FileSystem
@@ -161,6 +164,47 @@ def test_hdfs_file_ids_are_read_through_webhdfs_one_by_one_or_by_a_listing(
     fs.create(f"{root}/.f00.tmp").close()
     fs.rename(f"{root}/.f00.tmp", paths[0], overwrite=True)
     assert fs.file_ids(paths[:1]) != many[:1]
+
+
+def test_a_webhdfs_failing_at_the_id_lookup_names_the_files_and_the_scan_goes_on(
+    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cluster's WebHDFS answers at start, not when a scan asks the fileIds of the names
+    it found changed: no error, a WARNING naming those files, and the change handled as one in
+    place (``on_modified``): reported and counted, never read twice."""
+    fs, root, _ = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem) and fs.webhdfs is not None
+    scan = HDFS2DirectoryScan(ScanSettings(directory=root, sleep_time=0), fs)
+    scan.reset_to_initial_state()
+    for name in ("a.csv", "b.csv"):
+        fs.create(f"{root}/{name}").close()
+    assert sorted(p for b in iter(lambda: scan.next_batch(10), None) for p in b.records) == [
+        f"{root}/a.csv",
+        f"{root}/b.csv",
+    ]
+    for name in ("a.csv", "b.csv"):
+        writer = fs.create(f"{root}/.{name}.tmp")
+        writer.write(b"new\n")
+        writer.close()
+        fs.rename(f"{root}/.{name}.tmp", f"{root}/{name}", overwrite=True)
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        dead = f"webhdfs://127.0.0.1:{unused.getsockname()[1]}"
+    fs._truncator = WebHdfsFileSystem(cluster_settings(dead, None, retries=0))
+    with caplog.at_level(logging.WARNING):
+        assert scan.next_batch(10) is None
+        assert scan.next_batch(10) is None
+    said = [r.getMessage() for r in caplog.records if r.name == "operators.fs.native"]
+    assert len(said) == 1, said
+    assert (
+        f"the fileIds of {fs.display(root)}/a.csv, {fs.display(root)}/b.csv could not" in (said[0])
+    )
+    reported = [r.getMessage() for r in caplog.records if r.name == "operators.cursor"]
+    assert [m.split(" changed after")[0] for m in reported] == [
+        f"scan: file {fs.display(root)}/a.csv",
+        f"scan: file {fs.display(root)}/b.csv",
+    ]
+    assert scan.modified == 2
 
 
 def test_one_user_per_process_for_hdfs(request: pytest.FixtureRequest) -> None:

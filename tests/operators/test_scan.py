@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from operators.cursor import _SEGMENT, describe_state
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.testing import ManualClock
+from region.state import State
 from tests.operators.conftest import Landing
 
 S = 1_000_000_000  # ns per second
@@ -256,6 +257,109 @@ def test_a_file_replaced_under_a_name_read_is_read_whole_one_appended_is_reporte
     rebuilt = make_scan(land, clock)
     rebuilt.reset(scan.checkpoint(2))
     assert names(rebuilt) == []  # read once, also across a restart
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "after a restart"])
+def test_a_file_renamed_over_one_read_with_its_very_mtime_is_read_whole_once(
+    landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture, restart: bool
+) -> None:
+    """``touch -r daily.csv new.tmp; mv new.tmp daily.csv`` (or ``cp -p``): the name's mtime
+    and size do not change, its inode does. The new file is read whole, once; the listing
+    holds the inode, so telling it costs no request."""
+    landing.put("daily.csv", "old\n", T0)
+    landing.put("other.csv", "o\n", T0 + S)
+    scan = make_scan(landing, clock)
+    assert names(scan) == ["daily.csv", "other.csv"]
+    if restart:
+        state = scan.checkpoint(1)
+        scan = make_scan(landing, clock)
+        scan.reset(state)
+    landing.put(".daily.csv.tmp", "new\n", T0)
+    landing.fs.rename(landing.path(".daily.csv.tmp"), landing.path("daily.csv"), overwrite=True)
+    clock.advance(5)
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert names(scan) == ["daily.csv"]
+        clock.advance(5)
+        assert names(scan) == []
+    assert caplog.text == ""
+    assert scan.modified == 0
+    rebuilt = make_scan(landing, clock)
+    rebuilt.reset(scan.checkpoint(2))
+    assert names(rebuilt) == []  # read once, also across a restart
+
+
+@pytest.mark.parametrize("late_window", ["600s", 0], ids=["in the window", "in the census"])
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "after a restart"])
+def test_a_file_appended_to_after_it_was_read_is_known_while_too_young_to_be_listed(
+    landing: Landing,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+    restart: bool,
+    late_window: object,
+) -> None:
+    """With ``min_file_age``, a file appended to after it was read is left out of the
+    listings until old enough again, and still known meanwhile: then reported as changed
+    (``on_modified = "warn"``), never read again whole as if it were new."""
+    now_ns = round(clock.now * S)
+    landing.put("daily.csv", "a\n", now_ns - 60 * S)
+    scan = make_scan(landing, clock, min_file_age="10s", late_window=late_window)
+    assert names(scan) == ["daily.csv"]
+    writer = landing.fs.append(landing.path("daily.csv"))
+    writer.write(b"b\n")
+    writer.close()
+    landing.set_mtime(landing.path("daily.csv"), now_ns)
+    clock.advance(5)
+    assert names(scan) == []  # too young
+    if restart:
+        state = scan.checkpoint(1)
+        scan = make_scan(landing, clock, min_file_age="10s", late_window=late_window)
+        scan.reset(state)
+        assert names(scan) == []
+        state = scan.checkpoint(2)  # restarted again while it is still too young
+        scan = make_scan(landing, clock, min_file_age="10s", late_window=late_window)
+        scan.reset(state)
+        assert names(scan) == []
+    clock.advance(10)
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        assert names(scan) == []
+        clock.advance(5)
+        assert names(scan) == []
+    assert caplog.text.count("daily.csv changed after it was read") == 1
+    assert scan.modified == 1
+
+
+def test_a_file_read_again_by_reread_after_a_restart_is_not_reported_passed_over_later(
+    landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``on_modified = "reread"``, strict (``late_window = 0``): a file read, changed while
+    the job was down, is read again whole once at the restart; the runs after it neither read
+    it again nor report it as a late file passed over."""
+
+    def restarted(state: State | None) -> HDFS2DirectoryScan:
+        scan = make_scan(landing, clock, late_window=0, on_modified="reread")
+        if state is not None:
+            scan.reset(state)
+        clock.advance(5)
+        return scan
+
+    landing.put("a", "1\n", T0)
+    landing.put("b", "1\n", T0 + S)
+    scan = restarted(None)
+    assert names(scan) == ["a", "b"]
+    writer = landing.fs.append(landing.path("a"))
+    writer.write(b"2\n")
+    writer.close()
+    landing.set_mtime(landing.path("a"), T0 + 2 * S)
+    scan = restarted(scan.checkpoint(1))
+    assert names(scan) == ["a"]
+    landing.put("c", "1\n", T0 + 3 * S)
+    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+        scan = restarted(scan.checkpoint(2))
+        assert names(scan) == ["c"]
+        scan = restarted(scan.checkpoint(3))
+        assert names(scan) == []
+    assert caplog.text == ""
+    assert scan.passed_over == 0
 
 
 def test_weakness5_late_file_with_an_older_mtime_is_emitted_once(

@@ -145,6 +145,46 @@ def test_runs_from_cron_read_a_name_landed_again_after_delete_and_a_file_replace
     assert leftovers(tmp_path / "out") == []
 
 
+def test_runs_from_cron_read_a_file_renamed_over_one_with_its_mtime_and_a_pattern_narrowed(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``available_now`` runs as cron runs them: a file renamed over one read with the very
+    same mtime and size (``touch -r``, ``cp -p``: another inode) is read whole once; a pattern
+    narrowed for a run, then widened again, reads nothing twice, and what landed meanwhile
+    once."""
+    from operators.spark import start_fused
+
+    def run(**scan: str) -> None:
+        start_fused(
+            spark,
+            shout,
+            scan={"directory": str(tmp_path / "in"), **scan},
+            sink={"file": str(tmp_path / "out" / "part-%FILENUM.txt")},
+            checkpoint_location=str(tmp_path / "ck"),
+            available_now=True,
+        ).awaitTermination()
+
+    first = {"f00.txt": b"first 1\nfirst 2\n", "f01.txt": b"other 1\n"}
+    write_inputs(tmp_path / "in", first, T0)
+    run()
+    replaced = {"f00.txt": b"again 1\nagain 2\n"}
+    tmp = tmp_path / "in" / ".f00.txt.tmp"
+    tmp.write_bytes(replaced["f00.txt"])
+    os.utime(tmp, ns=(T0, T0))
+    os.replace(tmp, tmp_path / "in" / "f00.txt")
+    run()
+    run(pattern="(f01|g02)[.]txt")
+    later = {"g02.txt": b"later 1\n"}
+    write_inputs(tmp_path / "in", later, T0 + 10_000_000_000)
+    run(pattern="(f01|g02)[.]txt")
+    run()
+    run()
+    assert published_lines(tmp_path / "out") == expected(first) + expected(replaced) + expected(
+        later
+    )
+    assert leftovers(tmp_path / "out") == []
+
+
 def test_a_batch_failing_in_the_transform_then_a_rerun_publish_each_record_once(
     spark: Any, tmp_path: Path
 ) -> None:
