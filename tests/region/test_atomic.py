@@ -14,6 +14,7 @@ from region.checkpoint import CheckpointStore
 from region.fs import FileWriter
 from region.lock import CheckpointLock
 from tests.conftest import FsHandle
+from tests.region.closes import LaterClosing
 
 
 def names(handle: FsHandle, directory: str) -> list[str]:
@@ -120,45 +121,12 @@ def test_a_directory_lets_whoever_may_read_the_files_traverse_it(
     assert dir_permission(file_mode) == dir_mode
 
 
-class _SlowCloses(LocalFileSystem):
-    """Local files whose writers can close later (as on HDFS, where a close waits until a
-    DataNode has reported the file's last block): each step recorded in order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.steps: list[tuple[str, str]] = []
-        self.created: list[str] = []
-
-    def create(
-        self, path: str, *, overwrite: bool = False, permission: int | None = None
-    ) -> FileWriter:
-        writer = super().create(path, overwrite=overwrite, permission=permission)
-        self.created.append(path)
-        steps, close = self.steps, writer.close
-
-        def close_now() -> None:
-            steps.append(("close", path))
-            close()
-
-        def close_later() -> None:
-            steps.append(("close_later", path))
-            close()
-
-        writer.close = close_now  # type: ignore[method-assign]
-        writer.close_later = close_later  # type: ignore[attr-defined]
-        return writer
-
-    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
-        self.steps.append(("rename", src))
-        super().rename(src, dst, overwrite=overwrite)
-
-
 def test_cuts_and_the_lock_wait_for_no_close_and_publish_synced_files(tmp_path: Path) -> None:
     """A checkpoint, and each change of the lock (take, heartbeat), is renamed into place once
     synced and closed afterwards in the background: the close is off the cut. The release's
     record is written ahead, at the take (closed in the background then), and the release
     only renames it into place: a stopping process starts no close."""
-    fs = _SlowCloses()
+    fs = LaterClosing()
     directory = str(tmp_path / "ck")
     lock = CheckpointLock(fs, directory, heartbeat_interval=0)
     store = CheckpointStore(fs, directory, guard=lock.check)
@@ -210,7 +178,7 @@ def test_a_failed_sync_hands_the_close_to_the_background_and_reports_the_sync(
     with that error: the close of the broken writer, which on HDFS can wait out its timeout
     and retries, runs in the background, and nothing is published."""
 
-    class _BrokenSyncSlowClose(_SlowCloses):
+    class _BrokenSyncSlowClose(LaterClosing):
         def create(
             self, path: str, *, overwrite: bool = False, permission: int | None = None
         ) -> FileWriter:
