@@ -980,9 +980,9 @@ def _runner(
             from operators.spark import register
 
             register(spark)
-            return _supervisor(spark, plan, available_now, totals, on_restart)
+            return _streaming(spark, plan, available_now, totals, checkpoint, on_restart)
     if not fused(config):
-        return _supervisor(spark, plan, available_now, totals, on_restart)
+        return _streaming(spark, plan, available_now, totals, checkpoint, on_restart)
     from operators.spark.fused import FusedRunner, sql_transform
 
     function = None
@@ -1003,6 +1003,24 @@ def _runner(
         on_restart=on_restart,
         permission=config.region.checkpoint_permission,
     )
+
+
+def _streaming(
+    spark: SparkSession,
+    plan: SparkPlan,
+    available_now: bool,
+    totals: _Totals,
+    checkpoint: tuple[FileSystem, str],
+    on_restart: Callable[[int, BaseException], None],
+) -> SparkSupervisor:
+    """A streaming query on the checkpoint, once the batch log's newest entries are closed: a
+    fused run before, killed, may have left them open, which Spark's client cannot read after
+    a DataNode restart (:meth:`~operators.spark.batchlog.BatchLog.seal`; the lock is held)."""
+    from operators.spark.batchlog import BatchLog
+
+    cp_fs, cp_dir = checkpoint
+    BatchLog(cp_fs, posixpath.join(cp_dir, SPARK_DIR)).seal()
+    return _supervisor(spark, plan, available_now, totals, on_restart)
 
 
 def _supervisor(

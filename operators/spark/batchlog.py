@@ -11,6 +11,14 @@ between the offsets of ``N - 1`` and ``N``, whatever runs it. Fused execution ke
 in the same files, so a pipeline can move between fused execution and a streaming query (a SQL
 transform) on one checkpoint and each continues where the other stopped. Files are published by
 :func:`region.atomic.write_atomically`; Spark skips the hidden temporary names when it lists.
+
+``offsets/N`` and ``commits/N`` are renamed into place once synced and closed in the background
+(on HDFS a small file's close waits until a DataNode reports its block: 500 ms a batch each on a
+small cluster). Fused execution lists the names and reads entries with
+:func:`region.atomic.read_whole`, which also reads one whose writer was killed before its close
+landed. Spark's own client cannot read such a file after a DataNode restart (it asks the
+DataNodes for an open block's length), so :meth:`BatchLog.seal` closes the newest entries before
+a streaming query takes the checkpoint over.
 """
 
 from __future__ import annotations
@@ -24,8 +32,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from region.atomic import dir_permission, write_atomically
-from region.fs import FileSystem
+from region.atomic import dir_permission, read_whole, write_atomically
+from region.fs import FileSystem, LeaseRecoverer
 
 __all__ = ["SPARK_CONFS", "BatchLog"]
 
@@ -60,6 +68,10 @@ class BatchLog:
         self.directory = directory.rstrip("/") or "/"
         self.retain = max(1, retain)
         self.permission = permission
+        #: The offsets this object wrote, by batch id: read back from here, never from a file
+        #: whose background close may not have landed (reading it could end this writer's
+        #: own lease).
+        self._written: dict[int, bytes] = {}
 
     def _path(self, kind: str, batch_id: int | None = None) -> str:
         base = posixpath.join(self.directory, kind)
@@ -79,7 +91,10 @@ class BatchLog:
 
     def _lines(self, batch_id: int) -> list[str]:
         path = self._path("offsets", batch_id)
-        lines = self.fs.read(path).decode("utf-8").split("\n")
+        body = self._written.get(batch_id)
+        if body is None:
+            body = read_whole(self.fs, path)
+        lines = body.decode("utf-8").split("\n")
         if lines[0] != _VERSION or len(lines) < 3:
             shown = self.fs.display(path)
             msg = f"{shown}: not a Spark offset log entry {_VERSION} (first line {lines[0]!r})"
@@ -122,21 +137,44 @@ class BatchLog:
         body = "\n".join([_VERSION, self._metadata(previous, conf), json.dumps(dict(offset))])
         self._mkdirs("offsets")
         write_atomically(
-            self.fs, self._path("offsets", batch_id), body.encode(), permission=self.permission
+            self.fs,
+            self._path("offsets", batch_id),
+            body.encode(),
+            permission=self.permission,
+            close_later=True,
         )
+        self._written[batch_id] = body.encode()
 
     def write_commit(self, batch_id: int) -> None:
         """Record that batch ``batch_id`` is done; drop entries older than ``retain`` batches."""
         self._mkdirs("commits")
         body = f'{_VERSION}\n{{"nextBatchWatermarkMs":0}}'
         write_atomically(
-            self.fs, self._path("commits", batch_id), body.encode(), permission=self.permission
+            self.fs,
+            self._path("commits", batch_id),
+            body.encode(),
+            permission=self.permission,
+            close_later=True,
         )
         oldest = batch_id - self.retain + 1
         for kind in ("offsets", "commits"):
             for old in self._ids(kind):
                 if old < oldest:
                     self.fs.delete(self._path(kind, old))
+        for old in [b for b in self._written if b < oldest]:
+            del self._written[old]
+
+    def seal(self) -> None:
+        """Close the entries a streaming query reads first (the newest commit, the two newest
+        offsets: it runs a batch again from the one before) where a killed writer left them
+        open, so that Spark's client reads them whatever happened to the DataNodes since. Call
+        before a streaming query starts on this checkpoint, holding the checkpoint's lock (a
+        live writer would lose its file). One NameNode call for each closed entry."""
+        if not isinstance(self.fs, LeaseRecoverer):
+            return  # its files close with their writer
+        for kind, newest in (("offsets", 2), ("commits", 1)):
+            for batch_id in self._ids(kind)[-newest:]:
+                self.fs.recover_lease(self._path(kind, batch_id))
 
     def _mkdirs(self, kind: str) -> None:
         path = self._path(kind)

@@ -606,6 +606,50 @@ def test_a_cut_and_a_lock_left_open_by_a_killed_process_are_read_at_the_restart(
     lock.release()
 
 
+KILLED_WITH_ITS_BATCH_LOG_OPEN = """\
+import sys, time
+from operators.fs import FileSystemSettings, open_path
+from operators.fs.native import NativeHdfsWriter
+from operators.spark.batchlog import BatchLog
+# Killed before the background closes land: the entries stay open with this process's lease.
+held = []
+NativeHdfsWriter.close_later = lambda self: held.append(self)
+settings = FileSystemSettings(uri=sys.argv[1], user=sys.argv[3], config_dir=sys.argv[4])
+fs, _ = open_path(sys.argv[1], settings)
+log = BatchLog(fs, sys.argv[2])
+log.write_offset(0, {"seq": 7}, {})
+log.write_commit(0)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_batch_log_left_open_by_a_killed_driver_is_sealed_for_spark_and_read_whole(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Fused execution renames a batch's ``offsets/N`` and ``commits/N`` into place once synced
+    and closes them in the background (a foreground close waits 500 ms a batch on a small
+    cluster). A driver killed before those closes landed leaves them open under a dead lease,
+    which Spark's own client cannot read after a DataNode restart: before a streaming query
+    takes the checkpoint over, ``seal`` closes them; fused execution reads them whole."""
+    from operators.spark.batchlog import BatchLog
+
+    _, root, sandbox = _root(request, "hdfs")
+    directory = posixpath.join(root, "spark")
+    _kill_when_ready(sandbox, KILLED_WITH_ITS_BATCH_LOG_OPEN, directory)
+    bare = NativeHdfsFileSystem(cluster_settings(sandbox.info.hdfs, None, config_dir=None))
+    entries = [posixpath.join(directory, kind, "0") for kind in ("offsets", "commits")]
+    assert all(_still_open(bare, path) for path in entries)
+    log = BatchLog(bare, directory)
+    assert log.newest() == (0, 0)
+    log.seal()
+    assert not any(_still_open(bare, path) for path in entries)
+    assert log.offset(0) == {"seq": 7}
+    opened = posixpath.join(root, "spark2")
+    _kill_when_ready(sandbox, KILLED_WITH_ITS_BATCH_LOG_OPEN, opened)
+    assert BatchLog(bare, opened).offset(0) == {"seq": 7}  # read whole, its lease recovered
+
+
 STOPPED_JOB = """\
 import sys
 from operators.fs import FileSystemSettings, open_path

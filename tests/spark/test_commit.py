@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from operators.fs.local import LocalFileSystem
 from operators.owner import Owner
+from operators.spark.batchlog import BatchLog
 from operators.spark.commit import (
     IN_PROGRESS_PREFIX,
     SinkLog,
@@ -19,6 +20,7 @@ from operators.spark.commit import (
     in_progress_name,
 )
 from region.errors import ConfigError
+from tests.region.closes import LaterClosing
 
 
 class Crash(BaseException):
@@ -264,41 +266,16 @@ def test_the_owner_a_query_names_in_its_options() -> None:
     assert Owner.of_options({"file": "x"}) is None
 
 
-class _LaterClosing(LocalFileSystem):
-    """Local files whose writers can close later (as on HDFS, where a close waits until a
-    DataNode has reported the file's last block), each close recorded by how it was asked."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.closes: list[tuple[str, str]] = []
-
-    def create(self, path: str, *, overwrite: bool = False, permission: int | None = None) -> Any:
-        writer = super().create(path, overwrite=overwrite, permission=permission)
-        closes, close = self.closes, writer.close
-
-        def close_now() -> None:
-            closes.append(("close", path))
-            close()
-
-        def close_later() -> None:
-            closes.append(("close_later", path))
-            close()
-
-        writer.close = close_now  # type: ignore[method-assign]
-        writer.close_later = close_later  # type: ignore[attr-defined]
-        return writer
-
-
 def test_a_commit_waits_for_no_close_of_its_log_entry(tmp_path: Path) -> None:
     """The write-ahead entry is renamed into place once synced and closed in the background
     (on one DataNode a foreground close costs 500 ms a batch): a commit closes in the
     foreground only the empty done mark, which no DataNode has to report. A restart reads
     the entry whole (``read_whole``)."""
-    fs = _LaterClosing()
+    fs = LaterClosing()
     log = make_log(fs, tmp_path)
     log.commit(0, write_task_files(tmp_path, [["a", "b"], ["c"]]))
     sink_log = str(tmp_path / "_hdfs_sink")
-    closes = [(how, Path(p).name) for how, p in fs.closes if p.startswith(sink_log)]
+    closes = [(how, Path(p).name) for how, p in fs.closes() if p.startswith(sink_log)]
     entry = [how for how, name in closes if name.startswith(".")]  # its hidden temporary name
     assert entry == ["close_later"], closes
     log.commit(1, write_task_files(tmp_path, [["d"]]))
@@ -308,3 +285,31 @@ def test_a_commit_waits_for_no_close_of_its_log_entry(tmp_path: Path) -> None:
         "done": True,
     }
     assert visible(tmp_path) == ["a", "b", "c", "d"]
+
+
+def test_a_batch_log_entry_is_renamed_into_place_synced_and_closed_in_the_background(
+    tmp_path: Path,
+) -> None:
+    """Fused execution's ``offsets/N`` and ``commits/N`` wait for no close (on HDFS each would
+    cost 500 ms a batch); what they record reads back, from this process and a restarted one."""
+    fs = LaterClosing()
+    log = BatchLog(fs, str(tmp_path / "spark"))
+    log.write_offset(0, {"seq": 3}, {})
+    log.write_commit(0)
+    log.write_offset(1, {"seq": 5}, {})
+    entries = [
+        (how, Path(path).parent.name)
+        for how, path in fs.closes()
+        if Path(path).parent.name in ("offsets", "commits")
+    ]
+    assert entries == [
+        ("close_later", "offsets"),
+        ("close_later", "commits"),
+        ("close_later", "offsets"),
+    ]
+    assert log.offset(0) == {"seq": 3}
+    restarted = BatchLog(LocalFileSystem(), str(tmp_path / "spark"))
+    assert restarted.newest() == (1, 0)
+    assert restarted.offset(1) == {"seq": 5}
+    restarted.seal()  # nothing to close on a local disk
+    assert restarted.offset(0) == {"seq": 3}

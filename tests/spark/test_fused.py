@@ -484,3 +484,37 @@ def test_a_file_with_an_mtime_a_day_ahead_hides_none_of_the_files_after_it(
     restarted.run()
     assert sorted(published_lines(lay.out)) == sorted(expected({**files, **ahead, **later}))
     assert restarted.progress[-1].passed_over == 0
+
+
+def test_a_streaming_query_takes_a_checkpoint_over_once_its_newest_batch_entries_are_closed(
+    tmp_path: Path,
+) -> None:
+    """Fused batches close their batch log entries in the background; a driver killed before
+    those closes landed leaves them open, which Spark's client cannot read after a DataNode
+    restart. So the command closes (recovers the lease of) the entries a streaming query reads
+    first before it starts one on that checkpoint: the newest commit and the two newest
+    offsets."""
+    from types import SimpleNamespace
+
+    from operators.app.engine_spark import SPARK_DIR, _streaming
+
+    class Recovering(LocalFileSystem):
+        def __init__(self) -> None:
+            super().__init__()
+            self.recovered: list[str] = []
+
+        def recover_lease(self, path: str) -> float:
+            self.recovered.append(path)
+            return 0.0
+
+    fs = Recovering()
+    log = BatchLog(fs, str(tmp_path / "ck" / SPARK_DIR))
+    for batch_id in range(3):
+        log.write_offset(batch_id, {"seq": batch_id}, {})
+        log.write_commit(batch_id)
+    log.write_offset(3, {"seq": 3}, {})  # killed while batch 3 ran
+    plan = SimpleNamespace(config=SimpleNamespace(region=RegionSettings()))
+    totals = SimpleNamespace(on_batch=lambda progress: None)
+    _streaming(None, plan, True, totals, (fs, str(tmp_path / "ck")), lambda *_: None)  # type: ignore[arg-type]
+    closed = [str(Path(p).relative_to(tmp_path / "ck" / SPARK_DIR)) for p in fs.recovered]
+    assert closed == ["offsets/2", "offsets/3", "commits/2"]
