@@ -4,6 +4,7 @@ and a transform that keeps state across batches is refused, named."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,20 @@ def test_the_users_transform_runs_fused_and_publishes_every_record_once(
     assert published_lines(tmp_path / "out") == expected(files) + expected(more)
 
 
+def run_from_cron(spark: Any, tmp_path: Path, **scan: str) -> None:
+    """One ``available_now`` run of ``shout`` from ``in`` to ``out``, as cron starts it."""
+    from operators.spark import start_fused
+
+    start_fused(
+        spark,
+        shout,
+        scan={"directory": str(tmp_path / "in"), **scan},
+        sink={"file": str(tmp_path / "out" / "part-%FILENUM.txt")},
+        checkpoint_location=str(tmp_path / "ck"),
+        available_now=True,
+    ).awaitTermination()
+
+
 def test_runs_from_cron_read_a_name_landed_again_after_delete_and_a_file_replaced(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -114,17 +129,7 @@ def test_runs_from_cron_read_a_name_landed_again_after_delete_and_a_file_replace
     and landed again under its old name is a new file; so is a file replaced under a name
     already read (``mv new.tmp name``: another inode), read whole with the default
     ``on_modified``. Each run publishes what landed since the last, once."""
-    from operators.spark import start_fused
-
-    def run(**scan: str) -> None:
-        start_fused(
-            spark,
-            shout,
-            scan={"directory": str(tmp_path / "in"), **scan},
-            sink={"file": str(tmp_path / "out" / "part-%FILENUM.txt")},
-            checkpoint_location=str(tmp_path / "ck"),
-            available_now=True,
-        ).awaitTermination()
+    run = functools.partial(run_from_cron, spark, tmp_path)
 
     first = inputs(2)
     write_inputs(tmp_path / "in", first, T0)
@@ -152,17 +157,7 @@ def test_runs_from_cron_read_a_file_renamed_over_one_with_its_mtime_and_a_patter
     same mtime and size (``touch -r``, ``cp -p``: another inode) is read whole once; a pattern
     narrowed for a run, then widened again, reads nothing twice, and what landed meanwhile
     once."""
-    from operators.spark import start_fused
-
-    def run(**scan: str) -> None:
-        start_fused(
-            spark,
-            shout,
-            scan={"directory": str(tmp_path / "in"), **scan},
-            sink={"file": str(tmp_path / "out" / "part-%FILENUM.txt")},
-            checkpoint_location=str(tmp_path / "ck"),
-            available_now=True,
-        ).awaitTermination()
+    run = functools.partial(run_from_cron, spark, tmp_path)
 
     first = {"f00.txt": b"first 1\nfirst 2\n", "f01.txt": b"other 1\n"}
     write_inputs(tmp_path / "in", first, T0)
