@@ -1,6 +1,7 @@
 """Spark on a standalone cluster (a master and 2 workers of 1 core, started here with pyspark's
-``spark-class``) over a real HDFS: hdfs_scan -> hdfs_sink against Spark's built-in text -> text,
-same cluster, same data, same session.
+``spark-class``) over a real HDFS: hdfs_scan -> hdfs_sink as a streaming query, fused execution
+(what ``hdfs-region run`` does) and ``start_fused`` with ``upper(value)``, against Spark's
+built-in text -> text and text -> upper -> text, same cluster, same data, same session.
 
 The driver is this process; the executors run the workers' Python, which lacks this project: the
 project goes to them as a wheel through ``spark.submit.pyFiles`` (README, "Running on a Spark
@@ -33,7 +34,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_spark import run_builtin, run_ours
+from bench.bench_spark import run_api, run_builtin, run_fused, run_ours
 from bench.bench_spark_hdfs import Uri, cluster, upload, visible_bytes
 from bench.common import (
     REPO,
@@ -119,14 +120,19 @@ def main(argv: list[str] | None = None) -> int:
         session_s = time.perf_counter() - started  # executors started, releases checked
         try:
             executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-            run_ours(spark, remote / "warm", remote, "warm")
-            run_builtin(spark, remote / "warm", remote, "warm")
-            ours: list[float] = []
-            builtin: list[float] = []
+            runs: dict[str, Any] = {
+                "ours": run_ours,
+                "fused": run_fused,
+                "api": run_api,
+                "spark": run_builtin,
+                "spark-upper": lambda *a: run_builtin(*a, upper=True),
+            }
+            for run in runs.values():
+                run(spark, remote / "warm", remote, "warm")
+            seconds: dict[str, list[float]] = {tag: [] for tag in runs}
             for i in range(args.repeat):
-                builtin.append(run_builtin(spark, remote / "input", remote, str(i)))
-                ours.append(run_ours(spark, remote / "input", remote, str(i)))
-                for tag in ("ours", "spark"):
+                for tag, run in runs.items():  # alternating: no side always on a warmer cache
+                    seconds[tag].append(run(spark, remote / "input", remote, str(i)))
                     written = visible_bytes(fs, posixpath.join(root, f"{tag}-{i}"))
                     if written != total_bytes:
                         msg = f"{tag} run {i} wrote {written} bytes, read {total_bytes}"
@@ -138,7 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     load_after = [round(x, 2) for x in os.getloadavg()]
 
     mb = total_bytes / 1e6
-    ours_s, builtin_s = median(ours), median(builtin)
+    names = {  # tag: (JSON key, as bench_spark.py writes it; table row)
+        "ours": ("hdfs_scan_to_hdfs_sink", "hdfs_scan -> hdfs_sink"),
+        "fused": ("fused", "fused (hdfs-region run)"),
+        "api": ("start_fused", "start_fused + upper(value)"),
+        "spark": ("spark_text_to_text", "Spark text -> text"),
+        "spark-upper": ("spark_text_upper_to_text", "Spark text -> upper -> text"),
+    }
+    medians = {tag: median(runs) for tag, runs in seconds.items()}
     result = {
         "benchmark": "cluster",
         "master": "given" if args.master else f"started, {args.workers} workers of 1 core",
@@ -148,9 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         "input_files": args.files,
         "repeat": args.repeat,
         "session_start_s": round(session_s, 1),
-        "hdfs_scan_to_hdfs_sink": {"seconds": ours, "mb_per_s": round(mb / ours_s, 1)},
-        "spark_text_to_text": {"seconds": builtin, "mb_per_s": round(mb / builtin_s, 1)},
-        "ratio": round(builtin_s / ours_s, 2),
+        **{
+            names[tag][0]: {"seconds": runs, "mb_per_s": round(mb / medians[tag], 1)}
+            for tag, runs in seconds.items()
+        },
+        "ratio": round(medians["spark"] / medians["ours"], 2),
+        "fused_ratio": round(medians["spark"] / medians["fused"], 2),
+        "start_fused_ratio_same_transform": round(medians["spark-upper"] / medians["api"], 2),
         "output_correct": True,
         "load_average_before": load_before,
         "load_average_after": load_after,
@@ -160,16 +177,15 @@ def main(argv: list[str] | None = None) -> int:
         f"({mb:.0f} MB in {args.files} files, median of {args.repeat})",
         ["pipeline", "MB/s", "seconds (median)", "runs"],
         [
-            ["hdfs_scan -> hdfs_sink", mb / ours_s, ours_s, " ".join(f"{s:.2f}" for s in ours)],
-            [
-                "Spark text -> text",
-                mb / builtin_s,
-                builtin_s,
-                " ".join(f"{s:.2f}" for s in builtin),
-            ],
+            [names[tag][1], mb / medians[tag], medians[tag], " ".join(f"{s:.2f}" for s in runs)]
+            for tag, runs in seconds.items()
         ],
     )
-    print(f"ratio (ours / built-in): {result['ratio']:.2f}; session start {session_s:.1f} s")
+    print(
+        f"ratio to the built-in: streaming {result['ratio']:.2f}, fused "
+        f"{result['fused_ratio']:.2f}, start_fused {result['start_fused_ratio_same_transform']:.2f}"
+        f" (to the same upper(value)); session start {session_s:.1f} s"
+    )
     print(f"load average (1, 5, 15 min) before: {load_before}, after: {load_after}")
     write_json(args.json, result)
     return 0

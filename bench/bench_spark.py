@@ -56,33 +56,23 @@ def run_ours(spark: Any, src: Path, work: Path, tag: str) -> float:
 
 
 def run_fused(spark: Any, src: Path, work: Path, tag: str) -> float:
-    from operators.fs.local import LocalFileSystem
-    from operators.spark.fused import FusedRunner
-    from region.settings import RegionSettings
-
-    out, ck = work / f"fused-{tag}", work / f"fused-{tag}-ck"
-    started = time.perf_counter()
-    FusedRunner(
-        spark,
-        {"directory": str(src), "plan_dir": str(ck / "plans")},
-        {"file": str(out / "part-%FILENUM.txt")},
-        LocalFileSystem(),
-        str(ck / "spark"),
-        RegionSettings(),
-        available_now=True,
-    ).run()
-    return time.perf_counter() - started
+    """Fused execution without a transform: what ``hdfs-region run`` does (``start_fused``)."""
+    return _start_fused(spark, src, work, f"fused-{tag}", upper=False)
 
 
 def run_api(spark: Any, src: Path, work: Path, tag: str) -> float:
     """``start_fused`` with a user's transform (ASCII input: the same bytes out)."""
+    return _start_fused(spark, src, work, f"api-{tag}", upper=True)
+
+
+def _start_fused(spark: Any, src: Path, work: Path, name: str, *, upper: bool) -> float:
     from operators.spark import start_fused
 
-    out, ck = work / f"api-{tag}", work / f"api-{tag}-ck"
+    out, ck = work / name, work / f"{name}-ck"
     started = time.perf_counter()
     start_fused(
         spark,
-        lambda frame: frame.selectExpr("upper(value) AS value"),
+        (lambda frame: frame.selectExpr("upper(value) AS value")) if upper else None,
         scan={"directory": str(src)},
         sink={"file": str(out / "part-%FILENUM.txt")},
         checkpoint_location=str(ck),
