@@ -950,13 +950,13 @@ class _BackgroundCloses:
     def __init__(self) -> None:
         self._slots = threading.BoundedSemaphore(_MAX_BACKGROUND_CLOSES)
         self._done = threading.Condition()
-        #: The closes running: when each was handed over (``time.monotonic()``), and its file.
-        self._running: dict[int, tuple[float, str]] = {}
+        #: The closes running: when each was handed over (``time.monotonic()``), and its writer.
+        self._running: dict[int, tuple[float, NativeHdfsWriter]] = {}
 
     def submit(self, writer: NativeHdfsWriter) -> None:
         self._slots.acquire()
         with self._done:
-            self._running[id(writer)] = (time.monotonic(), writer._fs.display(writer.path))
+            self._running[id(writer)] = (time.monotonic(), writer)
         name = f"hdfs-close {writer.path}"
         threading.Thread(target=self._close, args=(writer,), name=name, daemon=True).start()
 
@@ -998,7 +998,7 @@ class _BackgroundCloses:
                 if left is not None and left <= 0:
                     break
                 self._done.wait(left)
-            return [shown for _, shown in self._running.values()]
+            return [w._fs.display(w.path) for _, w in self._running.values()]
 
 
 _background = _BackgroundCloses()
