@@ -32,12 +32,13 @@ asked before that report lands (always on a one-DataNode cluster: it trails the 
 acknowledgement), hdfs-native waits a fixed 500 ms and asks again. A file published whole (all
 synced, nothing written after its rename) can be closed in the background instead
 (:meth:`NativeHdfsWriter.close_later`); the closes still running when the interpreter exits
-are waited for (:func:`settle_closes`). A background close is asked no sooner than
-``_CLOSE_AFTER`` after its file was opened: a small file closed within moments of its opening
-(a checkpoint, a lock change) met that 500 ms wait 8 times in 12 on a one-DataNode sandbox,
-and never when closed 100 ms after (its DataNode's report of the new block has gone out by
-then, and the report of the finished one follows at once); a file written for longer is closed
-at once.
+are waited for, each up to ``_EXIT_STALL`` seconds after its hand-over (:func:`settle_closes`;
+one that takes longer waits on the cluster, and its file is left to the next reader). A
+background close is asked no sooner than ``_CLOSE_AFTER`` after its file was opened: a small
+file closed within moments of its opening (a checkpoint, a lock change) met that 500 ms wait 8
+times in 12 on a one-DataNode sandbox, and never when closed 100 ms after (its DataNode's
+report of the new block has gone out by then, and the report of the finished one follows at
+once); a file written for longer is closed at once.
 
 Leases: HDFS lets one client write a file. A second writer is refused (``BlockingIOError``)
 until the holder closes it, or its lease expires (soft limit, 60 s on a default cluster).
@@ -930,6 +931,12 @@ _Pending = tuple[threading.Event, list[BaseException | None]]
 _MAX_BACKGROUND_CLOSES = 32
 #: How long the interpreter's exit waits for background closes.
 _EXIT_WAIT = 60.0
+#: How long the exit waits for any one background close (from its hand-over): a healthy
+#: cluster completes a file within about a second, through hdfs-native's retries of 0.5, 1
+#: and 2 s. A close still running after this waits on the cluster, e.g. for a DataNode's report
+#: lost while the NameNode restarted, which the DataNode sends again only with its next full
+#: report, hours later. Its synced bytes are durable; the next reader recovers the lease.
+_EXIT_STALL = 10.0
 #: A background close is asked no sooner than this many seconds after its file was opened
 #: (see the module's docstring).
 _CLOSE_AFTER = 0.1
@@ -943,12 +950,13 @@ class _BackgroundCloses:
     def __init__(self) -> None:
         self._slots = threading.BoundedSemaphore(_MAX_BACKGROUND_CLOSES)
         self._done = threading.Condition()
-        self._running = 0
+        #: The closes running: when each was handed over (``time.monotonic()``), and its writer.
+        self._running: dict[int, tuple[float, NativeHdfsWriter]] = {}
 
     def submit(self, writer: NativeHdfsWriter) -> None:
         self._slots.acquire()
         with self._done:
-            self._running += 1
+            self._running[id(writer)] = (time.monotonic(), writer)
         name = f"hdfs-close {writer.path}"
         threading.Thread(target=self._close, args=(writer,), name=name, daemon=True).start()
 
@@ -972,13 +980,25 @@ class _BackgroundCloses:
             # last: at the interpreter's exit that could be this thread, frozen mid-drop.
             writer._stream = None
             with self._done:
-                self._running -= 1
+                del self._running[id(writer)]
                 self._done.notify_all()
             self._slots.release()
 
-    def settle(self, timeout: float | None) -> bool:
+    def settle(self, timeout: float | None, *, stall: float | None = None) -> list[str]:
+        """Wait until every close handed over has ended, at most ``timeout`` seconds, and with
+        ``stall`` no longer than until each close still running has run that long; the files
+        still being closed then (none: all ended)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._done:
-            return self._done.wait_for(lambda: self._running == 0, timeout)
+            while self._running:
+                limits = [] if deadline is None else [deadline]
+                if stall is not None:
+                    limits.append(max(started for started, _ in self._running.values()) + stall)
+                left = min(limits) - time.monotonic() if limits else None
+                if left is not None and left <= 0:
+                    break
+                self._done.wait(left)
+            return [w._fs.display(w.path) for _, w in self._running.values()]
 
 
 _background = _BackgroundCloses()
@@ -987,13 +1007,19 @@ _background = _BackgroundCloses()
 def settle_closes(timeout: float | None = None) -> bool:
     """Wait until every close handed to the background has ended (landed or failed, at most
     ``timeout`` seconds); whether they all have."""
-    return _background.settle(timeout)
+    return not _background.settle(timeout)
 
 
 @atexit.register
 def _settle_at_exit() -> None:
-    if not settle_closes(_EXIT_WAIT):
-        logger.warning("Exiting with HDFS files still being closed (their writes are synced)")
+    left = _background.settle(_EXIT_WAIT, stall=_EXIT_STALL)
+    if left:
+        logger.warning(
+            "Exiting with %d HDFS file(s) not closed yet: the NameNode has not completed them "
+            "(their writes are synced and durable; the next reader recovers the lease): %s",
+            len(left),
+            ", ".join(left[:5]) + (", ..." if len(left) > 5 else ""),
+        )
 
 
 class _CallThread:
