@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import getpass
 import os
 import posixpath
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,20 @@ from bench.common import (
 from operators.fs import FileSystemSettings, open_path
 from operators.spark.session import build_session
 from operators.spark.standalone import StandaloneCluster
+
+#: The queries compared, by the tag their output directories are named with: the function that
+#: runs one and returns its seconds, its key in the JSON (as bench_spark.py writes it), its row.
+RUNS: dict[str, tuple[Callable[..., float], str, str]] = {
+    "ours": (run_ours, "hdfs_scan_to_hdfs_sink", "hdfs_scan -> hdfs_sink"),
+    "fused": (run_fused, "fused", "fused (hdfs-region run)"),
+    "api": (run_api, "start_fused", "start_fused + upper(value)"),
+    "spark": (run_builtin, "spark_text_to_text", "Spark text -> text"),
+    "spark-upper": (
+        functools.partial(run_builtin, upper=True),
+        "spark_text_upper_to_text",
+        "Spark text -> upper -> text",
+    ),
+}
 
 
 @contextlib.contextmanager
@@ -120,18 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         session_s = time.perf_counter() - started  # executors started, releases checked
         try:
             executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-            runs: dict[str, Any] = {
-                "ours": run_ours,
-                "fused": run_fused,
-                "api": run_api,
-                "spark": run_builtin,
-                "spark-upper": lambda *a: run_builtin(*a, upper=True),
-            }
-            for run in runs.values():
+            for run, _, _ in RUNS.values():
                 run(spark, remote / "warm", remote, "warm")
-            seconds: dict[str, list[float]] = {tag: [] for tag in runs}
+            seconds: dict[str, list[float]] = {tag: [] for tag in RUNS}
             for i in range(args.repeat):
-                for tag, run in runs.items():  # alternating: no side always on a warmer cache
+                for tag, (run, _, _) in RUNS.items():  # alternating: no side on a warmer cache
                     seconds[tag].append(run(spark, remote / "input", remote, str(i)))
                     written = visible_bytes(fs, posixpath.join(root, f"{tag}-{i}"))
                     if written != total_bytes:
@@ -144,13 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     load_after = [round(x, 2) for x in os.getloadavg()]
 
     mb = total_bytes / 1e6
-    names = {  # tag: (JSON key, as bench_spark.py writes it; table row)
-        "ours": ("hdfs_scan_to_hdfs_sink", "hdfs_scan -> hdfs_sink"),
-        "fused": ("fused", "fused (hdfs-region run)"),
-        "api": ("start_fused", "start_fused + upper(value)"),
-        "spark": ("spark_text_to_text", "Spark text -> text"),
-        "spark-upper": ("spark_text_upper_to_text", "Spark text -> upper -> text"),
-    }
     medians = {tag: median(runs) for tag, runs in seconds.items()}
     result = {
         "benchmark": "cluster",
@@ -162,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": args.repeat,
         "session_start_s": round(session_s, 1),
         **{
-            names[tag][0]: {"seconds": runs, "mb_per_s": round(mb / medians[tag], 1)}
+            RUNS[tag][1]: {"seconds": runs, "mb_per_s": round(mb / medians[tag], 1)}
             for tag, runs in seconds.items()
         },
         "ratio": round(medians["spark"] / medians["ours"], 2),
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({mb:.0f} MB in {args.files} files, median of {args.repeat})",
         ["pipeline", "MB/s", "seconds (median)", "runs"],
         [
-            [names[tag][1], mb / medians[tag], medians[tag], " ".join(f"{s:.2f}" for s in runs)]
+            [RUNS[tag][2], mb / medians[tag], medians[tag], " ".join(f"{s:.2f}" for s in runs)]
             for tag, runs in seconds.items()
         ],
     )
