@@ -8,16 +8,22 @@ builds that archive from the driver's own installation, so that the containers i
 releases as the driver:
 
 1. The closure of this project's requirements (``importlib.metadata``: extras left out) is
-   collected from the installed distributions, each with the files its ``RECORD`` names (byte
-   code included: a worker compiles nothing), without pyspark's jars (about 460 MB: the JVM
-   side reaches the containers through ``spark.yarn.jars`` / ``spark.yarn.archive``).
+   collected from the installed distributions, each with its metadata directory and the files
+   its ``RECORD`` names (a wheel's install) or its ``installed-files.txt`` (a legacy
+   ``setup.py install``, which pip before 23.1 makes of an sdist such as pyspark's when the
+   ``wheel`` package is missing: Debian's ``python3 -m venv``), byte code included (a worker
+   compiles nothing), without pyspark's jars (about 460 MB: the JVM side reaches the
+   containers through ``spark.yarn.jars`` / ``spark.yarn.archive``).
 2. The project itself is copied from its packages (``region``, ``operators``), whatever the way
    it is installed (an editable install holds only a path to this tree), with a minimal
    ``dist-info`` so that the executors report its version.
 3. A ``pyvenv.cfg`` and ``bin/python``, a symbolic link to the driver's base interpreter, as
    ``venv`` (and ``venv-pack``) make them: the NodeManagers must have the same Python at the same
    path.
-4. Written as ``.tar.gz`` to a temporary name and renamed, under
+4. Checked before it is kept: the packed interpreter, run on the archive unpacked aside, must
+   find every distribution's metadata and import the modules the containers run; what it
+   cannot is named in a ``RuntimeError`` before any container starts.
+5. Written as ``.tar.gz`` to a temporary name and renamed, under
    ``$XDG_CACHE_HOME/hdfs-region/yarn-env/`` named by a digest of the releases and the project's
    files: a later run with the same code packs nothing.
 """
@@ -145,11 +151,35 @@ def _closure() -> list[Distribution]:
 
 
 def _dist_files(dist: Distribution) -> Iterator[tuple[str, Path]]:
-    for item in dist.files or ():
-        relative = str(item)
+    """Each installed file of ``dist``: its name relative to the site directory, and its path.
+
+    A wheel's install lists its files, metadata included, in ``RECORD``. A legacy ``setup.py
+    install`` leaves an ``.egg-info`` directory, for which Python 3.11's ``Distribution.files``
+    reads ``SOURCES.txt``: the source tree's names, which name the metadata
+    ``pyspark.egg-info/PKG-INFO`` where it is installed as ``pyspark-4.3.0.egg-info/``, and no
+    byte code. Its ``installed-files.txt`` (written by pip, relative to the ``.egg-info``) names
+    what was installed; and the metadata directory is added whole in any case, so that
+    ``importlib.metadata`` finds every distribution in the containers.
+    """
+    meta = getattr(dist, "_path", None)  # PathDistribution: the .dist-info / .egg-info
+    names: dict[str, Path] = {}
+    if isinstance(meta, Path) and meta.is_dir():
+        for path in sorted(meta.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                names[f"{meta.name}/{path.relative_to(meta).as_posix()}"] = path
+    elif isinstance(meta, Path) and meta.is_file():  # a one-file .egg-info (distutils)
+        names[meta.name] = meta
+    if isinstance(meta, Path) and (meta / "installed-files.txt").is_file():
+        for line in (meta / "installed-files.txt").read_text(encoding="utf-8").splitlines():
+            relative = posixpath.normpath(posixpath.join(meta.name, line.strip()))
+            if line.strip() and not relative.startswith("../"):  # scripts in bin/: not needed
+                names.setdefault(relative, meta.parent / relative)
+    else:
+        for item in dist.files or ():
+            names.setdefault(str(item), Path(str(dist.locate_file(item))))
+    for relative, path in names.items():
         if _LEFT_OUT.search(relative) or "__editable__" in relative:
             continue
-        path = Path(str(dist.locate_file(item)))
         if path.is_file():
             yield relative, path
 
@@ -217,6 +247,7 @@ def pack_environment(cache: Path | None = None) -> Path:
                 f"{info}/METADATA",
                 f"Metadata-Version: 2.1\nName: {_PROJECT}\nVersion: {own}\n",
             )
+        _check_packed(temp, dists)
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)
@@ -228,6 +259,87 @@ def pack_environment(cache: Path | None = None) -> Path:
         time.monotonic() - started,
     )
     return target
+
+
+#: What a container runs of its own accord: pyspark's daemon and worker, and the probe of this
+#: project's release (operators.spark.executors).
+_CONTAINER_MODULES = ("pyspark.daemon", "pyspark.worker", "operators.spark.executors")
+
+#: Run by the packed interpreter: argv[1] is [distribution names, module names]; prints the
+#: list of what it cannot find.
+_CHECK = """\
+import importlib, importlib.metadata as metadata, json, sys
+names, modules = json.loads(sys.argv[1])
+missing = []
+for name in names:
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        missing.append(f"the metadata of {name}")
+for module in modules:
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        missing.append(f"the module {module} ({type(exc).__name__}: {exc})")
+print(json.dumps(missing))
+"""
+
+
+def _import_names(dists: list[Distribution]) -> list[str]:
+    """The top-level modules of this project's own requirements (``packages_distributions``:
+    ``top_level.txt`` or the files), which the containers import through this project."""
+    from importlib.metadata import packages_distributions
+
+    wanted = {_normal(name) for name in _requirement_names(distribution(_PROJECT))}
+    known = {_normal(d.metadata["Name"]) for d in dists}
+    return sorted(
+        module
+        for module, owners in packages_distributions().items()
+        if not module.startswith("_")
+        and module.isidentifier()
+        and any(_normal(o) in wanted & known for o in owners)
+    )
+
+
+def _check_packed(archive: Path, dists: list[Distribution]) -> None:
+    """Unpack ``archive`` aside and run its ``bin/python`` as a container runs it: every
+    distribution's metadata must be found (the executors' release probe asks for it) and the
+    modules the containers import must import. A ``RuntimeError`` names what is missing, before
+    the archive is kept and before any container starts."""
+    import json
+    import subprocess
+    import tempfile
+
+    names = [_PROJECT, *(str(d.metadata["Name"]) for d in dists)]
+    modules = [*_CONTAINER_MODULES, *_import_names(dists)]
+    with tempfile.TemporaryDirectory(prefix="hdfs-region-env-") as root:
+        with tarfile.open(archive, "r:gz") as tar:
+            # Our own archive, with bin/python an absolute link to this interpreter.
+            trusted: dict[str, str] = (
+                {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+            )
+            tar.extractall(root, **trusted)  # type: ignore[arg-type]
+        done = subprocess.run(
+            [os.path.join(root, "bin", "python"), "-I", "-c", _CHECK, json.dumps([names, modules])],
+            cwd=root,
+            env={"PATH": os.environ.get("PATH", os.defpath)},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    try:
+        missing: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        missing = [f"a working interpreter (exit {done.returncode}: {done.stderr.strip()[-500:]})"]
+    if missing:
+        msg = (
+            f"the YARN containers' Python environment packed from {sys.prefix} lacks "
+            f"{'; '.join(missing)}: reinstall what it names (pip install --force-reinstall "
+            "NAME), or give the containers an environment of your own (spark.archives and "
+            "spark.pyspark.python)"
+        )
+        raise RuntimeError(msg)
 
 
 def _base_python() -> str:
