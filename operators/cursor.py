@@ -75,11 +75,35 @@ from typing import Any, Literal
 from operators.census import Census, name_key
 from operators.errors import OperatorError
 from operators.listing import sort_keyed
-from region.fs import ListingEntry
+from region.fs import FileIdReader, FileSystem, ListingEntry
 
 __all__ = ["LateFileError", "ModifiedFileError", "ScanCursor", "describe_state"]
 
 logger = logging.getLogger(__name__)
+
+#: The filesystems (by display) whose missing file ids were announced: once per process.
+_UNIDENTIFIED: set[str] = set()
+
+
+def identifier(fs: FileSystem) -> Callable[[list[str]], list[int | None]] | None:
+    """What reads the file ids ``fs``'s listings leave out (``ScanCursor(identify=...)``), the
+    same way :func:`region.fs.file_identity` reads one for the source. A filesystem that cannot
+    read them (hdfs:// with no WebHDFS known) is announced at WARNING, once: a file replaced
+    under a name read before then looks like one that grew or changed in place."""
+    if not isinstance(fs, FileIdReader):
+        return None
+    shown = fs.display("/")
+    if not fs.identifies_files and shown not in _UNIDENTIFIED:
+        _UNIDENTIFIED.add(shown)
+        logger.warning(
+            "%s: no fileIds without the cluster's WebHDFS, so a scan cannot tell a file "
+            "replaced under a name read from one that grew or changed in place: on_modified "
+            "applies to both ('warn': what changed is not read). Name the cluster's "
+            "configuration ([filesystem] config_dir or HADOOP_CONF_DIR) or its webhdfs_uri",
+            shown,
+        )
+    return fs.file_ids
+
 
 _NS = 1_000_000_000
 _mtime_and_name = operator.itemgetter(0, 1)

@@ -23,14 +23,14 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from operators.control import ControlFile
-from operators.cursor import ScanCursor
+from operators.cursor import ScanCursor, identifier
 from operators.errors import BadRecordError, OperatorError
 from operators.faults import stop_here
 from operators.housekeeping import AfterRead, ReadFile
 from operators.listing import ScanKey, list_ready_keyed
 from operators.safepath import path_problem
 from region.errors import permanent
-from region.fs import FileIdReader, FileStatus, FileSystem, ListingEntry
+from region.fs import FileStatus, FileSystem, ListingEntry
 from region.settings import Duration
 from region.state import Batch, StartOperator, State
 
@@ -205,7 +205,7 @@ class HDFS2DirectoryScan(StartOperator):
             on_modified=settings.on_modified,
             name=name,
             display=fs.display,
-            identify=fs.file_ids if isinstance(fs, FileIdReader) else None,
+            identify=identifier(fs),
         )
         # after_read: files read to their end, not yet archived or deleted, each with the cut
         # taken after its last record (None: no cut yet).
@@ -275,7 +275,7 @@ class HDFS2DirectoryScan(StartOperator):
             )
         self._cursor.emit(entry)
         self.files_emitted += 1
-        return FileStatus(entry[2], entry[3], entry[0])
+        return FileStatus(entry[2], entry[3], entry[0], False, entry[5])
 
     def _relist(self) -> None:
         directory = self._directory

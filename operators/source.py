@@ -17,6 +17,7 @@ import codecs
 import functools
 import logging
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -34,7 +35,7 @@ from operators.housekeeping import ReadFile
 from operators.readahead import ReadAhead
 from region.activity import doing
 from region.errors import permanent
-from region.fs import FileStatus, FileSystem
+from region.fs import FileStatus, FileSystem, file_identity
 from region.settings import Duration, Encoding
 from region.state import Batch, StartOperator, State, StateHandler
 
@@ -45,6 +46,9 @@ logger = logging.getLogger(__name__)
 #: Bytes of lines decoded and split at once (a piece of a read chunk): small enough that the
 #: lines are still in the CPU cache when their batch goes out (4 MB at once was 30% slower).
 _PIECE = 1 << 18
+#: Leading bytes of each file whose CRC-32 the state keeps: a file resumed after a cut must
+#: still begin with them (:meth:`HDFS2FileSource._same_head`).
+_HEAD = 4096
 
 
 @runtime_checkable
@@ -126,12 +130,14 @@ class HDFS2FileSource(StartOperator):
     """Records of one file, or of each file a feed names, with a punctuation after each file.
 
     State: ``{"path": str | None, "offset": int, "done": bool, "opened": [mtime_ns, size,
-    file_id] | None, "files": feed state | None}`` where ``offset`` is the byte offset of the
-    next unread byte of ``path`` (``None`` between files), ``done`` is set in single-file mode
-    once the file's punctuation went out, ``opened`` is the file's mtime, size and id (inode or
-    HDFS fileId; ``null`` where the filesystem has none) when it was opened: a file replaced
-    since is never resumed at the old offset. ``files`` is the feed's own checkpoint when the
-    feed is a state handler.
+    file_id, head_length, head_crc32] | None, "files": feed state | None}`` where ``offset`` is
+    the byte offset of the next unread byte of ``path`` (``None`` between files), ``done`` is
+    set in single-file mode once the file's punctuation went out, ``opened`` is the file's
+    mtime, size and id (inode or HDFS fileId, as :func:`region.fs.file_identity` reads it;
+    ``null`` where the filesystem has none) when it was opened, and the CRC-32 of its first
+    ``head_length`` bytes read (at most :data:`_HEAD` and never past ``offset``; ``null`` before
+    a first read). A file replaced since, another id or other leading bytes, is never resumed
+    at the old offset. ``files`` is the feed's own checkpoint when the feed is a state handler.
     """
 
     def __init__(
@@ -189,11 +195,16 @@ class HDFS2FileSource(StartOperator):
         self.files_modified = 0
         #: What a file replaced since the cut does (the scan's ``on_modified``).
         self.on_modified = on_modified
-        # Checkpointed state; _opened is (mtime_ns, size) of the file when it was opened.
+        # Checkpointed state; _opened is (mtime_ns, size, file id) of the file when it was
+        # opened, _head (length, CRC-32) of its leading bytes read.
         self._path: str | None = settings.file
         self._offset = 0
         self._done = False
         self._opened: tuple[int, int, int | None] | None = None
+        self._head: tuple[int, int] | None = None
+        # Not state: the id the feed handed with the file, and the file's first bytes read.
+        self._entry_id: int | None = None
+        self._head_bytes: bytes | None = None
         self._clear_reader()
 
     def _clear_reader(self) -> None:
@@ -258,8 +269,10 @@ class HDFS2FileSource(StartOperator):
         if entry is None:
             return False
         self._path = entry.path if isinstance(entry, FileStatus) else entry
+        self._entry_id = entry.file_id if isinstance(entry, FileStatus) else None
         self._offset = 0
         self._opened = None
+        self._head = self._head_bytes = None
         self._clear_reader()
         return True
 
@@ -272,6 +285,13 @@ class HDFS2FileSource(StartOperator):
                 raise FileNotFoundError(msg) from None
             self._vanished(path)
             return False
+        if status.file_id is None:
+            # The id the scan read for this file where the listing leaves it out (hdfs://),
+            # else read now the same way: one rule for the scan and the source.
+            fresh = self._offset == 0 and self._entry_id is not None
+            status = status._replace(
+                file_id=self._entry_id if fresh else file_identity(self._fs, status)
+            )
         if self._offset > 0 and self._replaced(status):
             seen_by_scan = self._scan_sees(status)
             if self.on_modified == "reread" and not seen_by_scan:
@@ -284,6 +304,7 @@ class HDFS2FileSource(StartOperator):
                 return False
         if self._offset == 0 or self._opened is None:
             self._opened = (status.mtime_ns, status.size, status.file_id)
+            self._head = self._head_bytes = None
         self._open = True
         self._read_pos = self._offset
         self.files_opened += 1
@@ -292,12 +313,12 @@ class HDFS2FileSource(StartOperator):
 
     def _replaced(self, status: FileStatus) -> bool:
         """Whether the file resumed at ``_offset`` is no longer the one read before the cut:
-        another file id (inode, HDFS fileId) than when it was opened, shorter than what was
-        read, or shorter than when it was opened with a new mtime (a file that only grew is the
-        same file: resuming reads on from the same byte). A replaced file is never resumed at
-        the old offset: ``on_modified`` says what happens instead. Without file ids (hdfs://)
-        a longer file written over the old one under the same name cannot be told from one
-        that grew."""
+        another file id (inode, HDFS fileId) than when it was opened, other leading bytes than
+        those read (the head's CRC-32: where no id is known, hdfs:// without WebHDFS, this is
+        what tells a new export written over the name from the file grown), shorter than what
+        was read, or shorter than when it was opened with a new mtime (a file that only grew is
+        the same file: resuming reads on from the same byte). A replaced file is never resumed
+        at the old offset: ``on_modified`` says what happens instead."""
         opened = self._opened
         other_id = (
             opened is not None
@@ -309,6 +330,7 @@ class HDFS2FileSource(StartOperator):
             not other_id
             and status.size >= self._offset
             and (opened is None or status.mtime_ns == opened[0] or status.size >= opened[1])
+            and self._same_head(status.path)
         ):
             return False
         display = self._fs.display(status.path)
@@ -334,6 +356,18 @@ class HDFS2FileSource(StartOperator):
         else:
             logger.warning("%s: the rest of it is not read (on_modified = 'warn')", message)
         return True
+
+    def _same_head(self, path: str) -> bool:
+        """Whether the file's leading bytes are still those read before the cut (true when
+        none were recorded: a checkpoint of an earlier release)."""
+        if self._head is None:
+            return True
+        length, crc = self._head
+        try:
+            data = self._fs.read(path, 0, length)
+        except FileNotFoundError:
+            return True  # gone: the open that follows says so
+        return len(data) == length and zlib.crc32(data) == crc
 
     def _scan_sees(self, status: FileStatus) -> bool:
         """Whether the feed will find this file changed by itself (a new mtime, and a feed
@@ -370,6 +404,7 @@ class HDFS2FileSource(StartOperator):
             self._path = None
             self._offset = 0
         self._opened = None
+        self._head = self._head_bytes = None
         self._clear_reader()
 
     def _read_chunk(self) -> bytes:
@@ -397,6 +432,8 @@ class HDFS2FileSource(StartOperator):
             whole = (len(self._buf) - self._bpos) // self.settings.block_size
             self._buf = self._buf[: self._bpos + whole * self.settings.block_size]
             return b""
+        if self._read_pos == 0 and self._head is None and self._head_bytes is None:
+            self._head_bytes = data[:_HEAD]
         self._read_pos += len(data)
         if len(data) < want:
             self._eof = True
@@ -663,11 +700,17 @@ class HDFS2FileSource(StartOperator):
 
     def checkpoint(self, cut_id: int) -> dict[str, Any]:
         feed = self._stateful_feed
+        head = self._head
+        if self._head_bytes is not None and self._offset > 0:
+            # Never past the offset: bytes not read yet are not what a resume relies on.
+            data = self._head_bytes[: self._offset]
+            head = self._head = (len(data), zlib.crc32(data))
+        opened = None if self._opened is None else [*self._opened, *(head or (None, None))]
         return {
             "path": self._path,
             "offset": self._offset,
             "done": self._done,
-            "opened": list(self._opened) if self._opened is not None else None,
+            "opened": opened,
             "files": dict(feed.checkpoint(cut_id)) if feed is not None else None,
         }
 
@@ -690,9 +733,13 @@ class HDFS2FileSource(StartOperator):
         self._done = bool(state.get("done", False))
         opened = state.get("opened")
         self._opened = None
-        if opened:  # [mtime_ns, size], or [mtime_ns, size, file_id] since file ids are kept
+        self._head = self._head_bytes = None
+        self._entry_id = None
+        if opened:  # [mtime_ns, size], + file_id since file ids are kept, + the head's
             file_id = int(opened[2]) if len(opened) > 2 and opened[2] is not None else None
             self._opened = (int(opened[0]), int(opened[1]), file_id)
+            if len(opened) > 4 and opened[3] is not None:
+                self._head = (int(opened[3]), int(opened[4]))
         self._clear_reader()
 
     def reset_to_initial_state(self) -> None:
@@ -702,6 +749,7 @@ class HDFS2FileSource(StartOperator):
         self._offset = 0
         self._done = False
         self._opened = None
+        self._head = self._head_bytes = None
         self._clear_reader()
 
     def on_cut_completed(self, cut_id: int) -> None:

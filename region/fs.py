@@ -25,6 +25,7 @@ __all__ = [
     "LeaseRecoverer",
     "ListingEntry",
     "RangeReader",
+    "file_identity",
 ]
 
 
@@ -77,6 +78,11 @@ class FileIdReader(Protocol):
 
     def file_ids(self, paths: list[str]) -> list[int | None]:
         """The ``file_id`` of each of ``paths`` (``None``: missing, or not known)."""
+
+    @property
+    def identifies_files(self) -> bool:
+        """Whether that other way is there (hdfs://: a WebHDFS address known and answering);
+        without it every id is ``None``."""
 
 
 @runtime_checkable
@@ -183,3 +189,15 @@ class FileSystem(Protocol):
 
     def mkdirs(self, path: str, *, permission: int | None = None) -> None:
         """Create a directory and its parents; existing directories are fine."""
+
+
+def file_identity(fs: FileSystem, status: FileStatus) -> int | None:
+    """What tells the file of ``status`` from another file under its name: its ``file_id``
+    (inode, HDFS fileId), read through :class:`FileIdReader` where the status leaves it out
+    (hdfs://: WebHDFS); ``None`` when the filesystem cannot say. The one rule the scan's
+    listings and the source's resume both follow."""
+    if status.file_id is not None:
+        return status.file_id
+    if isinstance(fs, FileIdReader):
+        return fs.file_ids([status.path])[0]
+    return None

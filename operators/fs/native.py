@@ -282,6 +282,10 @@ class NativeHdfsFileSystem:
         return self.settings.display(path)
 
     @property
+    def identifies_files(self) -> bool:
+        return self._truncator is not None
+
+    @property
     def webhdfs(self) -> WebHdfsFileSystem | None:
         """The same cluster over WebHDFS when its address is known: what hdfs-native's
         FileStatus leaves out (the fileId) is read through it."""

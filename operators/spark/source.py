@@ -46,12 +46,12 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from operators.cursor import ScanCursor
+from operators.cursor import ScanCursor, identifier
 from operators.housekeeping import AfterRead, ReadFile
 from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
 from region.atomic import dir_permission, write_atomically
-from region.fs import FileIdReader, FileSystem, ListingEntry
+from region.fs import FileSystem, ListingEntry
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -207,7 +207,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 on_modified=config.on_modified,
                 name=_SOURCE,
                 display=self.fs.display,
-                identify=self.fs.file_ids if isinstance(self.fs, FileIdReader) else None,
+                identify=identifier(self.fs),
             )
             self._cursor.reset(start)
             self._at = at
