@@ -4,8 +4,10 @@ A file rolls (closes, to be published) after ``tuples`` records; or once it hold
 bytes, the record that reaches the limit being its last (a file never ends inside a record, and
 a record larger than the limit makes a file of its own); or ``seconds`` after it was opened
 (checked when records arrive and on timer ticks: an idle sink still rolls); or at a punctuation
-(the end of an input file) with ``on_punctuation``. Every file holds at least one record: files
-are opened lazily, when a record is about to be written.
+(the end of an input file) with ``on_punctuation``; and, whatever the limits, once no record
+came for ``idle`` seconds: records read are published within a bounded time when the input
+pauses (Flink's FileSink rolls an inactive part file after 60 s too). Every file holds at
+least one record: files are opened lazily, when a record is about to be written.
 
 The in-process sink asks with Python lists, the Spark sink with numpy arrays of sizes; the
 questions take any sorted sequence, so both ask the same object.
@@ -34,6 +36,7 @@ class RollingPolicy:
     bytes: int | None = None
     seconds: float | None = None
     on_punctuation: bool = False
+    idle: float | None = None
 
     def room(self, tuples: int) -> int | None:
         """How many more records a file holding ``tuples`` records may take by count (``None``:
@@ -64,3 +67,7 @@ class RollingPolicy:
     def expired(self, opened_at: float, now: float) -> bool:
         """Whether a file opened at ``opened_at`` (seconds) is due at ``now``."""
         return self.seconds is not None and now - opened_at >= self.seconds
+
+    def quiet(self, written_at: float, now: float) -> bool:
+        """Whether a file last written at ``written_at`` (seconds) has waited ``idle``."""
+        return self.idle is not None and now - written_at >= self.idle

@@ -260,6 +260,7 @@ class SparkPlan:
         options["permission"] = oct(sink.permission)
         if sink.close_on_punct:
             options["close_on_punct"] = "true"
+        options["close_idle_after"] = _text(sink.close_idle_after or "never")
         for field in ("tuples_per_file", "bytes_per_file", "time_per_file"):
             if getattr(sink, field) is not None:
                 options[field] = str(getattr(sink, field))

@@ -56,6 +56,8 @@ on_decode_error = "fail" # or "replace", "skip": bytes that are not utf-8 stop t
 # One output file per 100,000 records; %FILENUM counts up and never repeats after a restart.
 file = "{output}/part-%FILENUM.txt"
 tuples_per_file = 100000
+# A file no record reached for a minute is published anyway: the input may pause.
+close_idle_after = "60s"
 # "exactly_once": a crash never duplicates a record. Readers see only complete files.
 delivery = "exactly_once"
 publish = "atomic"

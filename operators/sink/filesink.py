@@ -271,7 +271,9 @@ class HDFS2FileSink(SinkOperator):
 
     def _roll_if_old(self, now: float) -> None:
         cur = self._cur
-        if cur is not None and self._rolling.expired(cur.opened_at, now):
+        if cur is not None and (
+            self._rolling.expired(cur.opened_at, now) or self._rolling.quiet(cur.written_at, now)
+        ):
             self._close_current()
 
     def _write_run(
@@ -313,6 +315,7 @@ class HDFS2FileSink(SinkOperator):
             cur.size += len(data)
             cur.tuples += take
             cur.dirty = cur.touched = True
+            cur.written_at = self._clock()
             self.metrics.tuples_written += take
             self.metrics.bytes_written += len(data)
             i += take
@@ -460,7 +463,7 @@ class HDFS2FileSink(SinkOperator):
         # 2. The file itself; never over an existing one (unless asked to: on_returning_name).
         writer = self._fs.create(work, overwrite=self._overwrite, permission=permission)
         self._next_filenum = filenum + 1
-        cur = OpenFile(final, work, 0, 0, now, filenum, asked, writer)
+        cur = OpenFile(final, work, 0, 0, now, filenum, asked, writer, written_at=now)
         bom = self._encoder.bom
         if bom:
             writer.write(bom)
@@ -735,6 +738,9 @@ class HDFS2FileSink(SinkOperator):
         # 4. In-memory state. When an open file got its first record is not kept: the input
         #    it holds is housekept only once it is published (published_through).
         self._last_cut = -1
+        now = self._clock()
+        for f in [*idle, *([current] if current is not None else [])]:
+            f.written_at = now  # close_idle_after counts from the restore
         self._cur = current
         self._idle = {f.name: f for f in idle}
         self._closed = []

@@ -78,6 +78,9 @@ class OpenFile:
     writer: FileWriter | None = None
     dirty: bool = False  # written since the last sync
     touched: bool = False  # written since the last checkpoint
+    #: When it was last written (the clock's seconds; not state: a restored file counts
+    #: from its restore), for ``close_idle_after``.
+    written_at: float = 0.0
     #: The last cut taken before its first record (-1: none, or not known after a reset).
     open_after: int = -1
 

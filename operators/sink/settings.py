@@ -5,15 +5,29 @@ accepted as aliases."""
 from __future__ import annotations
 
 import posixpath
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from operators.owner import SINK_DIR
 from operators.rolling import RollingPolicy
 from operators.safepath import name_problem
 from operators.templating import FileNameTemplate
-from region.settings import Duration, Encoding, FileMode
+from region.settings import Duration, Encoding, FileMode, parse_duration
+
+
+def _idle(value: Any) -> float | None:
+    """``"never"`` (or ``None``) for no limit, else a duration of more than 0 seconds."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "never"):
+        return None
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        msg = f"{value!r} must be more than 0 seconds, or 'never'"
+        raise ValueError(msg)
+    return seconds
+
+
+IdleDuration = Annotated[float | None, BeforeValidator(_idle)]
 
 __all__ = ["SinkSettings", "repeating_names"]
 
@@ -89,6 +103,11 @@ class SinkSettings(BaseModel):
     time_per_file: Duration | None = Field(
         None, validation_alias=_alias("time_per_file", "timePerFile")
     )
+    #: A file that got no record for this long is closed, so that the next cut publishes it
+    #: (records never wait unpublished for ever when the input pauses), whatever the limits
+    #: above; ``"never"`` keeps it open until a limit or the stop. Fused Spark execution
+    #: checks it between batches; a streaming query of ``hdfs_sink`` only at its stop.
+    close_idle_after: IdleDuration = 60.0
     #: A punctuation (the end of an input file) closes the file.
     close_on_punct: bool = Field(False, validation_alias=_alias("close_on_punct", "closeOnPunct"))
     #: Character encoding of line-mode output.
@@ -227,6 +246,7 @@ class SinkSettings(BaseModel):
             bytes=self.bytes_per_file,
             seconds=self.time_per_file,
             on_punctuation=self.close_on_punct,
+            idle=self.close_idle_after,
         )
 
     @property

@@ -399,6 +399,9 @@ class FusedRunner:
         self._group = f"hdfs-region-{id(self):x}"
         self.progress: list[BatchProgress] = []
         self.attempt = 0
+        #: When a batch last wrote records into files left open (monotonic seconds; ``None``:
+        #: none open), for the sink's ``close_idle_after``.
+        self._written_at: float | None = None
 
     def _check_stateless(self, frame: FrameTransform) -> None:
         """Refuse a transform that keeps state across batches (ConfigError naming it and the
@@ -463,7 +466,7 @@ class FusedRunner:
             self._run_batch(newest, start, self.log.offset(newest))
         elif committed is not None:
             self.housekeep()  # a crash may have come between a commit and its after_read
-        next_tick = time.monotonic()
+        next_tick = self._written_at = time.monotonic()  # a restart may carry open files
         while not self._stopping:
             newest, _ = self.log.newest()
             start = self.log.offset(newest) if newest is not None else self.reader.initialOffset()
@@ -473,6 +476,7 @@ class FusedRunner:
             if end == start:
                 if self.available_now:
                     return
+                self._close_if_idle()
                 next_tick = self._wait_for_trigger(next_tick)
                 continue
             # 2. Write ahead.
@@ -509,6 +513,10 @@ class FusedRunner:
             # 3. Run the job.
             files, open_files, records_in = self._job(batch_id, start, end)
         ran = time.monotonic()
+        if not open_files:
+            self._written_at = None
+        elif records_in:
+            self._written_at = time.monotonic()
         # 4. Commit through the sink log.
         self.writer.last_commit = None
         self.writer.commit([SinkTaskMessage(0, 0, files, open_files)], batch_id)
@@ -544,6 +552,25 @@ class FusedRunner:
         )
         if self._on_progress is not None:
             self._on_progress(progress)
+
+    def _close_if_idle(self) -> None:
+        """Publish the files the sink keeps open across batches once no batch wrote to them for
+        ``close_idle_after`` (between batches: no task continues them meanwhile), so that
+        records read are published within a bounded time when the input pauses."""
+        idle = self.writer.config.rolling.idle
+        written = self._written_at
+        if idle is None or written is None or time.monotonic() - written < idle:
+            return
+        self._written_at = None
+        published = self.writer.close_open()
+        if published:
+            logger.info(
+                "published %s files no record reached for %.0f s (close_idle_after): %s",
+                len(published),
+                idle,
+                ", ".join(published[:5]) + (" ..." if len(published) > 5 else ""),
+            )
+            self.housekeep()  # the input behind them may leave now
 
     def housekeep(self) -> None:
         """``[scan] after_read`` for the batches whose records are all published (a file the

@@ -240,6 +240,7 @@ _SINK_FIELDS = (
     "tuples_per_file",
     "bytes_per_file",
     "time_per_file",
+    "close_idle_after",
     "close_on_punct",
     "manifest",
     "manifest_retain",

@@ -156,3 +156,15 @@ def test_rolling_to_time_names_without_filenum_is_refused_naming_what_to_add(
     assert "file='/o/f-%TIME.txt' has no %FILENUM" in message
     assert "add %FILENUM (e.g. '/o/f-%TIME-%FILENUM.txt')" in message
     SinkSettings.model_validate({"file": "/o/f-%TIME-%FILENUM.txt", **limit})
+
+
+def test_an_idle_file_is_closed_after_a_minute_by_default_and_never_only_when_asked() -> None:
+    """What a default must not do: keep records read unpublished for ever when input pauses."""
+    assert SinkSettings(file="o-%FILENUM").rolling.idle == 60.0
+    assert SinkSettings(file="o-%FILENUM", close_idle_after="5s").rolling.idle == 5.0
+    assert SinkSettings(file="o-%FILENUM", close_idle_after="never").rolling.idle is None
+    for bad in ("0s", "-1", "soon"):
+        with pytest.raises(ValidationError, match="close_idle_after"):
+            SinkSettings(file="o-%FILENUM", close_idle_after=bad)
+    policy = SinkSettings(file="o-%FILENUM", close_idle_after="5s").rolling
+    assert not policy.quiet(100.0, 104.9) and policy.quiet(100.0, 105.0)
