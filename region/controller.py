@@ -229,6 +229,7 @@ class RegionController:
         self._resets = 0
         self._consecutive_resets = 0
         self._last_error: str | None = None
+        self._traced: str | None = None  # the failure whose traceback was logged last
 
         #: Called (no arguments) when a cut becomes durable and when a reset completes, while
         #: permits are blocked: what was processed since the last durable cut is now covered by
@@ -527,6 +528,7 @@ class RegionController:
         seconds = self._clock() - started
         with self._state_lock:
             self._consecutive_resets = 0
+            self._traced = None
             self._last_cut_seconds = seconds
             self._last_cut_at = time.time()
             self._cut_seconds_sum += seconds
@@ -583,7 +585,11 @@ class RegionController:
             if self._pending is None:
                 self._pending = failure
             self._last_error = failure.describe()
-        logger.warning("Region failure: %s", failure.describe())
+            # The traceback once per failure in a row (the user's own code among its frames),
+            # not at each reset attempt that meets it again.
+            traced = self._traced != self._last_error
+            self._traced = self._last_error
+        logger.warning("Region failure: %s", failure.describe(), exc_info=error if traced else None)
         if self._cycle_owner == threading.get_ident():
             return  # called from inside a cycle: the cycle sees the pending failure
         self._run_cycle(self._recover_from_pending_locked, None)

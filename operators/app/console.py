@@ -26,6 +26,7 @@ __all__ = [
     "clean",
     "config_error",
     "error",
+    "log_format",
     "setup_logging",
 ]
 
@@ -44,12 +45,39 @@ def clean(text: str) -> str:
     return scrub(text) if "://" in text else text
 
 
+#: The format ``setup_logging`` chose: with ``"json"`` the command's own error lines are JSON
+#: objects too, so that every line of standard error parses.
+_FORMAT = {"log": "text"}
+
+
+def log_format() -> str:
+    """``"text"`` or ``"json"``: what ``setup_logging`` chose."""
+    return _FORMAT["log"]
+
+
+def _json_line(message: str, stream: TextIO | None, **extra: Any) -> None:
+    record = logging.LogRecord(PROG, logging.ERROR, "", 0, message, None, None)
+    line = json.loads(JsonFormatter().format(record))
+    print(json.dumps({**line, **extra}, ensure_ascii=False), file=stream or sys.stderr)
+
+
 def error(message: str, stream: TextIO | None = None) -> None:
+    if _FORMAT["log"] == "json":
+        _json_line(clean(message), stream)
+        return
     print(f"{PROG}: error: {clean(message)}", file=stream or sys.stderr)
 
 
 def config_error(exc: ConfigError) -> int:
     """Print a configuration error (one line per bad key) and return its exit code."""
+    if _FORMAT["log"] == "json":
+        if isinstance(exc, PipelineConfigError):
+            problems = [clean(line) for line in exc.problems]
+            text = f"configuration error in {exc.path}: " + "; ".join(problems)
+            _json_line(text, None, path=str(exc.path), problems=problems)
+        else:
+            _json_line(f"configuration error: {clean(str(exc))}", None)
+        return EXIT_CONFIG
     if isinstance(exc, PipelineConfigError):
         print(f"{PROG}: configuration error in {exc.path}:", file=sys.stderr)
         for line in exc.problems:
@@ -102,6 +130,7 @@ def setup_logging(
         if getattr(old, "_hdfs_region", False):  # ours, from an earlier call
             root.removeHandler(old)
     live = display is not None and display.live and display.enabled and log_format == "text"
+    _FORMAT["log"] = log_format
     handler: logging.Handler
     if log_format == "json":
         handler = logging.StreamHandler(sys.stderr)

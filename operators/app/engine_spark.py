@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from operators.app.config import PipelineConfig
-from operators.app.console import LOG_CONTEXT
+from operators.app.console import LOG_CONTEXT, log_format
 from operators.app.engines import (
     JobOutput,
     check_after_read,
@@ -525,6 +525,7 @@ def _session(config: PipelineConfig, secrets: dict[str, str]) -> SparkSession:
         data_sources=not fused(config),
         environment=None if is_local_master(config.spark.master) else secrets,
         stage_archive=_yarn_stage(config),
+        jvm_output_to_log=log_format() == "json",
     )
 
 

@@ -8,9 +8,10 @@ import os
 import re
 import shutil
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from region.errors import ConfigError
 
@@ -98,6 +99,41 @@ def worker_python() -> str:
     return str(wrapper)
 
 
+#: The level of a line the JVM writes, by the word log4j puts first (else INFO).
+_JVM_LEVELS = {"ERROR": logging.ERROR, "WARN": logging.WARNING, "WARNING": logging.WARNING}
+
+
+def _forward_jvm_lines(stream: IO[bytes]) -> None:
+    jvm = logging.getLogger("spark.jvm")
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if not line:
+            continue
+        words = line.split(None, 4)[:4]
+        level = next((_JVM_LEVELS[w] for w in words if w in _JVM_LEVELS), logging.INFO)
+        jvm.log(level, "%s", line)
+
+
+def _launch_logged_gateway(settings: Mapping[str, str]) -> None:
+    """Start the session's JVM (as ``SparkContext`` would) with its standard output and error
+    read line by line into the logger ``spark.jvm``; nothing when one runs already."""
+    from subprocess import PIPE, STDOUT
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in settings.items():
+        conf.set(key, value)
+    gateway = launch_gateway(conf, popen_kwargs={"stdout": PIPE, "stderr": STDOUT})  # type: ignore[no-untyped-call]
+    threading.Thread(
+        target=_forward_jvm_lines, args=(gateway.proc.stdout,), name="jvm-output", daemon=True
+    ).start()
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+
+
 def build_session(
     app_name: str = "hdfs-region",
     *,
@@ -107,6 +143,7 @@ def build_session(
     data_sources: bool = True,
     environment: Mapping[str, str] | None = None,
     stage_archive: Callable[[Path], str] | None = None,
+    jvm_output_to_log: bool = False,
 ) -> SparkSession:
     """Start (or get) a SparkSession with ``hdfs_scan`` / ``hdfs_sink`` registered (unless
     ``data_sources`` is false: registering costs about 2 s, as Spark starts a Python process for
@@ -120,7 +157,9 @@ def build_session(
     every Python worker of the session, executors included (the secrets' references resolve
     there). With ``master = "yarn"`` the containers get a packed environment of this
     installation (:mod:`operators.spark.yarn`), copied to the cluster by ``stage_archive``
-    when given.
+    when given. ``jvm_output_to_log``: what the JVM this starts writes (its launcher's lines,
+    log4j's, the local Python workers') goes through the logger ``spark.jvm``, a record a line,
+    instead of straight to standard error: with JSON logs every line stays a JSON object.
     """
     from operators.spark.executors import check_executor_versions, is_local_master
     from operators.spark.yarn import is_yarn_master, pyspark_archives, yarn_conf
@@ -158,6 +197,8 @@ def build_session(
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if jvm_output_to_log:
+        _launch_logged_gateway({**settings, "spark.master": master, "spark.app.name": app_name})
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     if environment:

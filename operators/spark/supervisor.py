@@ -111,6 +111,10 @@ class RestartPolicy:
         self.failures += 1
         limit = self.settings.max_consecutive_reset_attempts
         name, cause = failure_cause(error)
+        if self.failures == 1:
+            # The traceback once per failure in a row: a Python worker's (the user's function
+            # among its frames) is in a PythonException's text.
+            logger.warning("%s failed: %s", what, cause, exc_info=error)
         if is_permanent_name(name):
             msg = (
                 f"{what} stopped: {cause}. A restart would fail the same way, so none was "
