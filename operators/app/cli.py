@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -257,7 +258,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_CONFIG if isinstance(exc, FileExistsError) else EXIT_FAILURE
     print(f"wrote {path} (it loads); land files in its [scan] directory, then run:")
-    print(f"  hdfs-region run {path} --available-now")
+    print(f"  hdfs-region run {shlex.quote(str(path))} --available-now")
     return EXIT_OK
 
 

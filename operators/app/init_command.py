@@ -7,11 +7,14 @@ holds the checkpoints (a recovery must reach them from wherever the job restarts
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from operators.app.config import load_pipeline
+from operators.app.config import PipelineConfigError, load_pipeline
+from region.errors import ConfigError
 
 __all__ = ["init_pipeline", "render"]
 
@@ -35,10 +38,10 @@ engine = "{engine}"
 # after every input file instead.
 trigger = "periodic"
 period = "1s"
-checkpoint_dir = "{checkpoints}"
+checkpoint_dir = {checkpoints}
 
 [scan]
-directory = "{landing}"
+directory = {landing}
 # Only these names (a regular expression on the whole base name); hidden names (.x, _x) and
 # files still being copied (x._COPYING_) are never read.
 # pattern = '.*\\.csv'
@@ -54,7 +57,7 @@ on_decode_error = "fail" # or "replace", "skip": bytes that are not utf-8 stop t
 
 [sink]
 # One output file per 100,000 records; %FILENUM counts up and never repeats after a restart.
-file = "{output}/part-%FILENUM.txt"
+file = {output}
 tuples_per_file = 100000
 # A file no record reached for a minute is published anyway: the input may pause.
 close_idle_after = "60s"
@@ -73,8 +76,14 @@ def _filesystem_table(paths: list[str]) -> str:
         "\n[filesystem]\n"
         "# The cluster the paths below are on (a Hadoop configuration directory, Kerberos and\n"
         "# TLS settings go here too: docs/secured.md).\n"
-        f'uri = "{parts.scheme}://{parts.netloc}"\n'
+        f"uri = {_toml(f'{parts.scheme}://{parts.netloc}')}\n"
     )
+
+
+def _toml(text: str) -> str:
+    """``text`` as a TOML basic string (JSON's escapes are TOML's: quotes, backslashes and
+    control characters escaped)."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def render(*, landing: str, output: str, engine: str, config: str) -> str:
@@ -88,9 +97,9 @@ def render(*, landing: str, output: str, engine: str, config: str) -> str:
     return _TEMPLATE.format(
         engine=engine,
         filesystem=_filesystem_table([landing, output]),
-        checkpoints=checkpoints,
-        landing=landing,
-        output=output.rstrip("/"),
+        checkpoints=_toml(checkpoints),
+        landing=_toml(landing),
+        output=_toml(output.rstrip("/") + "/part-%FILENUM.txt"),
         config=shlex.quote(config),
     )
 
@@ -100,20 +109,28 @@ def init_pipeline(
 ) -> Path:
     """Write ``DIRECTORY/pipeline.toml`` and check that it loads; returns its path.
 
-    Raises ``FileExistsError`` when the file exists (unless ``force``), and the loader's
-    ``ConfigError`` when the paths given make no valid pipeline (the output inside the landing
-    directory, say): the file is then removed again, so no broken pipeline is left behind."""
+    Raises ``FileExistsError`` when the file exists (unless ``force``), and ``ConfigError``
+    naming the options when the paths given make no valid pipeline (the output inside the
+    landing directory, say): loaded from a hidden name beside it first, so that nothing is
+    left behind and an existing file is replaced only by one that loads."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "pipeline.toml"
     if path.exists() and not force:
         raise FileExistsError(f"{path} exists: give another DIR, or --force to replace it")
     text = render(landing=landing, output=output, engine=engine, config=str(path))
-    path.write_text(text, encoding="utf-8")
+    trial = directory / f".pipeline.toml.{os.getpid()}.tmp"
+    trial.write_text(text, encoding="utf-8")
     try:
-        load_pipeline(str(path))
-    except Exception:
-        path.unlink()
-        raise
+        load_pipeline(str(trial))
+        os.replace(trial, path)
+    except PipelineConfigError as exc:
+        msg = (
+            f"--landing {landing!r} --output {output!r} make no valid pipeline, so {path} was "
+            f"not written: {'; '.join(exc.problems)}"
+        )
+        raise ConfigError(msg) from None
+    finally:
+        trial.unlink(missing_ok=True)
     for local in (landing, output):
         if not local.startswith(_REMOTE):
             (directory / local).mkdir(parents=True, exist_ok=True)

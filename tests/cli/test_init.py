@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,36 @@ def test_init_refuses_an_output_the_scan_would_read_back_and_leaves_nothing(
     assert bad.returncode == 2, bad.stderr
     assert "writes into the watched directory" in bad.stderr
     assert not (tmp_path / "pipeline.toml").exists()
+
+
+def test_init_quotes_a_folder_with_a_space_and_paths_with_quotes_and_backslashes(
+    tmp_path: Path,
+) -> None:
+    """The "run this" line is one shell word per argument for a folder with a space, and a
+    landing path with a quote and a backslash is written as valid TOML (it was written raw,
+    then blamed on line 21 of a pipeline.toml already deleted)."""
+    made = cli("init", "my job", "--landing", 'a"b\\c', "--output", "cur ated", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    line = made.stdout.strip().splitlines()[-1]
+    assert shlex.split(line) == ["hdfs-region", "run", "my job/pipeline.toml", "--available-now"]
+    landing = tmp_path / "my job" / 'a"b\\c'
+    assert landing.is_dir()
+    (landing / "x.txt").write_text("one\n")
+    ran = cli("run", "my job/pipeline.toml", "--available-now", "--no-progress", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert [p.read_text() for p in (tmp_path / "my job" / "cur ated").glob("part-*")] == ["one\n"]
+
+
+def test_a_refused_init_keeps_the_pipeline_it_would_replace_and_names_the_options(
+    tmp_path: Path,
+) -> None:
+    assert cli("init", str(tmp_path)).returncode == 0
+    before = (tmp_path / "pipeline.toml").read_text()
+    bad = cli("init", str(tmp_path), "--landing", "d", "--output", "d", "--force")
+    assert bad.returncode == 2
+    assert "--landing 'd' --output 'd' make no valid pipeline" in bad.stderr
+    assert (tmp_path / "pipeline.toml").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curated", "landing", "pipeline.toml"]
 
 
 @pytest.mark.slow
