@@ -310,7 +310,7 @@ def stateful_part(
     function) that keeps state across streaming batches (its name), or ``None`` when it can
     run fused, batch by batch. ``schema``: the columns it gets (default: ``value`` alone)."""
 
-    for node in _plan_nodes(spark, transform, binary=binary, schema=schema):
+    for node in _plan_nodes(spark, transform, binary=binary, schema=schema)[0]:
         if node not in _STATELESS_NODES:
             return node
     return None
@@ -318,8 +318,9 @@ def stateful_part(
 
 def _plan_nodes(
     spark: SparkSession, transform: str | FrameTransform, *, binary: bool, schema: str | None
-) -> list[str]:
-    """The node names of ``transform``'s optimized plan over an input of ``schema``."""
+) -> tuple[list[str], list[str]]:
+    """The node names of ``transform``'s optimized plan over an input of ``schema``, and the
+    names of the columns it returns."""
 
     def nothing(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from ()
@@ -330,7 +331,8 @@ def _plan_nodes(
         schema = "value binary" if binary else "value string"
     frame = transform(spark.range(0).mapInArrow(nothing, schema))
     plan = str(frame._jdf.queryExecution().optimizedPlan().toString())
-    return [m.group(1) for m in map(_NODE.match, plan.splitlines()) if m is not None]
+    nodes = [m.group(1) for m in map(_NODE.match, plan.splitlines()) if m is not None]
+    return nodes, list(frame.schema.fieldNames())
 
 
 #: The observation that counts a SQL transform's input records.
@@ -410,10 +412,23 @@ class FusedRunner:
         from region.errors import ConfigError
 
         schema = self.reader.config.schema()
-        nodes = _plan_nodes(self.spark, frame, binary=self.binary, schema=schema)
+        nodes, columns = _plan_nodes(self.spark, frame, binary=self.binary, schema=schema)
         name = getattr(frame, "__qualname__", None) or repr(frame)
         if isinstance(frame, functools.partial) and frame.func is _sql_over:
             name = f"[transform] sql {frame.args[1]!r}"
+        sink = self.writer.config
+        wanted = [sink.column or "value", *([sink.attribute] if sink.attribute else [])]
+        if sorted(columns) != sorted(wanted):
+            # The sink would pick one column and drop the rest without a word (a single
+            # column of another name was written as the value).
+            msg = (
+                f"transform {name} returns the columns {', '.join(columns) or '(none)'}; the "
+                f"sink writes {' and '.join(wanted)}, each record's "
+                + ("value and its file name" if sink.attribute else "value")
+                + ": return exactly those (select or alias them, e.g. "
+                "df.select(upper('value').alias('value')))"
+            )
+            raise ConfigError(msg)
         stateful = [node for node in nodes if node not in _STATELESS_NODES]
         if stateful:
             msg = (

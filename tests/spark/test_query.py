@@ -237,12 +237,29 @@ def nothing_read(frame: Any) -> Any:
     return frame.where("false")
 
 
+def with_extra(frame: Any) -> Any:
+    """Returns ``(value, extra)``: ``extra`` was dropped without a word."""
+    from pyspark.sql import functions as F
+
+    return frame.select("value", F.length("value").alias("extra"))
+
+
+def renamed(frame: Any) -> Any:
+    """Returns one column ``v``: it was written as the value without a word."""
+    return frame.select(frame["value"].alias("v"))
+
+
 @pytest.mark.parametrize(
     ("transform", "why"),
     [
         (deduplicate, r"transform deduplicate: its plan keeps state across batches \(Aggregate\)"),
         (in_order, r"transform in_order: its plan keeps state across batches \(Sort\)"),
         (nothing_read, r"transform nothing_read: its plan does not read its input"),
+        (
+            with_extra,
+            r"transform with_extra returns the columns value, extra; the sink writes value",
+        ),
+        (renamed, r"transform renamed returns the columns v; the sink writes value, each"),
     ],
 )
 def test_a_transform_that_cannot_run_batch_by_batch_is_refused_naming_it(
