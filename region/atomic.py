@@ -15,7 +15,7 @@ import posixpath
 import uuid
 from collections.abc import Callable
 
-from region.fs import FileSystem, FileWriter, LaterCloser, LeaseRecoverer
+from region.fs import CloseAwaiter, FileSystem, FileWriter, LaterCloser, LeaseRecoverer
 
 __all__ = [
     "cut_to",
@@ -114,6 +114,11 @@ def write_hidden(fs: FileSystem, temp: str, data: bytes, *, permission: int | No
         writer.close()
 
 
+#: How long :func:`read_whole` waits for this process's own background closes before it ends a
+#: file's lease: a close lands within a second or two on a healthy cluster.
+_OWN_CLOSES_WAIT = 10.0
+
+
 def read_whole(fs: FileSystem, path: str) -> bytes:
     """Every byte of a file published by :func:`write_atomically`, also when its writer's close
     has not landed (``close_later``), or never will (the writer was killed).
@@ -125,9 +130,12 @@ def read_whole(fs: FileSystem, path: str) -> bytes:
     ending its writer's lease loses nothing:
 
     1. Read the length the NameNode holds (an hsync records it), then the file.
-    2. Short of that length, or failing for another reason than a missing or forbidden file,
-       on a filesystem with leases (:class:`~region.fs.LeaseRecoverer`): recover the lease
-       (the file is closed at its synced length) and read it again.
+    2. Short of that length, or failing for another reason than a missing or forbidden file:
+       when this process has closes in the background (:class:`~region.fs.CloseAwaiter`; it
+       may have written the file itself, e.g. the sink's owner.json at its start), wait for
+       them and read again: recovering the lease of one's own file makes its close fail.
+    3. Still short, on a filesystem with leases (:class:`~region.fs.LeaseRecoverer`): recover
+       the lease (the file is closed at its synced length) and read it again.
     """
     size = fs.status(path).size
     try:
@@ -147,6 +155,16 @@ def read_whole(fs: FileSystem, path: str) -> bytes:
             len(data),
             size,
         )
+    if isinstance(fs, CloseAwaiter) and fs.await_closes(_OWN_CLOSES_WAIT):
+        try:
+            data = fs.read(path)
+        except (FileNotFoundError, PermissionError, IsADirectoryError):
+            raise
+        except OSError:
+            pass
+        else:
+            if len(data) >= fs.status(path).size:
+                return data
     fs.recover_lease(path)
     return fs.read(path)
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import NamedTuple, Protocol, runtime_checkable
 
 __all__ = [
+    "CloseAwaiter",
     "EntryLister",
     "FileIdReader",
     "FileStatus",
@@ -83,6 +84,15 @@ class FileIdReader(Protocol):
     def identifies_files(self) -> bool:
         """Whether that other way is there (hdfs://: a WebHDFS address known and answering);
         without it every id is ``None``."""
+
+
+@runtime_checkable
+class CloseAwaiter(Protocol):
+    """Optional capability of a :class:`FileSystem` whose writers close in the background
+    (:class:`LaterCloser`): wait for those this process handed over."""
+
+    def await_closes(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds; whether any close was running."""
 
 
 @runtime_checkable

@@ -281,6 +281,13 @@ class NativeHdfsFileSystem:
     def display(self, path: str) -> str:
         return self.settings.display(path)
 
+    def await_closes(self, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, for the closes this process handed to the
+        background on this cluster (:class:`~region.fs.CloseAwaiter`): a file this process
+        wrote and renamed into place may still be open, and ending its lease would make its
+        own close fail."""
+        return _background.wait_for(self.display("/"), timeout)
+
     @property
     def identifies_files(self) -> bool:
         return self._truncator is not None
@@ -1003,6 +1010,21 @@ class _BackgroundCloses:
                     break
                 self._done.wait(left)
             return [w._fs.display(w.path) for _, w in self._running.values()]
+
+
+    def wait_for(self, cluster: str, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, until the closes running on ``cluster`` (its
+        display of ``/``) have ended; whether there were any."""
+        deadline = time.monotonic() + timeout
+
+        def mine() -> bool:
+            return any(w._fs.display("/") == cluster for _, w in self._running.values())
+
+        with self._done:
+            found = mine()
+            while mine() and (left := deadline - time.monotonic()) > 0:
+                self._done.wait(left)
+            return found
 
 
 _background = _BackgroundCloses()
