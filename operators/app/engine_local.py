@@ -87,6 +87,10 @@ class LocalRun:
             files_archived=scan["files_archived"],
             files_deleted=scan["files_deleted"],
             bytes_out=self.sink.metrics.bytes_written,
+            records_published=self.sink.metrics.tuples_published,
+            bytes_published=self.sink.metrics.bytes_published,
+            records_unpublished=self.sink.records_unpublished,
+            unpublished_since=self.sink.unpublished_since,
             consecutive_resets=region.consecutive_resets,
             period_seconds=period_of(self.config.region),
             cut_seconds=Histogram(

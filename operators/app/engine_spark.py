@@ -10,6 +10,7 @@ file boundaries; ``--available-now`` -> ``Trigger.AvailableNow``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -689,13 +690,25 @@ class _Totals:
             stuck = f"restarting for {now - self.status_since:.0f} s (bound {stuck_after:g} s)"
         # A batch in progress is never judged stuck: nothing bounds its length (a backlog
         # read in one batch may rightly take long), and a restart would run it again.
+        # Fused execution knows what its batches wrote, published and left waiting in open
+        # files; of a streaming query only what its commits published.
+        out: dict[str, Any] = {"records_out": self.records_out, "bytes_out": self.bytes_out}
+        progress = self.progress()
+        if isinstance(runner, FusedRunner):
+            (rows, size, files), (open_rows, open_size) = runner.published, runner.unpublished
+            progress = dataclasses.replace(progress, files_out=files)
+            out = {
+                "records_out": rows + open_rows,
+                "bytes_out": size + open_size,
+                "records_published": rows,
+                "bytes_published": size,
+                "records_unpublished": open_rows,
+                "unpublished_since": runner.unpublished_since,
+            }
         return JobView(
-            progress=self.progress(),
+            progress=progress,
             waiting=waiting,
-            # Fused execution counts the records in the files each batch published (the
-            # progress line keeps records read: files left open are published at the stop).
-            records_out=self.records_out,
-            bytes_out=self.bytes_out,
+            **out,
             consecutive_resets=self.consecutive_restarts,
             period_seconds=period_of(config.region),
             cut_seconds=self.batch_seconds,

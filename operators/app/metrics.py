@@ -11,6 +11,15 @@ One small HTTP server per job (``[metrics] port``, ``--metrics-port``), on the d
 - ``/readyz``: 200 once the job recovered its checkpoint and processes, 503 before and after.
 
 A port already taken is a configuration error at start (exit 2), never a job that runs unseen.
+
+Output, counted the same way by both engines (docs/monitoring.md, "Written, published,
+waiting"):
+
+- *written*: records (bytes) in output files, published or not: ``records_out_total``;
+- *published*: of those, in files a completed cut (Spark: a batch's commit, or the sink's
+  idle close) published, which plain readers see: ``records_published_total``;
+- *waiting*: written and not published yet, a gauge: ``records_unpublished``; the oldest of them
+  counts in ``lag_seconds`` beside the oldest landed file not read to its end.
 """
 
 from __future__ import annotations
@@ -78,9 +87,16 @@ class JobView:
     #: then no lag is reported at all, rather than a lag of 0 that would hide a backlog.
     waiting: Sequence[tuple[int, int]] | None = None
     files_listed: int | None = None
-    #: Records out, where the engine counts them otherwise than its progress line (Spark fused
-    #: execution: records in published files); ``None``: the progress line's count.
+    #: Records written into output files, where the engine counts them otherwise than its
+    #: progress line; ``None``: the progress line's count.
     records_out: int | None = None
+    #: Of the records (bytes) written, those in published files; the records waiting in files
+    #: not published yet, and when the oldest of those files was opened (``time.time()``;
+    #: ``None``: none waits). ``None`` counts: not known here (no metric).
+    records_published: int | None = None
+    bytes_published: int | None = None
+    records_unpublished: int | None = None
+    unpublished_since: float | None = None
     #: ``None``: not known here (no metric rather than a 0 that is not true).
     files_archived: int | None = None
     files_deleted: int | None = None
@@ -103,13 +119,18 @@ class JobView:
     stuck: str | None = None
 
 
-def lag(waiting: Sequence[tuple[int, int]], now: float) -> float:
-    """Age in seconds of the oldest waiting file, by its mtime (0 when none waits; a file with
-    an mtime in the future counts as landed now)."""
-    if not waiting:
-        return 0.0
-    oldest = min(mtime for mtime, _ in waiting) / _NS
-    return max(0.0, now - oldest)
+def lag(
+    waiting: Sequence[tuple[int, int]], now: float, unpublished_since: float | None = None
+) -> float:
+    """Age in seconds of the oldest data not yet published: the oldest waiting file, by its
+    mtime (a file with an mtime in the future counts as landed now), or the oldest file of
+    records read but not published, by when it was opened; 0 when nothing waits."""
+    ages = [0.0]
+    if waiting:
+        ages.append(now - min(mtime for mtime, _ in waiting) / _NS)
+    if unpublished_since is not None:
+        ages.append(now - unpublished_since)
+    return max(ages)
 
 
 def period_of(region: RegionSettings) -> float | None:
@@ -168,11 +189,24 @@ class _JobCollector(Collector):
         yield from c(p_ + "records_in", "Records read from input files.", p.records_in)
         yield from c(
             p_ + "records_out",
-            "Records handed to the sink (Spark fused execution: in published files).",
+            "Records written into output files, published or not.",
             view.records_out if view.records_out is not None else p.records_out,
+        )
+        yield from c(
+            p_ + "records_published",
+            "Records in output files published (what plain readers see).",
+            view.records_published,
+        )
+        yield from g(
+            p_ + "records_unpublished",
+            "Records written into output files not published yet.",
+            view.records_unpublished,
         )
         yield from c(p_ + "bytes_in", "Input bytes read (line ends included).", p.bytes_in)
         yield from c(p_ + "bytes_out", "Bytes written into output files.", view.bytes_out)
+        yield from c(
+            p_ + "bytes_published", "Bytes of output files published.", view.bytes_published
+        )
         yield from c(
             p_ + "files_listed",
             "Entries returned by directory listings (a file counts in each listing that sees it).",
@@ -217,8 +251,9 @@ class _JobCollector(Collector):
         if view.waiting is not None:
             yield from g(
                 p_ + "lag_seconds",
-                "Age (by mtime) of the oldest landed file not yet read to its end; 0 when none.",
-                lag(view.waiting, now),
+                "Age of the oldest data not published: a landed file not read to its end (by "
+                "mtime), or records read into a file not published yet; 0 when none.",
+                lag(view.waiting, now, view.unpublished_since),
             )
             yield from g(p_ + "files_waiting", "Landed files not yet read.", len(view.waiting))
             yield from g(

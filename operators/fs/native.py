@@ -1011,7 +1011,6 @@ class _BackgroundCloses:
                 self._done.wait(left)
             return [w._fs.display(w.path) for _, w in self._running.values()]
 
-
     def wait_for(self, cluster: str, timeout: float) -> bool:
         """Wait, at most ``timeout`` seconds, until the closes running on ``cluster`` (its
         display of ``/``) have ended; whether there were any."""

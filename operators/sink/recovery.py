@@ -56,6 +56,9 @@ class ClosedFile:
     size: int
     #: Records in it, for progress only (not checkpointed: 0 for a file a recovery brought back).
     tuples: int = 0
+    #: When it was opened (the sink clock's seconds; not checkpointed: 0 after a recovery), for
+    #: the age of the oldest record not published yet.
+    opened_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"final": self.final, "work": self.work, "size": self.size}

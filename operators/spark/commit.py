@@ -570,11 +570,17 @@ class SinkLog:
         self._published(newest, entry)
         self._mark_done(newest)
         logger.info(
-            "sink %s: published %s open file(s) at stop",
+            "sink %s: published %s file(s) left open (the query stopped, or no batch wrote to "
+            "them for close_idle_after)",
             self._fs.display(self.output_dir),
             len(added),
         )
-        return CommitResult(newest, tuple(added))
+        return CommitResult(
+            newest,
+            tuple(added),
+            rows=sum(f.rows for f in still),
+            size=sum(f.size for f in still),
+        )
 
     def _free_name(
         self, batch_id: int, f: WrittenFile, filenum: int, planned: set[str]

@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from operators.spark.batchlog import SPARK_CONFS, BatchLog
-from operators.spark.commit import WrittenFile
+from operators.spark.commit import CommitResult, WrittenFile
 from operators.spark.sink import (
     PUNCTUATION,
     EncodedLines,
@@ -404,6 +404,12 @@ class FusedRunner:
         #: When a batch last wrote records into files left open (monotonic seconds; ``None``:
         #: none open), for the sink's ``close_idle_after``.
         self._written_at: float | None = None
+        #: What this runner published: records, bytes and files (its batches' commits and the
+        #: sink's idle closes); what waits in files left open after the newest batch, and when
+        #: the oldest of them was opened (``time.time()``). Read by metrics scrapes.
+        self.published = (0, 0, 0)
+        self.unpublished = (0, 0)
+        self.unpublished_since: float | None = None
 
     def _check_stateless(self, frame: FrameTransform) -> None:
         """Refuse a transform that keeps state across batches (ConfigError naming it and the
@@ -536,6 +542,9 @@ class FusedRunner:
         self.writer.last_commit = None
         self.writer.commit([SinkTaskMessage(0, 0, files, open_files)], batch_id)
         commit = self.writer.last_commit
+        self._count(commit)
+        self.unpublished = (sum(f.rows for f in open_files), sum(f.size for f in open_files))
+        self.unpublished_since = min(f.opened_ns for f in open_files) / 1e9 if open_files else None
         # 5. Record.
         self.log.write_commit(batch_id)
         # 6. after_read: the input behind every published record leaves the landing directory.
@@ -577,7 +586,10 @@ class FusedRunner:
         if idle is None or written is None or time.monotonic() - written < idle:
             return
         self._written_at = None
-        published = self.writer.close_open()
+        result = self.writer._log().close_open()
+        self._count(result)
+        self.unpublished, self.unpublished_since = (0, 0), None
+        published = list(result.published) if result is not None else []
         if published:
             logger.info(
                 "published %s files no record reached for %.0f s (close_idle_after): %s",
@@ -586,6 +598,11 @@ class FusedRunner:
                 ", ".join(published[:5]) + (" ..." if len(published) > 5 else ""),
             )
             self.housekeep()  # the input behind them may leave now
+
+    def _count(self, commit: CommitResult | None) -> None:
+        if commit is not None:
+            rows, size, files = self.published
+            self.published = (rows + commit.rows, size + commit.size, files + len(commit.published))
 
     def housekeep(self) -> None:
         """``[scan] after_read`` for the batches whose records are all published (a file the

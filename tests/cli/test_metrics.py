@@ -32,6 +32,7 @@ LOCAL = """\
     [sink]
     file = "out/part-%FILENUM.txt"
     tuples_per_file = 3
+    close_idle_after = "1s"
     [metrics]
     host = "127.0.0.1"
 """
@@ -79,7 +80,11 @@ def test_prometheus_reads_records_out_lag_and_a_passed_over_file_of_a_local_job(
     prometheus.watch(f"127.0.0.1:{port}")
     target = f'{{instance="127.0.0.1:{port}"}}'
     try:
-        wait_for(lambda: pdir.output_lines()[2:] == [f"c{i}" for i in range(9)], alive=job)
+        wait_for(
+            lambda: pdir.output_lines()[2:] == [f"c{i}" for i in range(9)],
+            what=f"c0..c8 published ({pdir.output_lines()})",
+            alive=job,
+        )
 
         def scraped(name: str) -> list[float]:
             return prometheus.query(f"hdfs_region_{name}{target}")
@@ -107,7 +112,8 @@ def test_prometheus_reads_records_out_lag_and_a_passed_over_file_of_a_local_job(
         wait_for(lambda: prometheus.query(firing) == [1.0], what="the alert", alive=job)
         for expr in dashboard_queries():
             prometheus.query(expr.replace("$pipeline", ".*"))
-        # 4. A file landing now waits until it is read: the lag is its age, then 0 again.
+        # 4. A file landing now waits until it is read and its record published (its file
+        #    idle for close_idle_after): the lag is its age, then 0 again.
         pdir.add_file("d.txt", ["d1"])
         wait_for(lambda: scraped("records_out_total") == [10.0], alive=job)
         wait_for(lambda: scraped("lag_seconds") == [0.0], alive=job)
@@ -225,3 +231,81 @@ def test_healthz_fails_only_for_a_failed_region_or_one_stuck_in_a_cut_or_reset_p
             text = response.read().decode()
         assert 'hdfs_region_healthy{pipeline="p"} 0.0' in text
         assert "hdfs_region_lag_seconds" not in text  # not known: left out, not 0
+
+
+WAITING = """\
+    engine = "{engine}"
+    [region]
+    period = "100ms"
+    [scan]
+    directory = "landing"
+    [sink]
+    file = "out/part-%FILENUM.txt"
+    tuples_per_file = 3
+    close_idle_after = "{idle}"
+    [metrics]
+    host = "127.0.0.1"
+    [spark]
+    master = "local[1]"
+"""
+
+
+def _scrape(port: int) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+@pytest.mark.parametrize(
+    "engine", ["local", pytest.param("spark", marks=[pytest.mark.spark, pytest.mark.slow])]
+)
+def test_written_published_and_waiting_mean_the_same_on_both_engines(
+    pdir: PipelineDir, engine: str
+) -> None:
+    """10 records land in files of 3, then nothing: 10 written, 9 published and 1 waiting,
+    which the lag counts (it read 0, and Spark's records_out stayed 0 while the records were
+    written); once the file is idle for close_idle_after, all 10 published, lag 0."""
+    pdir.add_file("a.txt", [f"a{i}" for i in range(10)])
+    config = pdir.write_config(WAITING.format(engine=engine, idle="6s"))
+    port = free_port()
+    job = start_cli("run", str(config), "--no-progress", "--metrics-port", str(port))
+    names = ("records_out_total", "records_published_total", "records_unpublished")
+    try:
+        wait_for(lambda: len(pdir.output_lines()) == 9, 180, "9 records published", job)
+        wait_for(lambda: port_open(port), 60, "the metrics port", job)
+        wait_for(
+            lambda: [_scrape(port).get(f"hdfs_region_{n}") for n in names] == [10, 9, 1],
+            60,
+            "10 written, 9 published, 1 waiting",
+            job,
+        )
+        metrics = _scrape(port)
+        assert metrics["hdfs_region_lag_seconds"] > 0
+        assert metrics["hdfs_region_bytes_out_total"] > metrics["hdfs_region_bytes_published_total"]
+        wait_for(lambda: len(pdir.output_lines()) == 10, 60, "the idle file published", job)
+        wait_for(
+            lambda: [_scrape(port).get(f"hdfs_region_{n}") for n in names] == [10, 10, 0],
+            30,
+            f"all 10 published ({[_scrape(port).get(f'hdfs_region_{n}') for n in names]})",
+            job,
+        )
+        metrics = _scrape(port)
+        assert metrics["hdfs_region_lag_seconds"] == 0
+        assert metrics["hdfs_region_files_published_total"] == 4
+        size = sum(p.stat().st_size for p in pdir.out.iterdir() if p.name.startswith("part"))
+        assert metrics["hdfs_region_bytes_published_total"] == size
+    finally:
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err[-3000:]
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
