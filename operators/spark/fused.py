@@ -667,15 +667,26 @@ class FusedRunner:
         return files, open_files, sum(r["records_in"] for r in rows)
 
     def _collect(self, frame: Any) -> list[Any]:
-        """``frame.collect()`` in a thread of its own, so an immediate stop can cancel it: by
-        an operation tag, which a classic session and a Spark Connect one both have (job
-        groups and accumulators need ``sparkContext``, which Connect lacks)."""
+        """``frame.collect()`` in a thread of its own, so an immediate stop can cancel it. A
+        classic session cancels its job group with the tasks' threads interrupted: Spark then
+        kills a Python worker still inside a user's function (``spark.python.task.killTimeout``
+        after the interrupt, 2 s by default), where a cancel without interrupt waited for the
+        function to return (a UDF of a minute per record held the stop for minutes). Spark
+        Connect, which has no ``sparkContext``, cancels by an operation tag."""
+        from operators.spark.connect import is_connect
+
         result: list[Any] = []
         failure: list[BaseException] = []
+        connect = is_connect(self.spark)
 
         def run() -> None:
             try:
-                self.spark.addTag(self._group)  # this thread's operations only
+                if connect:
+                    self.spark.addTag(self._group)  # this thread's operations only
+                else:  # this thread's jobs only (a local property of its JVM thread)
+                    self.spark.sparkContext.setJobGroup(
+                        self._group, "hdfs-region batch", interruptOnCancel=True
+                    )
                 result.extend(frame.collect())
             except BaseException as exc:
                 failure.append(exc)
@@ -685,7 +696,10 @@ class FusedRunner:
         while thread.is_alive():
             thread.join(0.1)
             if self._now:
-                self.spark.interruptTag(self._group)
+                if connect:
+                    self.spark.interruptTag(self._group)
+                else:
+                    self.spark.sparkContext.cancelJobGroup(self._group)
                 thread.join()
                 raise _Cancelled
         if failure:

@@ -326,14 +326,18 @@ def test_a_permanent_error_ends_the_run_at_once_naming_the_file(spark: Any, tmp_
     assert not lay.out.exists() or published_lines(lay.out) == []
 
 
+@pytest.mark.parametrize("pause", [0.05, 600.0], ids=["50 ms a record", "10 minutes a record"])
 def test_an_immediate_stop_cancels_the_job_and_the_next_run_replays_the_batch(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, pause: float
 ) -> None:
+    """Also inside a user's function that takes ten minutes a record: the job's tasks are
+    interrupted and Spark kills their Python workers (the cancel waited for the function to
+    return, minutes per record)."""
     lay = Layout(tmp_path)
     files = inputs(0, 2)
     write_inputs(lay.src, files, T0)
     started = tmp_path / "started"
-    runner = lay.runner(spark, transform=Slow(str(started)))
+    runner = lay.runner(spark, transform=Slow(str(started), pause))
     thread = threading.Thread(target=runner.run)
     thread.start()
     deadline = time.monotonic() + 120
@@ -362,14 +366,15 @@ class FailOnce:
 
 
 class Slow:
-    """Upper-cases slowly, after touching ``started``."""
+    """Upper-cases slowly (``pause`` seconds a record), after touching ``started``."""
 
-    def __init__(self, started: str) -> None:
+    def __init__(self, started: str, pause: float = 0.05) -> None:
         self.started = started
+        self.pause = pause
 
     def __call__(self, value: str) -> str:
         Path(self.started).touch()
-        time.sleep(0.05)
+        time.sleep(self.pause)
         return value.upper()
 
 
