@@ -225,16 +225,18 @@ def growing_file(work: Path, args: argparse.Namespace) -> list[Outcome]:
     return rows
 
 
-def replaced_while_down(work: Path, args: argparse.Namespace) -> Outcome:
+def replaced_while_down(work: Path, args: argparse.Namespace, *, longer: bool = False) -> Outcome:
     """kill -9 after a cut in the middle of a big file; the file is replaced (same name, new
-    content) while the job is down; ``on_modified = "reread"`` reads the new content whole,
-    never resuming at the old byte offset (no torn record, no duplicate)."""
-    rng = random.Random(args.seed + 63)
-    ws = Workspace(work / "replaced", records_per_s=6000)
-    text = (ws.root / "pipeline.toml").read_text()
-    (ws.root / "pipeline.toml").write_text(
-        text.replace("[scan]\n", '[scan]\non_modified = "reread"\n', 1)
-    )
+    content) while the job is down; never resumed at the old byte offset (no torn record, no
+    duplicate). Shorter, with ``on_modified = "reread"``: the new content read whole. Longer
+    (it looks grown by its size), with the default settings: another file, read whole once."""
+    rng = random.Random(args.seed + 63 + longer)
+    ws = Workspace(work / ("replaced-longer" if longer else "replaced"), records_per_s=6000)
+    if not longer:
+        text = (ws.root / "pipeline.toml").read_text()
+        (ws.root / "pipeline.toml").write_text(
+            text.replace("[scan]\n", '[scan]\non_modified = "reread"\n', 1)
+        )
     arrivals = Arrivals(ws.landing, rng)
     arrivals.place(200)
     (big,) = arrivals.place(20_000)
@@ -243,8 +245,9 @@ def replaced_while_down(work: Path, args: argparse.Namespace) -> Outcome:
     wait_for(lambda: ws.progress() >= 2 or proc.poll() is not None, args.timeout, "two cuts")
     kill(proc)
     published_old = {r for r in ws.output() if r in old}
-    # Replace it: new records, shorter than what was read, under the same name.
-    new = [f"{big.name}:new:{i:05d}" for i in range(3000)]
+    # Replace it under the same name: new records, shorter than what was read, or longer than
+    # the old file.
+    new = [f"{big.name}:new:{i:05d}" for i in range(30_000 if longer else 3000)]
     replacement = ws.landing / f".{big.name}.tmp"
     replacement.write_text("\n".join(new) + "\n")
     os.rename(replacement, big)
@@ -253,10 +256,12 @@ def replaced_while_down(work: Path, args: argparse.Namespace) -> Outcome:
     # Old records not read before the kill are gone with the old content.
     result = tally(expected | old, ws.output(), allowed_missing=old - published_old)
     return Outcome(
-        fault="a file replaced while the job was down, after a cut in its middle",
+        fault="a file replaced while the job was down, after a cut in its middle"
+        + (", by a longer one (default settings)" if longer else ""),
         engine="local",
         delivery="exactly_once",
-        expected="never resumed at the old offset; the new content read whole (reread)",
+        expected="never resumed at the old offset; the new content read whole"
+        + ("" if longer else " (reread)"),
         outcome=(
             f"killed after {len(published_old)} of its {len(old)} lines were published; "
             f"next run exit {code}"
@@ -349,6 +354,48 @@ def second_job_same_output(work: Path, args: argparse.Namespace) -> Outcome:
     )
 
 
+def paused_input(work: Path, args: argparse.Namespace) -> Outcome:
+    """Records land, then nothing: a running job publishes them once their file is idle for
+    ``close_idle_after``, without a stop (they waited for the stop before); a kill -9 after
+    that, more records and a restart publish every record once."""
+    rng = random.Random(args.seed + 71)
+    ws = Workspace(
+        work / "paused", records_per_s=0, bytes_per_file=50_000_000, close_idle_after="2s"
+    )
+    arrivals = Arrivals(ws.landing, rng)
+    arrivals.place(1000)
+    proc = ws.start(paced=False)
+    published_while_running = False
+    try:
+        wait_for(
+            lambda: set(ws.output()) == arrivals.expected or proc.poll() is not None,
+            args.timeout,
+            "the idle file published while the job runs",
+        )
+        published_while_running = proc.poll() is None and set(ws.output()) == arrivals.expected
+    finally:
+        kill(proc)
+    arrivals.place(300)
+    code, log = ws.run(timeout=args.timeout)
+    result = tally(arrivals.expected, ws.output())
+    return Outcome(
+        fault="the input pauses (records land, then nothing), then kill -9 and a restart",
+        engine="local",
+        delivery="exactly_once",
+        expected="published while running once the file is idle (close_idle_after); once each",
+        outcome=(
+            f"published while running: {published_while_running}; after the kill, next run "
+            f"exit {code}"
+        ),
+        lost=result.lost,
+        duplicated=result.duplicated,
+        corrupt=result.corrupt,
+        ok=code == 0 and published_while_running and result.exactly_once(),
+        message=last_error(log) if code else "",
+        details={"examples": result.examples},
+    )
+
+
 def operations(work: Path, args: argparse.Namespace) -> list[Outcome]:
     """Every operation scenario, one row each (two for the growing file)."""
     rows: list[Outcome] = []
@@ -360,5 +407,7 @@ def operations(work: Path, args: argparse.Namespace) -> list[Outcome]:
         second_job_same_output,
     ):
         rows.append(scenario(work, args))
+    rows.append(replaced_while_down(work, args, longer=True))
+    rows.append(paused_input(work, args))
     rows.extend(growing_file(work, args))
     return rows

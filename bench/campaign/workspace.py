@@ -75,6 +75,7 @@ class Workspace:
         output_dir: Path | None = None,
         after_read: str = "keep",
         lock_ttl: str | None = None,
+        close_idle_after: str | None = None,
     ) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
@@ -116,6 +117,7 @@ class Workspace:
             "max_resets": max_resets,
             "after_read": after_read,
             "lock_ttl": lock_ttl,
+            "close_idle_after": close_idle_after,
         }
         #: Where ``after_read = "archive"`` moves the landing files.
         self.archive = self.data_root / "archive"
@@ -148,6 +150,11 @@ class Workspace:
             "[sink]",
             f'file = "{out}/part-%FILENUM.txt"',
             f'delivery = "{self.delivery}"',
+            *(
+                [f'close_idle_after = "{s["close_idle_after"]}"']
+                if s["close_idle_after"] is not None
+                else []
+            ),
         ]
         # One file limit (they exclude each other).
         if s["time_per_file"] is not None:

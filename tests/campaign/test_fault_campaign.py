@@ -93,12 +93,17 @@ def test_everyday_operations_lose_and_duplicate_nothing(campaign: dict[str, Any]
         "a file appended to while read",
         "a file replaced while the job was down",
         "the sink writes inside the watched directory",
+        "the input pauses",
     ):
         for row in rows(campaign, prefix):
             assert (row["lost"], row["duplicated"], row["corrupt"]) == (0, 0, 0), row
             assert row["ok"], row
     (second,) = rows(campaign, "a second Python API runner")
     assert "LockedError" in second["message"] and "is locked by" in second["message"]
+    # Shorter with reread, and longer (it looked grown) with the default settings.
+    assert len(rows(campaign, "a file replaced while the job was down")) == 2
+    (paused,) = rows(campaign, "the input pauses")
+    assert "published while running: True" in paused["outcome"], paused
     (inside,) = rows(campaign, "the sink writes inside the watched directory")
     assert "the scan would read its own output" in inside["message"]
 
