@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from region.fs import FileSystem
 from tests.cli.conftest import PipelineDir, cli, cut_files, start_cli, wait_for
 from tests.conftest import CLUSTER_USER, real_fs
 
@@ -239,6 +240,15 @@ def test_a_pattern_narrowed_then_widened_again_reads_nothing_twice(
     ]  # fmt: skip
 
 
+def put_on(fs: FileSystem, landing: str, name: str, lines: list[str]) -> None:
+    """``name`` written whole under a hidden name, then renamed over the old one."""
+    tmp = posixpath.join(landing, f".{name}.tmp")
+    writer = fs.create(tmp)
+    writer.write("".join(f"{line}\n" for line in lines).encode())
+    writer.close()
+    fs.rename(tmp, posixpath.join(landing, name), overwrite=True)
+
+
 HDFS_SETTINGS = """\
 engine = "local"
 [filesystem]
@@ -279,11 +289,7 @@ def test_on_hdfs_a_replacement_is_read_whole_once_and_without_webhdfs_each_is_na
     fs.mkdirs(landing)
 
     def put(name: str, lines: list[str]) -> None:
-        tmp = posixpath.join(landing, f".{name}.tmp")
-        writer = fs.create(tmp)
-        writer.write("".join(f"{line}\n" for line in lines).encode())
-        writer.close()
-        fs.rename(tmp, posixpath.join(landing, name), overwrite=True)
+        put_on(fs, landing, name, lines)
 
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
@@ -392,11 +398,7 @@ def test_on_hdfs_a_file_replaced_while_the_job_is_down_after_a_cut_in_its_middle
     fs.mkdirs(landing)
 
     def put(lines: list[str]) -> None:
-        tmp = posixpath.join(landing, ".orders.csv.tmp")
-        writer = fs.create(tmp)
-        writer.write("".join(f"{line}\n" for line in lines).encode())
-        writer.close()
-        fs.rename(tmp, posixpath.join(landing, "orders.csv"), overwrite=True)
+        put_on(fs, landing, "orders.csv", lines)
 
     body = HDFS_SETTINGS.format(
         uri=sandbox.info.hdfs,
