@@ -137,35 +137,37 @@ def read_whole(fs: FileSystem, path: str) -> bytes:
     3. Still short, on a filesystem with leases (:class:`~region.fs.LeaseRecoverer`): recover
        the lease (the file is closed at its synced length) and read it again.
     """
-    size = fs.status(path).size
-    try:
-        data = fs.read(path)
-    except (FileNotFoundError, PermissionError, IsADirectoryError):
-        raise
-    except OSError as exc:
-        if not isinstance(fs, LeaseRecoverer):
-            raise
-        logger.info("%s: read failed (%s); recovering its lease", fs.display(path), exc)
-    else:
-        if len(data) >= size or not isinstance(fs, LeaseRecoverer):
-            return data
-        logger.info(
-            "%s: %d of %d bytes readable (left open by its writer); recovering its lease",
-            fs.display(path),
-            len(data),
-            size,
-        )
-    if isinstance(fs, CloseAwaiter) and fs.await_closes(_OWN_CLOSES_WAIT):
+
+    def attempt() -> bytes | None:
+        """Every byte (1.), or ``None`` when short of it or failing where a lease can end."""
+        size = fs.status(path).size
         try:
             data = fs.read(path)
         except (FileNotFoundError, PermissionError, IsADirectoryError):
             raise
-        except OSError:
-            pass
-        else:
-            if len(data) >= fs.status(path).size:
-                return data
-    fs.recover_lease(path)
+        except OSError as exc:
+            if not isinstance(fs, LeaseRecoverer):
+                raise
+            logger.info("%s: read failed (%s)", fs.display(path), exc)
+            return None
+        if len(data) >= size or not isinstance(fs, LeaseRecoverer):
+            return data
+        logger.info(
+            "%s: %d of %d bytes readable (left open by its writer)",
+            fs.display(path),
+            len(data),
+            size,
+        )
+        return None
+
+    data = attempt()
+    if data is None and isinstance(fs, CloseAwaiter) and fs.await_closes(_OWN_CLOSES_WAIT):
+        data = attempt()  # 2.
+    if data is not None:
+        return data
+    assert isinstance(fs, LeaseRecoverer)  # attempt() gives None only there
+    logger.info("%s: recovering its lease", fs.display(path))
+    fs.recover_lease(path)  # 3.
     return fs.read(path)
 
 
