@@ -564,22 +564,25 @@ class NativeHdfsFileSystem:
         """Set the permission bits (e.g. ``0o644``) of a file or directory."""
         self._call("SETPERMISSION", path, lambda: self.client.set_permission(path, permission))
 
-    def recover_lease(self, path: str) -> float:
+    def recover_lease(self, path: str, *, own: bool = False) -> float:
         """End the lease of a writer known to be dead and wait until the file is closed, with
         its length settled (block recovery over). Returns the seconds it took (0 when the file
         was not open). ``BlockingIOError`` after ``lease_recovery_timeout``.
 
         Only for a caller that holds the right to write ``path`` (the sink, under its region's
-        lock): a live writer loses the file.
+        lock): a live writer loses the file. ``own``: the writer is this process's own (a close
+        or a block the NameNode refused), which is no news worth a WARNING.
         """
         started = time.monotonic()
         patience = Patience(self.settings.lease_recovery_timeout, most=_MAX_LEASE_POLL)
         first = True
         while not self._call("RECOVERLEASE", path, lambda: self.client.recover_lease(path)):
             if first:
-                logger.warning(
-                    "%s: recovering the lease of a writer that did not close the file",
+                logger.log(
+                    logging.INFO if own else logging.WARNING,
+                    "%s: recovering the lease of %s",
                     self.display(path),
+                    "this process's own writer" if own else "a writer that did not close the file",
                 )
                 first = False
             if not patience.pause():
@@ -846,7 +849,7 @@ class NativeHdfsWriter:
         """
         fs, path = self._fs, self._path
         self._stream = None  # 1.
-        fs._lease_wait("RECOVERLEASE", path, lambda: fs.recover_lease(path))  # 2.
+        fs._lease_wait("RECOVERLEASE", path, lambda: fs.recover_lease(path, own=True))  # 2.
         size = fs.status(path).size
         if not self._position <= size <= self._position + len(data):  # 3.
             msg = (
@@ -895,36 +898,40 @@ class NativeHdfsWriter:
         _background.submit(self)
 
     def _complete(self) -> None:
-        """Close; a close that gave up because the NameNode had not yet seen the last blocks'
-        replicas is asked again (the block is committed: a new close completes it once they
-        are reported), with a bounded backoff, and then fails naming the cause."""
-        delay = _REPLICATION_FIRST_DELAY
-        for attempt in range(1, _REPLICATION_TRIES + 1):
-            try:
-                self._fs._call(
-                    "CLOSE", self._path, lambda: self._bounded("CLOSE", self._stream.close)
-                )
-                return
-            except OSError as err:
-                if _NOT_COMPLETED not in str(err):
-                    raise
-                if attempt == _REPLICATION_TRIES:
-                    msg = (
-                        f"CLOSE: the NameNode did not complete the file in {attempt} tries (its "
-                        f"last blocks have not reached their minimum replicas): {err.strerror}"
-                    )
-                    raise OSError(errno.EIO, msg, self._fs.display(self._path)) from None
-                logger.warning(
-                    "%s: %s (the last blocks' replicas are not reported yet); try %d of %d "
-                    "in %.1fs",
-                    self._fs.display(self._path),
-                    err.strerror,
-                    attempt + 1,
-                    _REPLICATION_TRIES,
-                    delay,
-                )
-                time.sleep(delay)
-                delay *= 2
+        """Close. The client itself asks the NameNode to complete the file for about 13 s; a
+        close that still gave up waits on a replica report the NameNode may not get until the
+        DataNode's next full report (one lost while the NameNode restarted), so it is not asked
+        again. Steps, as in :meth:`_reopen` (this process holds the path's claim, so the writer
+        whose lease ends is this one):
+
+        1. Drop the stream: the client stops renewing its lease.
+        2. Recover the lease: the DataNodes settle the last block at the length they hold and
+           the NameNode closes the file (block recovery needs no replica report).
+        3. That length is every byte this writer wrote (the client's close waited for their
+           acknowledgements before it asked to complete): anything else is an error naming both.
+        """
+        fs, path = self._fs, self._path
+        try:
+            fs._call("CLOSE", path, lambda: self._bounded("CLOSE", self._stream.close))
+            return
+        except OSError as err:
+            if _NOT_COMPLETED not in str(err):
+                raise
+            logger.info(
+                "%s: %s (the last block's replicas are not reported); recovering this "
+                "writer's own lease to close it",
+                fs.display(path),
+                err.strerror,
+            )
+        self._stream = None  # 1.
+        fs._lease_wait("RECOVERLEASE", path, lambda: fs.recover_lease(path, own=True))  # 2.
+        size = fs.status(path).size
+        if size != self._position:  # 3.
+            msg = (
+                f"CLOSE: the NameNode did not complete the file and its lease recovery left "
+                f"{size} bytes of the {self._position} written"
+            )
+            raise OSError(errno.EIO, msg, fs.display(path))
 
     def __enter__(self) -> NativeHdfsWriter:
         return self

@@ -359,6 +359,10 @@ class _Stream:
     def close(self) -> None:
         if self.close_fails:
             self.close_fails -= 1
+            # The client's close sends every byte and waits for its acknowledgements before it
+            # asks the NameNode to complete the file (as a real one did with every replica
+            # report held: test_a_close_the_namenode_cannot_complete_ends_by_a_lease_recovery).
+            self.real.hsync()  # type: ignore[attr-defined]
             raise RuntimeError('OperationFailed("Failed to complete file in time")')
         self.real.close()  # type: ignore[attr-defined]
 
@@ -462,7 +466,7 @@ def test_small_writes_reach_the_client_in_few_calls_and_a_failed_one_is_raised_l
     fs.recover_lease(path + ".2")
 
 
-def test_a_close_the_namenode_could_not_complete_yet_is_asked_again(
+def test_a_close_the_namenode_could_not_complete_is_not_asked_again_but_recovered(
     request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
 ) -> None:
     fs, root, _ = _root(request, "hdfs")
@@ -472,11 +476,43 @@ def test_a_close_the_namenode_could_not_complete_yet_is_asked_again(
     path = posixpath.join(root, "closed")
     w = fs.create(path)
     w.write(b"data")
-    client.streams[0].close_fails = 1
-    w.close()
+    client.streams[0].close_fails = 5  # the old code asked 5 times, then failed
+    with caplog.at_level(logging.INFO, logger="operators.fs.native"):
+        w.close()
     assert fs.read(path) == b"data"
-    assert "Failed to complete file in time" in caplog.text
+    assert "recovering this writer's own lease" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     fs.append(path).close()  # closed: no lease is left behind
+
+
+@pytest.mark.slow
+def test_a_close_the_namenode_cannot_complete_ends_by_a_lease_recovery(
+    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No DataNode reports the last block (a report lost while the NameNode restarted is sent
+    again only with the next full report, hours later): the client asks to complete the file
+    for about 13 s, then the writer recovers its own lease instead of asking again for as long
+    again (35 s, then a failed close and an open file), and the file is closed whole."""
+    fs, root, sandbox = _root(request, "hdfs")
+    assert isinstance(fs, NativeHdfsFileSystem)
+    path = posixpath.join(root, "unreported")
+    w = fs.create(path)
+    w.write(b"x" * 5000)
+    w.sync()
+    guard = threading.Timer(90.0, _resume_reports, [sandbox])
+    for index in range(sandbox.info.datanodes):
+        sandbox.command(f"pause-ibr {index}")
+    guard.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="operators.fs.native"):
+            w.close()
+        assert not _still_open(fs, path)
+    finally:
+        guard.cancel()
+        _resume_reports(sandbox)
+    assert fs.read(path) == b"x" * 5000
+    assert "Failed to complete file in time" in caplog.text
+    assert "recovering this writer's own lease" in caplog.text
 
 
 def test_an_append_right_after_a_close_keeps_every_byte_while_a_datanode_reports_late(
