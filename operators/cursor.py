@@ -277,7 +277,7 @@ class ScanCursor:
         *,
         window_ns: int,
         on_late_file: Literal["warn", "fail"] = "warn",
-        on_modified: Literal["warn", "fail", "reread"] = "warn",
+        on_modified: Literal["warn", "fail", "reread", "continue"] = "warn",
         name: str = "scan",
         display: Callable[[str], str] = str,
         identify: Callable[[list[str]], list[int | None]] | None = None,
@@ -716,7 +716,10 @@ class ScanCursor:
         at their new mtime. Returns the names to read again (replaced, and ``reread``).
         ``fetched`` gets the file ids read through ``identify``."""
         replaced = self._replaced(listing, changed, fetched)
-        again = set(changed) if self.on_modified == "reread" else replaced
+        # ``continue``: emitted again as well; the source starts it where its content was read
+        # to (operators.ledger).
+        rereads = self.on_modified in ("reread", "continue")
+        again = set(changed) if rereads else replaced
         for n in again:  # forgotten: read again whole, as new files
             if n in self._window:
                 self._window.drop(n)
@@ -726,7 +729,7 @@ class ScanCursor:
                 # that later reports the file read again as a late file passed over.)
                 self.census.remove(n)
             self._young_in_census.discard(n)
-        if self.on_modified == "reread":
+        if rereads:
             return again
         for entry in listing:
             name = entry[1]

@@ -103,11 +103,23 @@ class ScanSettings(BaseModel):
     on_late_file: Literal["warn", "fail"] = Field(
         "warn", validation_alias=_alias("on_late_file", "onLateFile")
     )
-    #: What a file that changes in place after it was read (a new mtime, the same inode or
-    #: HDFS fileId: it grew) does: a WARNING and a count (not read again), an error, or
-    #: ``reread`` (read again, whole). Another file under the name (replaced) is read as new.
-    on_modified: Literal["warn", "fail", "reread"] = Field(
+    #: What a file read before that is listed again with a new mtime does. ``continue``: the
+    #: content decides (:mod:`operators.ledger`): a file whose first bytes are those read
+    #: before, under its name or another (appended to, a cumulative export, a rotation)
+    #: continues after them, anything else is read whole. ``warn``: a WARNING and a count, not
+    #: read again (another file id under the name is read as new); ``fail``: an error;
+    #: ``reread``: read again whole (every version, snapshot semantics).
+    on_modified: Literal["warn", "fail", "reread", "continue"] = Field(
         "warn", validation_alias=_alias("on_modified", "onModified")
+    )
+    #: ``continue``: how many files' content read is remembered, and for how long after each
+    #: was last read. What falls out is counted and logged; a file listed again after that is
+    #: read whole.
+    remember_files: int = Field(
+        100_000, gt=0, validation_alias=_alias("remember_files", "rememberFiles")
+    )
+    remember_for: Duration = Field(
+        7 * 86400.0, gt=0, validation_alias=_alias("remember_for", "rememberFor")
     )
     #: Directories a control input may switch to (the directory or below). ``None``: any.
     roots: tuple[str, ...] | None = None

@@ -32,6 +32,7 @@ from operators.decoding import (
 )
 from operators.errors import OperatorError
 from operators.housekeeping import ReadFile
+from operators.ledger import EDGE, HEAD, ReadLedger, fingerprint
 from operators.readahead import ReadAhead
 from region.activity import doing
 from region.errors import permanent
@@ -48,7 +49,7 @@ logger = logging.getLogger(__name__)
 _PIECE = 1 << 18
 #: Leading bytes of each file whose CRC-32 the state keeps: a file resumed after a cut must
 #: still begin with them (:meth:`HDFS2FileSource._same_head`).
-_HEAD = 4096
+_HEAD = HEAD
 
 
 @runtime_checkable
@@ -148,8 +149,10 @@ class HDFS2FileSource(StartOperator):
         files: FileFeed | None = None,
         name: str = "source",
         clock: Callable[[], float] = time.time,
-        on_modified: Literal["warn", "fail", "reread"] = "warn",
+        on_modified: Literal["warn", "fail", "reread", "continue"] = "warn",
         encoded_for: str | None = None,
+        remember_files: int = 100_000,
+        remember_for: float = 7 * 86400.0,
     ) -> None:
         """``encoded_for``: the encoding of the only reader of the records, a sink writing
         lines as they come (no transform between): when it is this source's UTF-8 or ASCII,
@@ -195,6 +198,12 @@ class HDFS2FileSource(StartOperator):
         self.files_modified = 0
         #: What a file replaced since the cut does (the scan's ``on_modified``).
         self.on_modified = on_modified
+        #: ``continue``: what was read of each file, by content (:mod:`operators.ledger`): a
+        #: file the feed names again continues where its content was read to.
+        self._ledger: ReadLedger | None = None
+        if on_modified == "continue" and files is not None:
+            self._ledger = ReadLedger(keep_files=remember_files, keep_for=remember_for)
+        self.files_continued = 0
         # Checkpointed state; _opened is (mtime_ns, size, file id) of the file when it was
         # opened, _head (length, CRC-32) of its leading bytes read.
         self._path: str | None = settings.file
@@ -229,6 +238,7 @@ class HDFS2FileSource(StartOperator):
         self._tail: list[bytes] = []  # pieces of an unterminated line after _lines
         self._buf = b""  # binary mode: bytes read ahead
         self._bpos = 0
+        self._edge = b""  # the last bytes read, up to _read_pos (at most EDGE)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -259,6 +269,7 @@ class HDFS2FileSource(StartOperator):
             size = self._offset - start
             at_end = self._at_end()
             if at_end:
+                self._remember(path)
                 self._read_to_end(path)
                 self._finish_file()
             return Batch(records, punctuation=at_end, origin=path, size=size)
@@ -292,9 +303,10 @@ class HDFS2FileSource(StartOperator):
             status = status._replace(
                 file_id=self._entry_id if fresh else file_identity(self._fs, status)
             )
+        fresh = self._offset == 0
         if self._offset > 0 and self._replaced(status):
             seen_by_scan = self._scan_sees(status)
-            if self.on_modified == "reread" and not seen_by_scan:
+            if self.on_modified in ("reread", "continue") and not seen_by_scan:
                 self._offset = 0  # the new content is read whole, as a new file
             else:
                 # Never resumed at the old offset. With a new mtime the scan finds the file
@@ -305,11 +317,62 @@ class HDFS2FileSource(StartOperator):
         if self._offset == 0 or self._opened is None:
             self._opened = (status.mtime_ns, status.size, status.file_id)
             self._head = self._head_bytes = None
+        if fresh and self._ledger is not None and not self._continue(status):
+            return False
         self._open = True
         self._read_pos = self._offset
         self.files_opened += 1
         logger.debug("%s: reading %s from byte %s", self.name, path, self._offset)
         return True
+
+    def _continue(self, status: FileStatus) -> bool:
+        """Start a file the feed names at the byte its content was read to before (rule of
+        :mod:`operators.ledger`); ``False`` when it vanished meanwhile."""
+        assert self._ledger is not None
+        path = status.path
+        try:
+            where = self._ledger.continues_at(path, status.size, self._fs.read)
+        except FileNotFoundError:
+            self._vanished(path)
+            return False
+        if where.offset == 0:
+            if path in self._ledger:
+                self._ledger.set_aside(path)
+                logger.info(
+                    "%s: %s holds other bytes than those read before: read whole, as new",
+                    self.name,
+                    self._fs.display(path),
+                )
+            return True
+        earlier = self._ledger.get(where.taken_from or path)
+        assert earlier is not None
+        if where.taken_from is not None:
+            self._ledger.take(path, where.taken_from)
+        self._offset = self._read_pos = where.offset
+        self._head = (earlier.head_len, earlier.head_crc)
+        self.files_continued += 1
+        logger.info(
+            "%s: %s continues at byte %d: its first %d bytes were read before%s",
+            self.name,
+            self._fs.display(path),
+            where.offset,
+            where.offset,
+            "" if where.taken_from is None else f" as {self._fs.display(where.taken_from)}",
+        )
+        return True
+
+    def _remember(self, path: str) -> None:
+        """A file read to its end: what was read of it, for :meth:`_continue`."""
+        if self._ledger is None:
+            return
+        length = self._offset
+        edge = self._edge if self._read_pos == length else b""
+        if len(edge) < min(length, EDGE):  # resumed after a cut, a few bytes before the end
+            edge = self._fs.read(path, max(0, length - EDGE), min(length, EDGE))
+        head = self._head_bytes
+        if head is None or len(head) < min(length, HEAD):  # resumed or continued past it
+            head = self._fs.read(path, 0, min(length, HEAD))
+        self._ledger.remember(path, fingerprint(head, edge, length, self._clock()))
 
     def _replaced(self, status: FileStatus) -> bool:
         """Whether the file resumed at ``_offset`` is no longer the one read before the cut:
@@ -321,7 +384,8 @@ class HDFS2FileSource(StartOperator):
         at the old offset: ``on_modified`` says what happens instead."""
         opened = self._opened
         other_id = (
-            opened is not None
+            self._ledger is None  # the content decides, never the id alone
+            and opened is not None
             and opened[2] is not None
             and status.file_id is not None
             and status.file_id != opened[2]
@@ -435,6 +499,8 @@ class HDFS2FileSource(StartOperator):
         if self._read_pos == 0 and self._head is None and self._head_bytes is None:
             self._head_bytes = data[:_HEAD]
         self._read_pos += len(data)
+        if self._ledger is not None:
+            self._edge = data[-EDGE:] if len(data) >= EDGE else (self._edge + data)[-EDGE:]
         if len(data) < want:
             self._eof = True
         else:
@@ -712,6 +778,7 @@ class HDFS2FileSource(StartOperator):
             "done": self._done,
             "opened": opened,
             "files": dict(feed.checkpoint(cut_id)) if feed is not None else None,
+            **({"ledger": self._ledger.state()} if self._ledger is not None else {}),
         }
 
     def reset(self, state: State) -> None:
@@ -728,6 +795,8 @@ class HDFS2FileSource(StartOperator):
                 self._stateful_feed.reset_to_initial_state()
             else:
                 self._stateful_feed.reset(files_state)
+        if self._ledger is not None:
+            self._ledger.restore(state.get("ledger"))
         self._path = path
         self._offset = int(state.get("offset", 0))
         self._done = bool(state.get("done", False))
@@ -745,6 +814,8 @@ class HDFS2FileSource(StartOperator):
     def reset_to_initial_state(self) -> None:
         if self._stateful_feed is not None:
             self._stateful_feed.reset_to_initial_state()
+        if self._ledger is not None:
+            self._ledger.restore(None)
         self._path = self.settings.file
         self._offset = 0
         self._done = False

@@ -191,6 +191,8 @@ def build_local(config: PipelineConfig) -> LocalRun:
         files=scan,
         on_modified=config.scan.on_modified,
         encoded_for=None if transforms else sink.line_encoding,
+        remember_files=config.scan.remember_files,
+        remember_for=config.scan.remember_for,
     )
 
     # 3. Checkpoints of this pipeline only, in a directory only this process uses.

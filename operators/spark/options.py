@@ -307,6 +307,13 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         raise ConfigError(f"{_SOURCE}: the option 'directory' is required")
     scan = build(ScanSettings, routed["scan"], source=_SOURCE)
     assert scan.directory is not None
+    if scan.on_modified == "continue":
+        msg = (
+            f"{_SOURCE}: on_modified = 'continue' (the content read decides where a file "
+            "listed again continues) runs on the local engine only so far; on Spark use "
+            "'warn', 'fail' or 'reread'"
+        )
+        raise ConfigError(msg)
     fs_settings, directory = resolve(scan.directory, routed["fs"], source=_SOURCE)
     spark = build(ScanOptions, routed["spark"], source=_SOURCE)
     file = build(SourceSettings, routed["file"], source=_SOURCE)

@@ -1,0 +1,248 @@
+"""What a source read, remembered by content: where a file listed again continues.
+
+One rule for every engine (``on_modified = "continue"``):
+
+1. A file read to byte ``L`` is remembered under its path: ``L``, the CRC-32 of its first
+   ``min(L, HEAD)`` bytes (the *head*) and of the ``min(L, EDGE)`` bytes before ``L`` (the
+   *edge*), and when it was read.
+2. A file, under any path, whose first ``L`` bytes are the ``L`` bytes read before **continues at
+   L**: appended to, written anew with the same leading content (a cumulative export), renamed,
+   or replaced by a copy. Only the bytes after ``L`` are new records.
+3. Any other content under a path read before is **new**: read from byte 0 (written over,
+   truncated and written again, another export moved over the name).
+4. A file's identity (inode, HDFS fileId) decides nothing: ext4 hands a freed inode out again at
+   once, and a rename keeps it.
+
+Another path's memory is taken only when that path no longer holds what was read there (it
+vanished, or its head or edge changed, or it is shorter): a rotation by rename (``svc.log`` ->
+``svc.log.1``) or the copy of a copytruncate (``app.log`` -> ``app.log.1``, then ``app.log``
+truncated). Two paths that hold the same bytes at once are two files, each read.
+
+**What is compared, and how it could be fooled.** The head and the edge, two reads of at most
+4 KiB each, whatever the file's size: an append to a 10 GB log costs what the appended bytes
+cost. A file whose first ``L`` bytes differ from those read only *between* its first and last
+4 KiB before ``L`` (same length or longer, same head, same bytes at the boundary) is taken to
+continue at ``L``: a rewrite that keeps both ends of what was read and changes its middle.
+
+**Bounded.** ``keep_files`` paths at most, each for ``keep_for`` seconds after it was last read;
+what falls out is counted (``forgotten``) and logged, and a file listed again after its path was
+forgotten is read whole, as new.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+__all__ = ["EDGE", "HEAD", "Continuation", "Read", "ReadLedger"]
+
+logger = logging.getLogger(__name__)
+
+#: Leading bytes compared (the head) and bytes compared before the end of what was read.
+HEAD = 4096
+EDGE = 4096
+
+
+class Read(NamedTuple):
+    """What was read of one file: ``length`` bytes; the CRC-32 of the first ``head_len`` and of
+    the ``edge_len`` bytes before ``length``; ``at``: when, in seconds since the epoch."""
+
+    length: int
+    head_len: int
+    head_crc: int
+    edge_len: int
+    edge_crc: int
+    at: float
+
+
+class Continuation(NamedTuple):
+    """Where a file continues: ``offset`` (0: it is new), and the path whose memory it took
+    (``None``: its own, or none)."""
+
+    offset: int
+    taken_from: str | None
+
+
+#: Joins a path and what was read there before its file was new content (kept aside).
+_ASIDE = "\x00"
+
+
+#: Reads ``length`` bytes of ``path`` at ``offset`` (fewer at its end); raises
+#: ``FileNotFoundError`` for a path that is gone.
+ReadRange = Callable[[str, int, int], bytes]
+
+
+def fingerprint(head: bytes, edge: bytes, length: int, at: float) -> Read:
+    """The :class:`Read` of a file read to ``length``, given its first bytes (at least
+    ``min(length, HEAD)`` of them) and the bytes just before ``length`` (at most ``EDGE``)."""
+    head = head[: min(length, HEAD)]
+    edge = edge[-min(length, EDGE) :] if length else b""
+    return Read(length, len(head), zlib.crc32(head), len(edge), zlib.crc32(edge), at)
+
+
+class ReadLedger:
+    """The files read, by path (see the module's docstring). State: :meth:`state` /
+    :meth:`restore`, plain values."""
+
+    def __init__(self, *, keep_files: int, keep_for: float) -> None:
+        if keep_files < 1:
+            raise ValueError(f"keep_files must be >= 1, got {keep_files}")
+        self.keep_files = keep_files
+        self.keep_for = keep_for
+        self._reads: dict[str, Read] = {}  # in the order read: the oldest first
+        self.forgotten = 0
+        self._text: str | None = None  # the encoded state, until it changes
+
+    def __len__(self) -> int:
+        return len(self._reads)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._reads
+
+    def get(self, path: str) -> Read | None:
+        return self._reads.get(path)
+
+    def remember(self, path: str, read: Read) -> None:
+        """``path`` was read to ``read.length`` (:func:`fingerprint`)."""
+        self._reads.pop(path, None)
+        self._reads[path] = read
+        self._text = None
+        self._bound(read.at)
+
+    def set_aside(self, path: str) -> None:
+        """``path`` holds new content (:meth:`continues_at` said 0): what was read there stays
+        known aside, for another path to continue (the copy of a copytruncate, or a rotated
+        file, listed after the new file under the old name)."""
+        earlier = self._reads.pop(path, None)
+        if earlier is not None:
+            self._reads[f"{path}{_ASIDE}{earlier.length}:{earlier.edge_crc}"] = earlier
+            self._text = None
+
+    def forget(self, path: str) -> None:
+        if self._reads.pop(path, None) is not None:
+            self._text = None
+
+    def _bound(self, now: float) -> None:
+        reads = self._reads
+        old = [p for p, r in reads.items() if now - r.at > self.keep_for]
+        over = len(reads) - len(old) - self.keep_files
+        if over > 0:
+            aged = set(old)
+            old += [p for p in reads if p not in aged][:over]
+        if not old:
+            return
+        for p in old:
+            del reads[p]
+        self.forgotten += len(old)
+        logger.warning(
+            "forgot what was read of %d file(s) (kept: %d files for %gs; e.g. %s): a file "
+            "listed again under such a name is read whole",
+            len(old),
+            self.keep_files,
+            self.keep_for,
+            old[0],
+        )
+
+    # -- the rule ---------------------------------------------------------------------------
+
+    def continues_at(self, path: str, size: int, read: ReadRange) -> Continuation:
+        """Where the file at ``path`` (``size`` bytes now) continues: rule 2 or 3 of the
+        module's docstring. Reads at most two windows of 4 KiB per path compared."""
+        own = self._reads.get(path)
+        head = read(path, 0, HEAD)
+        if own is not None and self._holds(path, size, own, head, read):
+            return Continuation(own.length, None)
+        best: tuple[int, str] | None = None
+        for other, earlier in self._candidates(path, size, head):
+            longer = best is None or earlier.length > best[0]
+            if (
+                longer
+                and self._holds(path, size, earlier, head, read)
+                and not self._still_at(other, earlier, read)
+            ):
+                best = (earlier.length, other)
+        if best is None:
+            return Continuation(0, None)
+        return Continuation(best[0], best[1])
+
+    def take(self, path: str, taken_from: str) -> None:
+        """``path`` continued where ``taken_from`` was read (:meth:`continues_at`): the memory
+        moves to it (kept until ``path`` is read on and remembered anew)."""
+        earlier = self._reads.pop(taken_from, None)
+        if earlier is not None:
+            self._reads[path] = earlier
+            self._text = None
+
+    def _candidates(self, path: str, size: int, head: bytes) -> Iterator[tuple[str, Read]]:
+        """Other paths read before whose head the file begins with."""
+        crcs: dict[int, int] = {}
+        for other, earlier in self._reads.items():
+            mine = other == path or other.startswith(path + _ASIDE)
+            if mine or earlier.length > size or earlier.head_len > len(head):
+                continue
+            crc = crcs.get(earlier.head_len)
+            if crc is None:
+                crc = crcs[earlier.head_len] = zlib.crc32(head[: earlier.head_len])
+            if crc == earlier.head_crc:
+                yield other, earlier
+
+    @staticmethod
+    def _holds(path: str, size: int, earlier: Read, head: bytes, read: ReadRange) -> bool:
+        """Whether the file begins with what ``earlier`` read (head and edge compared)."""
+        if size < earlier.length or len(head) < earlier.head_len:
+            return False
+        if zlib.crc32(head[: earlier.head_len]) != earlier.head_crc:
+            return False
+        start = earlier.length - earlier.edge_len
+        if start + earlier.edge_len <= len(head):
+            edge = head[start : earlier.length]
+        else:
+            edge = read(path, start, earlier.edge_len)
+        return len(edge) == earlier.edge_len and zlib.crc32(edge) == earlier.edge_crc
+
+    def _still_at(self, other: str, earlier: Read, read: ReadRange) -> bool:
+        """Whether ``other`` still holds what was read there (then it is not this file's)."""
+        if _ASIDE in other:
+            return False  # its path holds other bytes since
+        try:
+            head = read(other, 0, HEAD)
+        except FileNotFoundError:
+            return False
+        # The size is unknown here: a shorter file fails the edge's read below.
+        return self._holds(other, earlier.length, earlier, head, read)
+
+    # -- state ------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """Plain values; the reads encoded once per change (a cut with none costs nothing)."""
+        if self._text is None:
+            rows = [[p, *r] for p, r in self._reads.items()]
+            raw = json.dumps(rows, separators=(",", ":")).encode()
+            self._text = base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+        return {"reads": self._text, "forgotten": self.forgotten}
+
+    def restore(self, state: dict[str, Any] | None) -> None:
+        """The ledger of :meth:`state` (``None``: nothing read yet)."""
+        self._reads = {}
+        self._text = None
+        self.forgotten = 0
+        if not state:
+            return
+        text = state.get("reads")
+        if text:
+            rows = json.loads(zlib.decompress(base64.b64decode(text)))
+            for row in rows:
+                self._reads[str(row[0])] = Read(
+                    int(row[1]),
+                    int(row[2]),
+                    int(row[3]),
+                    int(row[4]),
+                    int(row[5]),
+                    float(row[6]),
+                )
+            self._text = str(text)
+        self.forgotten = int(state.get("forgotten", 0))

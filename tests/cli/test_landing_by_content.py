@@ -1,0 +1,268 @@
+"""``on_modified = "continue"``: what was read is remembered by content, and every byte that
+lands is read once however it lands. Cron-style runs (``run --available-now`` once an "hour",
+the files' mtimes an hour apart) on five files landing five ways, each line published once."""
+
+from __future__ import annotations
+
+import collections
+import os
+import posixpath
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from region.fs import FileSystem
+from tests.cli.conftest import PipelineDir, cli
+from tests.cli.test_replaced_files import HDFS_SETTINGS
+from tests.conftest import CLUSTER_USER, real_fs
+
+SETTINGS = """\
+    engine = "local"
+    [region]
+    trigger = "periodic"
+    period = "50ms"
+    [scan]
+    directory = "landing"
+    on_modified = "continue"
+    [sink]
+    file = "out/part-%FILENUM.txt"
+"""
+
+#: 2023-11-14 22:13:20 UTC: the first "hour".
+T0 = 1_700_000_000
+HOUR = 3600
+
+
+def _lines(tag: str, hour: int, count: int) -> list[str]:
+    return [f"{tag} h{hour} {i}" for i in range(count)]
+
+
+def _write(path: Path, lines: list[str], *, mode: str = "w") -> None:
+    with path.open(mode, encoding="utf-8") as out:
+        out.write("".join(f"{line}\n" for line in lines))
+
+
+def _stamp(path: Path, seconds: int) -> None:
+    os.utime(path, (seconds, seconds))
+
+
+class LocalDisk:
+    """The five landings' operations on the local disk."""
+
+    def __init__(self, landing: Path) -> None:
+        landing.mkdir(parents=True, exist_ok=True)
+        self.landing = landing
+
+    def write(self, name: str, lines: list[str], *, append: bool = False) -> None:
+        _write(self.landing / name, lines, mode="a" if append else "w")
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(self.landing / src, self.landing / dst)
+
+    def copy(self, src: str, dst: str) -> None:
+        shutil.copyfile(self.landing / src, self.landing / dst)
+
+    def truncate(self, name: str) -> None:
+        os.truncate(self.landing / name, 0)
+
+    def stamp(self, name: str, seconds: int) -> None:
+        _stamp(self.landing / name, seconds)
+
+
+class Hdfs:
+    """The same on hdfs:// through the project's client (mtimes set by the NameNode's setTimes)."""
+
+    def __init__(self, fs: FileSystem, landing: str) -> None:
+        fs.mkdirs(landing)
+        self.fs, self.landing = fs, landing
+
+    def _path(self, name: str) -> str:
+        return posixpath.join(self.landing, name)
+
+    def write(self, name: str, lines: list[str], *, append: bool = False) -> None:
+        path = self._path(name)
+        data = "".join(f"{line}\n" for line in lines).encode()
+        if append and self.fs.exists(path):
+            writer = self.fs.append(path)
+        else:
+            writer = self.fs.create(path, overwrite=True)
+        writer.write(data)
+        writer.close()
+
+    def rename(self, src: str, dst: str) -> None:
+        self.fs.rename(self._path(src), self._path(dst), overwrite=True)
+
+    def copy(self, src: str, dst: str) -> None:
+        data = self.fs.read(self._path(src))
+        writer = self.fs.create(self._path(dst), overwrite=True)
+        writer.write(data)
+        writer.close()
+
+    def truncate(self, name: str) -> None:
+        self.fs.truncate(self._path(name), 0)
+
+    def stamp(self, name: str, seconds: int) -> None:
+        self.fs.client.set_times(self._path(name), seconds * 1000, seconds * 1000)  # type: ignore[attr-defined]
+
+
+class FiveFiles:
+    """The five landings; ``landed`` holds every line written, once each."""
+
+    def __init__(self, disk: LocalDisk | Hdfs) -> None:
+        self.disk = disk
+        self.landed: list[str] = []
+        self.cumulative: list[str] = []
+
+    def hour(self, h: int) -> None:
+        at = T0 + h * HOUR
+        d = self.disk
+        # events.log: a log that grows.
+        new = _lines("events", h, 20)
+        d.write("events.log", new, append=True)
+        d.stamp("events.log", at)
+        self.landed += new
+        # cumulative.csv: every row so far, written anew and moved over the name.
+        new = _lines("cumulative", h, 10)
+        self.cumulative += new
+        d.write(".cumulative.tmp", self.cumulative)
+        d.stamp(".cumulative.tmp", at)
+        d.rename(".cumulative.tmp", "cumulative.csv")
+        self.landed += new
+        # orders.csv: the hour's export, cp over the name (same inode) in odd hours and mv
+        # over it in even ones.
+        new = _lines("orders", h, 15)
+        if h % 2:
+            d.write("orders.csv", new)  # truncate and write: what cp does to the target
+        else:
+            d.write(".orders.tmp", new)
+            d.rename(".orders.tmp", "orders.csv")
+        d.stamp("orders.csv", at)
+        self.landed += new
+        # app.log: rotated by copytruncate (copied away, truncated, written again).
+        if h > 1:
+            d.copy("app.log", f"app.log.{h - 1}")
+            d.stamp(f"app.log.{h - 1}", at - 2)
+            d.truncate("app.log")
+        new = _lines("app", h, 18)
+        d.write("app.log", new, append=True)
+        d.stamp("app.log", at)
+        self.landed += new
+        # svc.log: rotated by rename (svc.log -> svc.log.1, logrotate's default), a new one.
+        if h > 1:
+            for n in range(h - 2, 0, -1):
+                d.rename(f"svc.log.{n}", f"svc.log.{n + 1}")
+            d.rename("svc.log", "svc.log.1")
+        new = _lines("svc", h, 12)
+        d.write("svc.log", new)
+        d.stamp("svc.log", at)
+        self.landed += new
+
+
+def _run(cfg: Path) -> None:
+    done = cli("run", str(cfg), "--available-now", "--no-progress")
+    assert done.returncode == 0, done.stderr
+
+
+def _five_runs(files: FiveFiles, cfg: Path, published: Callable[[], list[str]]) -> None:
+    """5 runs an hour apart, every line once after each."""
+    for h in range(1, 6):
+        files.hour(h)
+        _run(cfg)
+        counted = collections.Counter(published())
+        twice = {line: n for line, n in counted.items() if n > 1}
+        missing = set(files.landed) - set(counted)
+        assert not twice, f"hour {h}: read twice: {sorted(twice)[:5]} ({len(twice)})"
+        assert not missing, f"hour {h}: never read: {sorted(missing)[:5]} ({len(missing)})"
+    assert len(published()) == len(files.landed) == 5 * (20 + 10 + 15 + 18 + 12)
+
+
+@pytest.mark.slow
+def test_five_files_landing_five_ways_in_cron_runs_are_each_read_once(pdir: PipelineDir) -> None:
+    """Appended, a cumulative export moved over its name, an export copied or moved over its
+    name, copytruncate and rename rotation: every line once."""
+    cfg = pdir.write_config(SETTINGS)
+    _five_runs(FiveFiles(LocalDisk(pdir.landing)), cfg, pdir.output_lines)
+
+
+@pytest.mark.slow
+def test_on_hdfs_five_files_landing_five_ways_in_cron_runs_are_each_read_once(
+    request: pytest.FixtureRequest, pdir: PipelineDir
+) -> None:
+    fs, base, sandbox = real_fs(request, "hdfs")
+    if sandbox is None:
+        pytest.skip("needs the sandbox")
+    root = posixpath.join(base, f"cli-by-content-{time.monotonic_ns()}")
+    body = HDFS_SETTINGS.format(
+        uri=sandbox.info.hdfs,
+        user=CLUSTER_USER,
+        conf_dir=sandbox.info.conf_dir,
+        root=root,
+        webhdfs="",
+        scan='on_modified = "continue"',
+    ).replace('[transform]\nfunction = "pace:shout"\n', "")
+    cfg = pdir.write_config(body)
+    out = posixpath.join(root, "out")
+
+    def published() -> list[str]:
+        return [
+            line
+            for s in fs.list_dir(out)
+            if not s.name.startswith((".", "_"))
+            for line in fs.read(s.path).decode().splitlines()
+        ]
+
+    _five_runs(FiveFiles(Hdfs(fs, posixpath.join(root, "landing"))), cfg, published)
+
+
+Landing = Callable[[Path], None]
+
+
+def _append(path: Path) -> None:
+    _write(path, ["appended 1", "appended 2"], mode="a")
+
+
+def _same_name_other_content(path: Path) -> None:
+    _write(path, ["other 1", "other 2", "other 3"])
+
+
+@pytest.mark.parametrize(
+    ("change", "read_again"),
+    [
+        pytest.param(_append, ["appended 1", "appended 2"], id="appended: the new lines"),
+        pytest.param(
+            _same_name_other_content,
+            ["other 1", "other 2", "other 3"],
+            id="written over in place: the new file whole",
+        ),
+    ],
+)
+def test_a_file_read_before_continues_where_its_content_was_read_to(
+    pdir: PipelineDir, change: Landing, read_again: list[str]
+) -> None:
+    cfg = pdir.write_config(SETTINGS)
+    pdir.landing.mkdir(parents=True)
+    path = pdir.landing / "a.log"
+    _write(path, ["first 1", "first 2"])
+    _stamp(path, T0)
+    _run(cfg)
+    change(path)
+    _stamp(path, T0 + HOUR)
+    _run(cfg)
+    assert sorted(pdir.output_lines()) == sorted(["first 1", "first 2", *read_again])
+
+
+def test_the_same_bytes_under_two_names_at_once_are_two_files(pdir: PipelineDir) -> None:
+    """Only a path that no longer holds what was read there gives its memory away: two
+    sensors sending the same lines are both read."""
+    cfg = pdir.write_config(SETTINGS)
+    pdir.landing.mkdir(parents=True)
+    _write(pdir.landing / "a.txt", ["same 1", "same 2"])
+    _stamp(pdir.landing / "a.txt", T0)
+    _run(cfg)
+    _write(pdir.landing / "b.txt", ["same 1", "same 2"])
+    _stamp(pdir.landing / "b.txt", T0 + HOUR)
+    _run(cfg)
+    assert sorted(pdir.output_lines()) == ["same 1", "same 1", "same 2", "same 2"]
