@@ -112,12 +112,13 @@ class ScanSettings(BaseModel):
     on_modified: Literal["warn", "fail", "reread", "continue"] = Field(
         "warn", validation_alias=_alias("on_modified", "onModified")
     )
-    #: ``continue``: how many files' content read is remembered, and for how long after each
-    #: was last read. What falls out is counted and logged; a file listed again after that is
-    #: read whole.
+    #: ``continue``: how many files' content read is remembered. What falls out is counted
+    #: and logged; a file listed again after that is read whole.
     remember_files: int = Field(
         100_000, gt=0, validation_alias=_alias("remember_files", "rememberFiles")
     )
+    #: ``continue``: how long what was read of a file is remembered after it was last read
+    #: (the default covers an hourly export for a week).
     remember_for: Duration = Field(
         7 * 86400.0, gt=0, validation_alias=_alias("remember_for", "rememberFor")
     )
