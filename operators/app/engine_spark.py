@@ -174,6 +174,8 @@ class SparkPlan:
             "late_window",
             "on_late_file",
             "on_modified",
+            "remember_files",
+            "remember_for",
             "after_read",
         ):
             if field in scan.model_fields_set and getattr(scan, field) is not None:

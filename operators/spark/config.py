@@ -42,7 +42,7 @@ class ScanConfig:
     min_file_age_ns: int
     late_window_ns: int
     on_late_file: Literal["warn", "fail"]
-    on_modified: Literal["warn", "fail", "reread"]
+    on_modified: Literal["warn", "fail", "reread", "continue"]
     binary: bool
     encoding: str
     on_decode_error: OnDecodeError
@@ -62,6 +62,9 @@ class ScanConfig:
     archive_dir: str | None = None
     #: The filesystem of ``plan_dir`` when it is not the scanned one (``None``: the same).
     plan_fs: FileSystemSettings | None = None
+    #: ``on_modified = "continue"``: what was read is remembered (:mod:`operators.ledger`).
+    remember_files: int = 100_000
+    remember_for: float = 7 * 86400.0
 
     def schema(self) -> str:
         value = "value binary" if self.binary else "value string"

@@ -226,6 +226,8 @@ _SCAN_FIELDS = (
     "late_window",
     "on_late_file",
     "on_modified",
+    "remember_files",
+    "remember_for",
     "after_read",
     "archive_dir",
 )
@@ -307,13 +309,6 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         raise ConfigError(f"{_SOURCE}: the option 'directory' is required")
     scan = build(ScanSettings, routed["scan"], source=_SOURCE)
     assert scan.directory is not None
-    if scan.on_modified == "continue":
-        msg = (
-            f"{_SOURCE}: on_modified = 'continue' (the content read decides where a file "
-            "listed again continues) runs on the local engine only so far; on Spark use "
-            "'warn', 'fail' or 'reread'"
-        )
-        raise ConfigError(msg)
     fs_settings, directory = resolve(scan.directory, routed["fs"], source=_SOURCE)
     spark = build(ScanOptions, routed["spark"], source=_SOURCE)
     file = build(SourceSettings, routed["file"], source=_SOURCE)
@@ -334,6 +329,8 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         late_window_ns=round(scan.late_window * _NS),
         on_late_file=scan.on_late_file,
         on_modified=scan.on_modified,
+        remember_files=scan.remember_files,
+        remember_for=scan.remember_for,
         binary=file.format == "binary",
         encoding=file.encoding,
         on_decode_error=file.on_decode_error,

@@ -48,6 +48,7 @@ from pyspark.sql.streaming.datasource import (
 
 from operators.cursor import ScanCursor, identifier
 from operators.housekeeping import AfterRead, ReadFile
+from operators.ledger import EDGE, HEAD, ReadLedger, fingerprint
 from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
 from region.atomic import dir_permission, write_atomically
@@ -114,6 +115,9 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # The cursor of the offset last returned (``_at``: its seq and plan): it remembers the
         # last listing, so names new since then are found whatever their mtime.
         self._cursor: ScanCursor | None = None
+        # ``on_modified = "continue"``: what was read, by content (operators.ledger), as of
+        # the same offset; kept in the plan of the batch that changed it last.
+        self._ledger: ReadLedger | None = None
         self._at: tuple[Any, Any] | None = None
         #: ``housekept`` of the offset last planned from: a restart starts there or later.
         self._start_housekept: int | None = None
@@ -124,6 +128,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         state = dict(self.__dict__)
         state["_fs"] = state["_plan_fs"] = None  # opened again where they are used
         state["_cursor"] = state["_at"] = None  # the driver's memory, not the executors'
+        state["_ledger"] = None
         return state
 
     @property
@@ -211,6 +216,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
             self._cursor.reset(start)
             self._at = at
+            self._ledger = self._ledger_of(start)
             since = start.get("housekept")
             if since is not None:
                 # Files after_read moved away after this offset was planned: their names are
@@ -244,11 +250,16 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             young=[e[1] for e in young],
             unmatched=unmatched or (),
         )
-        candidates = [(e, 0, True) for e in new if cursor.is_late(e)]
+        #    A new file starts where its content was read to before ("continue"), else at 0.
+        begins = self._begins(new) if self._ledger is not None else {}
+        if self._ledger is not None:
+            new = [e for e in new if e[2] in begins]  # not vanished since the listing
+        firsts = {e[2]: begins.get(e[2], 0) for e in new}
+        candidates = [(e, firsts[e[2]], True) for e in new if cursor.is_late(e)]
         if key is not None and pos is not None:
             candidates += [(e, pos, False) for e in listing if (e[0], e[1]) == key and pos < e[3]]
         # A file with an mtime ahead of the listing leaves no key of its own: read whole.
-        candidates += [(e, 0, cursor.is_ahead(e)) for e in new if not cursor.is_late(e)]
+        candidates += [(e, firsts[e[2]], cursor.is_ahead(e)) for e in new if not cursor.is_late(e)]
         self.waiting = [(entry[0], entry[3] - begin) for entry, begin, _ in candidates]
         # 2. Admission control: the engine's limit (ReadAllAvailable ignores the options).
         max_files = max_bytes = None
@@ -282,11 +293,14 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # not report them again and progress shows the count.
             seq = int(start["seq"]) + 1
             self._at = (seq, None)
-            return {"v": 2, "seq": seq, "pos": pos, "plan": None, **self._state_of(cursor)}
+            offset = {"v": 2, "seq": seq, "pos": pos, "plan": None, **self._state_of(cursor)}
+            if start.get("ledger") is not None:
+                offset["ledger"] = start["ledger"]  # unchanged: still in that plan
+            return offset
         # 3. The new offset and its plan.
         new_pos = pos
         for r in planned:
-            if r.start == 0:
+            if firsts.get(r.entry[2]) == r.start:
                 cursor.emit(r.entry)
             if (r.entry[0], r.entry[1]) == cursor.key:
                 new_pos = r.end if r.end < r.size else None
@@ -300,12 +314,78 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.config.after_read != "keep":
             # What each file read to its end was (after_read leaves a changed file alone).
             plan["mtimes"] = {r.entry[2]: r.entry[0] for r in planned if r.end >= r.size}
+        if self._ledger is not None:
+            self._remember(planned)
+            plan["ledger"] = self._ledger.state()
         body = json.dumps(plan, sort_keys=True).encode()
         digest = hashlib.sha256(body).hexdigest()[:16]
         self._write_plan(seq, digest, body)
         offset = {"v": 2, "seq": seq, "pos": new_pos, "plan": digest, **self._state_of(cursor)}
+        if self._ledger is not None:
+            offset["ledger"] = [seq, digest]
         self._at = (seq, digest)
         return offset
+
+    def _ledger_of(self, start: Mapping[str, Any]) -> ReadLedger | None:
+        """The ledger as of offset ``start`` (``continue`` only): in the plan it names."""
+        config = self.config
+        if config.on_modified != "continue":
+            return None
+        ledger = ReadLedger(keep_files=config.remember_files, keep_for=config.remember_for)
+        ref = start.get("ledger")
+        if ref is not None:
+            ledger.restore(self._read_plan_body(int(ref[0]), str(ref[1]))["ledger"])
+        return ledger
+
+    def _begins(self, new: list[ListingEntry]) -> dict[str, int]:
+        """Where each new file continues (:mod:`operators.ledger`); a file that vanished since
+        the listing is left out."""
+        ledger = self._ledger
+        assert ledger is not None
+        begins: dict[str, int] = {}
+        for entry in new:
+            path = entry[2]
+            try:
+                where = ledger.continues_at(path, entry[3], self.fs.read)
+            except FileNotFoundError:
+                continue
+            if where.offset == 0 and path in ledger:
+                ledger.set_aside(path)
+                logger.info(
+                    "%s: %s holds other bytes than those read before: read whole, as new",
+                    _SOURCE,
+                    self.fs.display(path),
+                )
+            elif where.offset > 0:
+                if where.taken_from is not None:
+                    ledger.take(path, where.taken_from)
+                logger.info(
+                    "%s: %s continues at byte %d: its first %d bytes were read before%s",
+                    _SOURCE,
+                    self.fs.display(path),
+                    where.offset,
+                    where.offset,
+                    "" if where.taken_from is None else f" as {self.fs.display(where.taken_from)}",
+                )
+            begins[path] = where.offset
+        return begins
+
+    def _remember(self, planned: list[_Range]) -> None:
+        """The files a batch reads to their end, as it reads them: the same content rule as
+        the in-process source (two windows of 4 KiB read here, on the driver)."""
+        ledger = self._ledger
+        assert ledger is not None
+        now = time.time()
+        for r in planned:
+            if r.end < r.size:
+                continue
+            path, size = r.entry[2], r.size
+            try:
+                head = self.fs.read(path, 0, min(size, HEAD))
+                edge = head if size <= HEAD else self.fs.read(path, size - EDGE, EDGE)
+            except FileNotFoundError:
+                continue  # the batch's read says so
+            ledger.remember(path, fingerprint(head, edge, size, now))
 
     def _state_of(self, cursor: ScanCursor) -> dict[str, Any]:
         """The cursor's state for an offset; with ``after_read``, also the last batch whose
@@ -335,17 +415,21 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             permission=_PLAN_PERMISSION,
         )
 
-    def _read_plan(self, end: Mapping[str, Any]) -> list[tuple[str, int, int, int]]:
-        path = self._plan_path(int(end["seq"]), str(end["plan"]))
+    def _read_plan_body(self, seq: int, digest: str) -> dict[str, Any]:
+        path = self._plan_path(seq, digest)
         try:
-            plan = json.loads(self.plan_fs.read(path))
+            plan: dict[str, Any] = json.loads(self.plan_fs.read(path))
         except FileNotFoundError:
             msg = (
-                f"{_SOURCE}: the plan of batch offset {end['seq']} "
+                f"{_SOURCE}: the plan of batch offset {seq} "
                 f"({self.plan_fs.display(path)}) is missing: the plan_dir was deleted or another "
                 "query shares it"
             )
             raise FileNotFoundError(msg) from None
+        return plan
+
+    def _read_plan(self, end: Mapping[str, Any]) -> list[tuple[str, int, int, int]]:
+        plan = self._read_plan_body(int(end["seq"]), str(end["plan"]))
         return [(str(p), int(s), int(e), int(z)) for p, s, e, z in plan["ranges"]]
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -454,6 +538,8 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         oldest = int(end.get("seq", 0)) - self.config.plan_retain
         if self.config.after_read != "keep":
             oldest = min(oldest, self._housekept_through() + 1)
+        if end.get("ledger") is not None:
+            oldest = min(oldest, int(end["ledger"][0]))  # what was read is in that plan
         if oldest <= 0:
             return
         try:

@@ -20,7 +20,7 @@ from tests.cli.test_replaced_files import HDFS_SETTINGS
 from tests.conftest import CLUSTER_USER, real_fs
 
 SETTINGS = """\
-    engine = "local"
+    engine = "{engine}"
     [region]
     trigger = "periodic"
     period = "50ms"
@@ -29,7 +29,9 @@ SETTINGS = """\
     on_modified = "continue"
     [sink]
     file = "out/part-%FILENUM.txt"
-"""
+""".replace("{engine}", "local")
+#: The same on Spark.
+SPARK_SETTINGS = SETTINGS.replace('engine = "local"', 'engine = "spark"')
 
 #: 2023-11-14 22:13:20 UTC: the first "hour".
 T0 = 1_700_000_000
@@ -162,7 +164,7 @@ class FiveFiles:
 
 
 def _run(cfg: Path) -> None:
-    done = cli("run", str(cfg), "--available-now", "--no-progress")
+    done = cli("run", str(cfg), "--available-now", "--no-progress", timeout=300)
     assert done.returncode == 0, done.stderr
 
 
@@ -180,10 +182,15 @@ def _five_runs(files: FiveFiles, cfg: Path, published: Callable[[], list[str]]) 
 
 
 @pytest.mark.slow
-def test_five_files_landing_five_ways_in_cron_runs_are_each_read_once(pdir: PipelineDir) -> None:
+@pytest.mark.parametrize(
+    "settings", [SETTINGS, pytest.param(SPARK_SETTINGS, marks=pytest.mark.spark, id="spark")]
+)
+def test_five_files_landing_five_ways_in_cron_runs_are_each_read_once(
+    pdir: PipelineDir, settings: str
+) -> None:
     """Appended, a cumulative export moved over its name, an export copied or moved over its
-    name, copytruncate and rename rotation: every line once."""
-    cfg = pdir.write_config(SETTINGS)
+    name, copytruncate and rename rotation: every line once, on both engines."""
+    cfg = pdir.write_config(settings)
     _five_runs(FiveFiles(LocalDisk(pdir.landing)), cfg, pdir.output_lines)
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import collections
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.ledger import ReadLedger, fingerprint
-from operators.spark.options import scan_config
-from region.errors import ConfigError
 
 #: One step: (operation, file index, lines). Lines are numbered as written, so each is unique.
 OPS = ("append", "rewrite", "cumulative", "rotate", "copytruncate", "read")
@@ -117,9 +114,3 @@ def test_what_falls_out_is_counted_and_logged(caplog) -> None:  # type: ignore[n
     ledger.remember("/d/3", fingerprint(b"x\n", b"x\n", 2, 100.0))  # the others are too old
     assert ledger.forgotten == 3 and len(ledger) == 1
     assert "forgot what was read of 1 file(s)" in caplog.text
-
-
-def test_spark_refuses_the_content_rule_at_start_naming_the_setting() -> None:
-    """Not silently another rule on the other engine: the query does not start."""
-    with pytest.raises(ConfigError, match=r"on_modified = 'continue'.*local engine only"):
-        scan_config({"directory": "/x", "on_modified": "continue"})
