@@ -85,15 +85,18 @@ logger = logging.getLogger(__name__)
 _UNIDENTIFIED: set[str] = set()
 
 
-def identifier(fs: FileSystem) -> Callable[[list[str]], list[int | None]] | None:
+def identifier(
+    fs: FileSystem, *, on_modified: str = "warn"
+) -> Callable[[list[str]], list[int | None]] | None:
     """What reads the file ids ``fs``'s listings leave out (``ScanCursor(identify=...)``), the
     same way :func:`region.fs.file_identity` reads one for the source. A filesystem that cannot
-    read them (hdfs:// with no WebHDFS known) is announced at WARNING, once: a file replaced
-    under a name read before then looks like one that grew or changed in place."""
+    read them (hdfs:// with no WebHDFS known) is announced at WARNING, once, where the policy
+    decides by identity (``warn``, ``fail``): a file replaced under a name read before then
+    looks like one that grew or changed in place. ``continue`` decides by content."""
     if not isinstance(fs, FileIdReader):
         return None
     shown = fs.display("/")
-    if not fs.identifies_files and shown not in _UNIDENTIFIED:
+    if on_modified in ("warn", "fail") and not fs.identifies_files and shown not in _UNIDENTIFIED:
         _UNIDENTIFIED.add(shown)
         logger.warning(
             "%s: no fileIds without the cluster's WebHDFS, so a scan cannot tell a file "

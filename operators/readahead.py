@@ -20,10 +20,20 @@ class ReadAhead:
         self.key = (path, offset, length)
         self._data = b""
         self._error: BaseException | None = None
-        self._thread = threading.Thread(
+        self._thread: threading.Thread | None = threading.Thread(
             target=self._run, args=(read,), name=f"read-ahead {path}", daemon=True
         )
         self._thread.start()
+
+    @classmethod
+    def ready(cls, path: str, offset: int, length: int, data: bytes) -> ReadAhead:
+        """A read already done (``data``): handed on to the reader as if read ahead."""
+        done = cls.__new__(cls)
+        done.key = (path, offset, length)
+        done._data = data
+        done._error = None
+        done._thread = None
+        return done
 
     def _run(self, read: Callable[[int, int], bytes]) -> None:
         try:
@@ -32,7 +42,8 @@ class ReadAhead:
             self._error = exc
 
     def result(self) -> bytes:
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         if self._error is not None:
             raise self._error
         return self._data

@@ -110,7 +110,7 @@ class ScanSettings(BaseModel):
     #: read again (another file id under the name is read as new); ``fail``: an error;
     #: ``reread``: read again whole (every version, snapshot semantics).
     on_modified: Literal["warn", "fail", "reread", "continue"] = Field(
-        "warn", validation_alias=_alias("on_modified", "onModified")
+        "continue", validation_alias=_alias("on_modified", "onModified")
     )
     #: ``continue``: how many files' content read is remembered. What falls out is counted
     #: and logged; a file listed again after that is read whole.
@@ -218,7 +218,7 @@ class HDFS2DirectoryScan(StartOperator):
             on_modified=settings.on_modified,
             name=name,
             display=fs.display,
-            identify=identifier(fs),
+            identify=identifier(fs, on_modified=settings.on_modified),
         )
         # after_read: files read to their end, not yet archived or deleted, each with the cut
         # taken after its last record (None: no cut yet).

@@ -14,6 +14,7 @@ the same missing file until the region gives up. In single-file mode a missing f
 from __future__ import annotations
 
 import codecs
+import collections
 import functools
 import logging
 import time
@@ -32,7 +33,7 @@ from operators.decoding import (
 )
 from operators.errors import OperatorError
 from operators.housekeeping import ReadFile
-from operators.ledger import EDGE, HEAD, ReadLedger, fingerprint
+from operators.ledger import EDGE, HEAD, Read, ReadLedger
 from operators.readahead import ReadAhead
 from region.activity import doing
 from region.errors import permanent
@@ -149,15 +150,24 @@ class HDFS2FileSource(StartOperator):
         files: FileFeed | None = None,
         name: str = "source",
         clock: Callable[[], float] = time.time,
-        on_modified: Literal["warn", "fail", "reread", "continue"] = "warn",
+        on_modified: Literal["warn", "fail", "reread", "continue"] | None = None,
         encoded_for: str | None = None,
-        remember_files: int = 100_000,
-        remember_for: float = 7 * 86400.0,
+        remember_files: int | None = None,
+        remember_for: float | None = None,
     ) -> None:
         """``encoded_for``: the encoding of the only reader of the records, a sink writing
         lines as they come (no transform between): when it is this source's UTF-8 or ASCII,
         lines are :class:`~operators.decoding.EncodedLines`, checked to decode but not
-        decoded."""
+        decoded. ``on_modified``, ``remember_files`` and ``remember_for`` are the feed's own
+        settings (a directory scan's) unless given: the scan emits a changed file again and
+        the source decides where it starts, by one rule."""
+        feed_settings = getattr(files, "settings", None)
+        if on_modified is None:
+            on_modified = getattr(feed_settings, "on_modified", "warn")
+        if remember_files is None:
+            remember_files = int(getattr(feed_settings, "remember_files", 100_000))
+        if remember_for is None:
+            remember_for = float(getattr(feed_settings, "remember_for", 7 * 86400.0))
         if (settings.file is None) == (files is None):
             msg = (
                 f"{name}: give either settings.file (one file) or files (a feed), not both or none"
@@ -238,7 +248,13 @@ class HDFS2FileSource(StartOperator):
         self._tail: list[bytes] = []  # pieces of an unterminated line after _lines
         self._buf = b""  # binary mode: bytes read ahead
         self._bpos = 0
-        self._edge = b""  # the last bytes read, up to _read_pos (at most EDGE)
+        # ``continue``: the chunks read from EDGE bytes before the offset on, (start offset,
+        # bytes): what is remembered of a file ends at the offset (the chunks are held for
+        # their lines anyway, but for the one before).
+        self._chunks: collections.deque[tuple[int, bytes]] = collections.deque()
+        # ``continue``: (offset, length, CRC-32) of the bytes before the offset of the last
+        # checkpoint, as read before it (restored by a reset).
+        self._edge_at: tuple[int, int, int] | None = None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -295,6 +311,7 @@ class HDFS2FileSource(StartOperator):
                 msg = f"{self.name}: file {self._fs.display(path)} does not exist"
                 raise FileNotFoundError(msg) from None
             self._vanished(path)
+            self._remember(path)  # renamed away mid-file: its new name continues there
             return False
         if status.file_id is None:
             # The id the scan read for this file where the listing leaves it out (hdfs://),
@@ -306,6 +323,11 @@ class HDFS2FileSource(StartOperator):
         fresh = self._offset == 0
         if self._offset > 0 and self._replaced(status):
             seen_by_scan = self._scan_sees(status)
+            if self._ledger is not None:
+                # What was read of the file before stays known (a rotated copy of it
+                # continues there), aside: the name holds other bytes now.
+                self._remember(path)
+                self._ledger.set_aside(path)
             if self.on_modified in ("reread", "continue") and not seen_by_scan:
                 self._offset = 0  # the new content is read whole, as a new file
             else:
@@ -330,11 +352,26 @@ class HDFS2FileSource(StartOperator):
         :mod:`operators.ledger`); ``False`` when it vanished meanwhile."""
         assert self._ledger is not None
         path = status.path
+        want = self.settings.read_chunk
         try:
-            where = self._ledger.continues_at(path, status.size, self._fs.read)
+            # The file's first chunk: what the comparison reads, and the reader's first read
+            # (no read more than without the rule for a file that ends within it).
+            with doing(f"{self.name}: reading {self._fs.display(path)} at byte 0"):
+                first = self._fs.read(path, 0, want)
+
+            def read(p: str, offset: int, length: int) -> bytes:
+                if p == path and (offset + length <= len(first) or len(first) < want):
+                    return first[offset : offset + length]
+                return self._fs.read(p, offset, length)
+
+            where = self._ledger.continues_at(path, status.size, read)
         except FileNotFoundError:
             self._vanished(path)
             return False
+        if where.offset == 0:
+            self._ahead = ReadAhead.ready(path, 0, want, first)
+        elif len(first) < want:  # the whole file: the rest of it is in hand
+            self._ahead = ReadAhead.ready(path, where.offset, want, first[where.offset :])
         if where.offset == 0:
             if path in self._ledger:
                 self._ledger.set_aside(path)
@@ -362,17 +399,62 @@ class HDFS2FileSource(StartOperator):
         return True
 
     def _remember(self, path: str) -> None:
-        """A file read to its end: what was read of it, for :meth:`_continue`."""
-        if self._ledger is None:
+        """What was read of ``path`` up to the offset, for :meth:`_continue`: at its end, and
+        where a read stops in the middle (the file vanished, renamed away, or was replaced:
+        the file that has its bytes now, a rotated copy, continues there)."""
+        if self._ledger is None or self._offset == 0:
             return
+        read = self._read_up_to_offset(path)
+        if read is not None:
+            self._ledger.remember(path, read)
+
+    def _read_up_to_offset(self, path: str) -> Read | None:
+        """The :class:`~operators.ledger.Read` of ``path`` up to ``_offset``, from the bytes
+        this process read (the file may be gone or other by now), else from the checkpoint's,
+        else from the file; ``None`` when none of them has them."""
         length = self._offset
-        edge = self._edge if self._read_pos == length else b""
-        if len(edge) < min(length, EDGE):  # resumed after a cut, a few bytes before the end
-            edge = self._fs.read(path, max(0, length - EDGE), min(length, EDGE))
-        head = self._head_bytes
-        if head is None or len(head) < min(length, HEAD):  # resumed or continued past it
-            head = self._fs.read(path, 0, min(length, HEAD))
-        self._ledger.remember(path, fingerprint(head, edge, length, self._clock()))
+        edge = self._bytes_before(length, min(length, EDGE))
+        # The leading bytes as read: at most HEAD, maybe fewer (a first chunk that short).
+        head: bytes | None = self._head_bytes
+        try:
+            if edge is None and self._edge_at is not None and self._edge_at[0] == length:
+                edge_len, edge_crc = self._edge_at[1], self._edge_at[2]
+            else:
+                if edge is None:
+                    edge = self._fs.read(path, max(0, length - EDGE), min(length, EDGE))
+                edge_len, edge_crc = len(edge), zlib.crc32(edge)
+            if head is not None:
+                head = head[: min(length, HEAD)]
+                head_len, head_crc = len(head), zlib.crc32(head)
+            elif self._head is not None:
+                head_len, head_crc = self._head
+            else:
+                data = self._fs.read(path, 0, min(length, HEAD))
+                head_len, head_crc = len(data), zlib.crc32(data)
+        except FileNotFoundError:
+            logger.warning(
+                "%s: what was read of %s (%d bytes) is not remembered: it is gone; a copy of it "
+                "landing later is read whole",
+                self.name,
+                self._fs.display(path),
+                length,
+            )
+            return None
+        return Read(length, head_len, head_crc, edge_len, edge_crc, self._clock())
+
+    def _bytes_before(self, offset: int, n: int) -> bytes | None:
+        """Up to ``n`` bytes before ``offset`` from the chunks this process read: fewer when
+        its read began later (resumed, or continued), ``None`` when it read none there."""
+        out = b""
+        for at, data in reversed(self._chunks):
+            if at >= offset:
+                continue
+            if at + len(data) < offset - len(out):
+                break  # a gap: not contiguous
+            out = data[: offset - len(out) - at] + out
+            if len(out) >= n:
+                return out[len(out) - n :]
+        return out if out or n == 0 else None
 
     def _replaced(self, status: FileStatus) -> bool:
         """Whether the file resumed at ``_offset`` is no longer the one read before the cut:
@@ -490,23 +572,93 @@ class HDFS2FileSource(StartOperator):
                 raise
             self._vanished(self._path)
             self._eof = True
-            # The rest of the file is gone: an unterminated piece is not a line, nor a short
-            # block a record (the complete ones read ahead still go out).
-            self._tail = []
-            whole = (len(self._buf) - self._bpos) // self.settings.block_size
-            self._buf = self._buf[: self._bpos + whole * self.settings.block_size]
+            self._drop_unfinished()
+            return b""
+        if self._read_pos > 0 and (
+            (data and self._written_over()) or (not data and self._unfinished() and self._shrunk())
+        ):
+            self._eof = True
+            self._drop_unfinished()
             return b""
         if self._read_pos == 0 and self._head is None and self._head_bytes is None:
             self._head_bytes = data[:_HEAD]
         self._read_pos += len(data)
-        if self._ledger is not None:
-            self._edge = data[-EDGE:] if len(data) >= EDGE else (self._edge + data)[-EDGE:]
+        if self._ledger is not None and data:
+            chunks = self._chunks
+            chunks.append((self._read_pos - len(data), data))
+            while chunks[0][0] + len(chunks[0][1]) <= self._offset - EDGE:
+                chunks.popleft()
         if len(data) < want:
             self._eof = True
         else:
             read = functools.partial(self._fs.read, self._path)
             self._ahead = ReadAhead(read, self._path, self._read_pos, want)
         return data
+
+    def _unfinished(self) -> bool:
+        """Whether an unterminated line, or a short block, was read before this point."""
+        if self._binary:
+            return (len(self._buf) - self._bpos) % self.settings.block_size != 0
+        return bool(self._tail)
+
+    def _drop_unfinished(self) -> None:
+        """The rest of the file is gone: an unterminated piece is not a line, nor a short
+        block a record (the complete ones read ahead still go out)."""
+        self._tail = []
+        whole = (len(self._buf) - self._bpos) // self.settings.block_size
+        self._buf = self._buf[: self._bpos + whole * self.settings.block_size]
+
+    def _written_over(self) -> bool:
+        """Whether the file no longer begins with the bytes read at its start: another file
+        was moved or copied over the name while this one was read (reads go by name), and
+        what was just read may be the other file's. One read of at most 4 KiB per chunk after
+        the first; a file that grew, or a cumulative export of the same leading rows, is the
+        same file as far as its bytes go."""
+        assert self._path is not None
+        if self._head_bytes is not None:
+            length, crc = len(self._head_bytes), zlib.crc32(self._head_bytes)
+        elif self._head is not None:
+            length, crc = self._head
+        else:
+            return False
+        try:
+            data = self._fs.read(self._path, 0, length)
+        except FileNotFoundError:
+            self._vanished(self._path)
+            return True
+        if len(data) == length and zlib.crc32(data) == crc:
+            return False
+        logger.warning(
+            "%s: %s was written over while read (its first bytes changed at byte %d): what "
+            "was read of it stands, the rest is not read from it; the file is read as it is "
+            "now once it is listed again",
+            self.name,
+            self._fs.display(self._path),
+            self._read_pos,
+        )
+        return True
+
+    def _shrunk(self) -> bool:
+        """At the end of what was read with a piece unfinished: whether the file is now
+        shorter than what was read of it (written over, or truncated, while read), so that
+        piece is not where the file ends: a torn record."""
+        assert self._path is not None
+        try:
+            size = self._fs.status(self._path).size
+        except FileNotFoundError:
+            return True
+        if size >= self._read_pos:
+            return False
+        logger.warning(
+            "%s: %s has %d bytes, fewer than the %d read of it: it was written over or "
+            "truncated while read; the unfinished record at its old end is not emitted, the "
+            "file is read as it is now once it is listed again",
+            self.name,
+            self._fs.display(self._path),
+            size,
+            self._read_pos,
+        )
+        return True
 
     def _at_end(self) -> bool:
         if not self._eof:
@@ -772,6 +924,14 @@ class HDFS2FileSource(StartOperator):
             data = self._head_bytes[: self._offset]
             head = self._head = (len(data), zlib.crc32(data))
         opened = None if self._opened is None else [*self._opened, *(head or (None, None))]
+        if opened is not None and self._ledger is not None and self._offset > 0:
+            # What a rotated copy of the file would be matched with, were the file renamed
+            # away or replaced while the job is down: the bytes before the offset, as read.
+            edge = self._bytes_before(self._offset, min(self._offset, EDGE))
+            if edge is not None:
+                self._edge_at = (self._offset, len(edge), zlib.crc32(edge))
+            at = self._edge_at
+            opened += [at[1], at[2]] if at is not None and at[0] == self._offset else [None, None]
         return {
             "path": self._path,
             "offset": self._offset,
@@ -810,6 +970,8 @@ class HDFS2FileSource(StartOperator):
             if len(opened) > 4 and opened[3] is not None:
                 self._head = (int(opened[3]), int(opened[4]))
         self._clear_reader()
+        if opened and len(opened) > 6 and opened[5] is not None:
+            self._edge_at = (self._offset, int(opened[5]), int(opened[6]))
 
     def reset_to_initial_state(self) -> None:
         if self._stateful_feed is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -396,6 +397,77 @@ def paused_input(work: Path, args: argparse.Namespace) -> Outcome:
     )
 
 
+class _Logs:
+    """Logs landing every way users land them: appended to, rotated by copytruncate and by
+    rename (to a new numbered name each time), and a cumulative export written anew and
+    moved over its name. ``expected`` holds every line landed, each unique."""
+
+    def __init__(self, landing: Path, rng: random.Random) -> None:
+        self.landing, self.rng = landing, rng
+        self.expected: set[str] = set()
+        self.cumulative: list[str] = []
+        self._n = 0
+        self._rotations = 0
+
+    def _lines(self, name: str, count: int) -> list[str]:
+        out = [f"{name}:{self._n + i:06d}" for i in range(count)]
+        self._n += count
+        self.expected.update(out)
+        return out
+
+    def land(self) -> None:
+        d, rng = self.landing, self.rng
+        with open(d / "app.log", "a") as f:
+            f.write("".join(f"{line}\n" for line in self._lines("app.log", rng.randint(50, 400))))
+        if rng.random() < 0.3:
+            self._rotations += 1
+            shutil.copyfile(d / "app.log", d / f"app.log.{self._rotations}")
+            os.truncate(d / "app.log", 0)
+        if rng.random() < 0.3 and (d / "svc.log").exists():
+            self._rotations += 1
+            os.replace(d / "svc.log", d / f"svc.log.{self._rotations}")
+        with open(d / "svc.log", "a") as f:
+            f.write("".join(f"{line}\n" for line in self._lines("svc.log", rng.randint(50, 400))))
+        self.cumulative += self._lines("cumulative.csv", rng.randint(20, 200))
+        (d / ".cumulative.tmp").write_text("".join(f"{line}\n" for line in self.cumulative))
+        os.replace(d / ".cumulative.tmp", d / "cumulative.csv")
+
+
+def landings_under_kills(work: Path, args: argparse.Namespace) -> Outcome:
+    """Logs appended to, rotated by copytruncate and by rename, and a cumulative export
+    written anew, while the job runs and is killed (kill -9) at random moments, and while it
+    is down; then a run to the end. With the default settings, each line once."""
+    rng = random.Random(args.seed + 81)
+    ws = Workspace(work / "landings", records_per_s=3000)
+    logs = _Logs(ws.landing, rng)
+    logs.land()
+    kills = 0
+    for _ in range(3):
+        proc = ws.start()
+        for _ in range(rng.randint(2, 5)):
+            logs.land()
+            time.sleep(rng.uniform(0.05, 0.5))
+        kill(proc)
+        kills += 1
+        logs.land()  # while it is down
+    code, log = ws.run(timeout=args.timeout)
+    result = tally(logs.expected, ws.output())
+    return Outcome(
+        fault="logs appended to, rotated (copytruncate, rename) and a cumulative export "
+        "written anew, while the job runs, is killed and is down",
+        engine="local",
+        delivery="exactly_once",
+        expected="each line once (default settings: the content read decides)",
+        outcome=f"{kills} kill -9, {len(logs.expected)} lines landed; next run exit {code}",
+        lost=result.lost,
+        duplicated=result.duplicated,
+        corrupt=result.corrupt,
+        ok=code == 0 and result.exactly_once(),
+        message=last_error(log) if code else "",
+        details={"examples": result.examples},
+    )
+
+
 def operations(work: Path, args: argparse.Namespace) -> list[Outcome]:
     """Every operation scenario, one row each (two for the growing file)."""
     rows: list[Outcome] = []
@@ -409,5 +481,6 @@ def operations(work: Path, args: argparse.Namespace) -> list[Outcome]:
         rows.append(scenario(work, args))
     rows.append(replaced_while_down(work, args, longer=True))
     rows.append(paused_input(work, args))
+    rows.append(landings_under_kills(work, args))
     rows.extend(growing_file(work, args))
     return rows

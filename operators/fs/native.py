@@ -244,9 +244,9 @@ class NativeHdfsFileSystem:
             if not addresses:
                 logger.info(
                     "%s: no WebHDFS address known (webhdfs_uri, or dfs.namenode.http-address in "
-                    "the Hadoop configuration): no truncate, the sink publishes by rename; a "
-                    "scan cannot tell a file replaced under a name read from one changed in "
-                    "place (on_modified)",
+                    "the Hadoop configuration): no truncate, the sink publishes by rename; with "
+                    "on_modified = 'warn' or 'fail' a scan cannot tell a file replaced under a "
+                    "name read from one changed in place (the default decides by content)",
                     self.display("/"),
                 )
                 return None
@@ -269,8 +269,9 @@ class NativeHdfsFileSystem:
         except OSError as exc:
             logger.warning(
                 "%s: the cluster's WebHDFS %s does not answer (%s): no truncate, the sink "
-                "publishes by rename and recovers by rewriting; a scan cannot tell a file "
-                "replaced under a name read from one changed in place (on_modified)",
+                "publishes by rename and recovers by rewriting; with on_modified = 'warn' or "
+                "'fail' a scan cannot tell a file replaced under a name read from one changed "
+                "in place (the default decides by content)",
                 self.display("/"),
                 shown,
                 exc,

@@ -212,7 +212,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 on_modified=config.on_modified,
                 name=_SOURCE,
                 display=self.fs.display,
-                identify=identifier(self.fs),
+                identify=identifier(self.fs, on_modified=config.on_modified),
             )
             self._cursor.reset(start)
             self._at = at
@@ -371,21 +371,21 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return begins
 
     def _remember(self, planned: list[_Range]) -> None:
-        """The files a batch reads to their end, as it reads them: the same content rule as
-        the in-process source (two windows of 4 KiB read here, on the driver)."""
+        """What a batch reads of each file, up to where its range ends (the file's end, or
+        where the next batch goes on: a file rotated meanwhile continues there under its new
+        name): the same content rule as the in-process source (two windows of 4 KiB read
+        here, on the driver)."""
         ledger = self._ledger
         assert ledger is not None
         now = time.time()
         for r in planned:
-            if r.end < r.size:
-                continue
-            path, size = r.entry[2], r.size
+            path, length = r.entry[2], r.end
             try:
-                head = self.fs.read(path, 0, min(size, HEAD))
-                edge = head if size <= HEAD else self.fs.read(path, size - EDGE, EDGE)
+                head = self.fs.read(path, 0, min(length, HEAD))
+                edge = head if length <= HEAD else self.fs.read(path, length - EDGE, EDGE)
             except FileNotFoundError:
                 continue  # the batch's read says so
-            ledger.remember(path, fingerprint(head, edge, size, now))
+            ledger.remember(path, fingerprint(head, edge, length, now))
 
     def _state_of(self, cursor: ScanCursor) -> dict[str, Any]:
         """The cursor's state for an offset; with ``after_read``, also the last batch whose

@@ -94,6 +94,7 @@ def test_everyday_operations_lose_and_duplicate_nothing(campaign: dict[str, Any]
         "a file replaced while the job was down",
         "the sink writes inside the watched directory",
         "the input pauses",
+        "logs appended to, rotated",
     ):
         for row in rows(campaign, prefix):
             assert (row["lost"], row["duplicated"], row["corrupt"]) == (0, 0, 0), row
@@ -102,6 +103,8 @@ def test_everyday_operations_lose_and_duplicate_nothing(campaign: dict[str, Any]
     assert "LockedError" in second["message"] and "is locked by" in second["message"]
     # Shorter with reread, and longer (it looked grown) with the default settings.
     assert len(rows(campaign, "a file replaced while the job was down")) == 2
+    (logs,) = rows(campaign, "logs appended to, rotated")
+    assert "3 kill -9" in logs["outcome"], logs
     (paused,) = rows(campaign, "the input pauses")
     assert "published while running: True" in paused["outcome"], paused
     (inside,) = rows(campaign, "the sink writes inside the watched directory")

@@ -7,7 +7,9 @@ from __future__ import annotations
 import collections
 import os
 import posixpath
+import re
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from region.fs import FileSystem
-from tests.cli.conftest import PipelineDir, cli
+from tests.cli.conftest import PipelineDir, cli, cut_files, start_cli, wait_for
 from tests.cli.test_replaced_files import HDFS_SETTINGS
 from tests.conftest import CLUSTER_USER, real_fs
 
@@ -273,3 +275,103 @@ def test_the_same_bytes_under_two_names_at_once_are_two_files(pdir: PipelineDir)
     _stamp(pdir.landing / "b.txt", T0 + HOUR)
     _run(cfg)
     assert sorted(pdir.output_lines()) == ["same 1", "same 1", "same 2", "same 2"]
+
+
+PACED = SETTINGS.replace("[sink]", '[transform]\n    function = "pace:shout"\n    [sink]')
+
+
+def _rotate_by_rename(landing: Path) -> None:
+    os.replace(landing / "svc.log", landing / "svc.log.1")
+    _write(landing / "svc.log", [f"new {i:05d}" for i in range(300)])
+
+
+def _rotate_by_copytruncate(landing: Path) -> None:
+    shutil.copyfile(landing / "svc.log", landing / "svc.log.1")
+    os.truncate(landing / "svc.log", 0)
+    _write(landing / "svc.log", [f"new {i:05d}" for i in range(300)], mode="a")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "rotate",
+    [
+        pytest.param(_rotate_by_rename, id="renamed away"),
+        pytest.param(_rotate_by_copytruncate, id="copytruncate"),
+    ],
+)
+def test_a_log_rotated_while_the_job_is_down_after_a_cut_in_its_middle_is_read_once(
+    pdir: PipelineDir, rotate: Landing
+) -> None:
+    """kill -9 after cuts in the middle of ``svc.log``; it is rotated while the job is down;
+    the rotated copy continues where the cut left the old name, and the new ``svc.log`` is
+    read whole: every line once (the old rule read the copy whole: the cut's lines twice)."""
+    cfg = pdir.write_config(PACED)
+    pdir.landing.mkdir(parents=True)
+    old = [f"old {i:05d} " + "x" * (i % 11) for i in range(6000)]
+    _write(pdir.landing / "svc.log", old)
+    running = start_cli("run", str(cfg), "--available-now", "--no-progress", PACE="0.001")
+    try:
+        wait_for(
+            lambda: len(cut_files(pdir.root / "checkpoints" / "pipeline")) >= 3,
+            what="cuts in svc.log",
+            alive=running,
+        )
+        running.send_signal(signal.SIGKILL)
+    finally:
+        running.communicate()
+    assert running.returncode == -signal.SIGKILL
+    newest = cut_files(pdir.root / "checkpoints" / "pipeline")[-1].read_text()
+    assert re.search(r'"offset":[1-9]', newest), "the last cut is in the middle of svc.log"
+    rotate(pdir.landing)
+    _run(cfg)
+    got = collections.Counter(pdir.output_lines())
+    expected = [line.upper() for line in old] + [f"NEW {i:05d}" for i in range(300)]
+    assert got == collections.Counter(expected)
+
+
+SPARK_PACED = """\
+    engine = "spark"
+    [region]
+    period = "200ms"
+    [scan]
+    directory = "landing"
+    [spark]
+    max_bytes_per_trigger = 16000
+    [transform]
+    sql = "SELECT upper(value) AS value FROM input"
+    [sink]
+    file = "out/part-%FILENUM.txt"
+    tuples_per_file = 400
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_on_spark_a_log_rotated_while_the_job_is_down_mid_file_is_read_once(
+    pdir: PipelineDir,
+) -> None:
+    """Batches of 16 kB read ``svc.log`` a range at a time; kill -9 after some; it is rotated by
+    rename while the job is down: the rotated copy continues where the last batch planned the
+    old name to (the default settings), the new file is read whole."""
+    cfg = pdir.write_config(SPARK_PACED)
+    pdir.landing.mkdir(parents=True)
+    old = [f"old {i:05d} " + "x" * (i % 11) for i in range(12000)]
+    _write(pdir.landing / "svc.log", old)
+    running = start_cli("run", str(cfg), "--no-progress")
+    try:
+        wait_for(
+            lambda: len(pdir.output_lines()) >= 1200,
+            timeout=240,
+            what="batches of svc.log",
+            alive=running,
+        )
+        running.send_signal(signal.SIGKILL)
+    finally:
+        running.communicate()
+    published = len(pdir.output_lines())
+    assert published < len(old), "killed in the middle of svc.log"
+    _rotate_by_rename(pdir.landing)
+    _run(cfg)
+    got = collections.Counter(pdir.output_lines())
+    expected = [line.upper() for line in old] + [f"NEW {i:05d}" for i in range(300)]
+    assert got == collections.Counter(expected)

@@ -194,13 +194,20 @@ def test_more_late_files_than_the_census_tells_apart_are_counted_not_lost_silent
     assert f"{passed_over} PASSED OVER" in second.stderr
 
 
-def test_a_file_that_grows_after_it_was_read_is_reported_once_and_never_read_twice(
-    pdir: PipelineDir,
+@pytest.mark.parametrize("policy", ["continue", "warn"])
+def test_a_file_that_grows_after_it_was_read_is_never_read_twice(
+    pdir: PipelineDir, policy: str
 ) -> None:
-    """A writer that appends to the final name (``echo >>``) while the job runs: the file is
-    read once, each change is a WARNING and a count, nothing is read twice."""
+    """A writer that appends to the final name (``echo >>``) while the job runs. With the
+    default ``on_modified = "continue"`` each append is read once, after the lines before it;
+    with ``"warn"`` the file is read once and each change is a WARNING and a count. Nothing is
+    read twice, also after a restart."""
     pdir.add_file("log.txt", [f"line-{i:03d}" for i in range(10)])
-    config = pdir.write_config(LOCAL.replace("tuples_per_file = 45", "close_on_punct = true"))
+    body = LOCAL.replace("tuples_per_file = 45", "close_on_punct = true")
+    body = body.replace('sleep_time = "50ms"', f'sleep_time = "50ms"\n    on_modified = "{policy}"')
+    config = pdir.write_config(body)
+    appended = [f"MORE-{round_}-{i}" for round_ in range(3) for i in range(5)]
+    first = [f"LINE-{i:03d}" for i in range(10)]
     proc = start(config, PACE="0")
     try:
         wait_for(lambda: len(pdir.output_lines()) >= 10, what="the first read")
@@ -210,15 +217,20 @@ def test_a_file_that_grows_after_it_was_read_is_reported_once_and_never_read_twi
                 f.write("".join(f"more-{round_}-{i}\n" for i in range(5)))
             mtime = T0 + (10 + round_) * S  # each append moves the mtime
             os.utime(log, ns=(mtime, mtime))
-            time.sleep(0.4)
+            if policy == "continue":
+                want = 15 + 5 * round_
+                wait_for(lambda want=want: len(pdir.output_lines()) >= want, what="the append")
+            else:
+                time.sleep(0.4)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     got = pdir.output_lines()
-    assert got == [f"LINE-{i:03d}" for i in range(10)]
+    assert got == (first + appended if policy == "continue" else first)
     again = cli("run", str(config), "--available-now")
     assert again.returncode == 0, again.stderr
     assert "changed after it was read" not in again.stderr  # reported once, also after a restart
-    shown = cli("inspect", str(pdir.root / "checkpoints" / "pipeline"))
-    assert '"modified": ' in shown.stdout and '"modified": 0' not in shown.stdout
+    if policy == "warn":
+        shown = cli("inspect", str(pdir.root / "checkpoints" / "pipeline"))
+        assert '"modified": ' in shown.stdout and '"modified": 0' not in shown.stdout
     assert pdir.output_lines() == got

@@ -171,10 +171,12 @@ def test_a_webhdfs_failing_at_the_id_lookup_names_the_files_and_the_scan_goes_on
 ) -> None:
     """The cluster's WebHDFS answers at start, not when a scan asks the fileIds of the names
     it found changed: no error, a WARNING naming those files, and the change handled as one in
-    place (``on_modified``): reported and counted, never read twice."""
+    place (``on_modified = "warn"``, which decides by identity): reported and counted, never
+    read twice."""
     fs, root, _ = _root(request, "hdfs")
     assert isinstance(fs, NativeHdfsFileSystem) and fs.webhdfs is not None
-    scan = HDFS2DirectoryScan(ScanSettings(directory=root, sleep_time=0), fs)
+    settings = ScanSettings(directory=root, sleep_time=0, on_modified="warn")
+    scan = HDFS2DirectoryScan(settings, fs)
     scan.reset_to_initial_state()
     for name in ("a.csv", "b.csv"):
         fs.create(f"{root}/{name}").close()

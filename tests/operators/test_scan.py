@@ -228,16 +228,16 @@ def test_a_file_replaced_under_a_name_read_is_read_whole_one_appended_is_reporte
     any_landing: Landing, clock: ManualClock, caplog: pytest.LogCaptureFixture, restart: bool
 ) -> None:
     """``mv new.tmp daily.csv`` over a file read: another file (inode, HDFS fileId) is read
-    whole, once, with the default ``on_modified = "warn"``; a file appended to in place keeps
+    whole, once, with ``on_modified = "warn"``; a file appended to in place keeps
     its identity and is reported, not read again."""
     land = any_landing
     land.put("daily.csv", "old\n", T0)
     land.put("log.txt", "a\n", T0 + S)
-    scan = make_scan(land, clock)
+    scan = make_scan(land, clock, on_modified="warn")
     assert names(scan) == ["daily.csv", "log.txt"]
     state = scan.checkpoint(1)
     if restart:
-        scan = make_scan(land, clock)
+        scan = make_scan(land, clock, on_modified="warn")
         scan.reset(state)
     land.put(".daily.csv.tmp", "new\n")
     land.fs.rename(land.path(".daily.csv.tmp"), land.path("daily.csv"), overwrite=True)
@@ -254,7 +254,7 @@ def test_a_file_replaced_under_a_name_read_is_read_whole_one_appended_is_reporte
     assert "daily.csv" not in caplog.text
     assert caplog.text.count("log.txt changed after it was read") == 1
     assert scan.modified == 1
-    rebuilt = make_scan(land, clock)
+    rebuilt = make_scan(land, clock, on_modified="warn")
     rebuilt.reset(scan.checkpoint(2))
     assert names(rebuilt) == []  # read once, also across a restart
 
@@ -302,7 +302,9 @@ def test_a_file_appended_to_after_it_was_read_is_known_while_too_young_to_be_lis
     (``on_modified = "warn"``), never read again whole as if it were new."""
     now_ns = round(clock.now * S)
     landing.put("daily.csv", "a\n", now_ns - 60 * S)
-    scan = make_scan(landing, clock, min_file_age="10s", late_window=late_window)
+    scan = make_scan(
+        landing, clock, min_file_age="10s", late_window=late_window, on_modified="warn"
+    )
     assert names(scan) == ["daily.csv"]
     writer = landing.fs.append(landing.path("daily.csv"))
     writer.write(b"b\n")
@@ -312,11 +314,15 @@ def test_a_file_appended_to_after_it_was_read_is_known_while_too_young_to_be_lis
     assert names(scan) == []  # too young
     if restart:
         state = scan.checkpoint(1)
-        scan = make_scan(landing, clock, min_file_age="10s", late_window=late_window)
+        scan = make_scan(
+            landing, clock, min_file_age="10s", late_window=late_window, on_modified="warn"
+        )
         scan.reset(state)
         assert names(scan) == []
         state = scan.checkpoint(2)  # restarted again while it is still too young
-        scan = make_scan(landing, clock, min_file_age="10s", late_window=late_window)
+        scan = make_scan(
+            landing, clock, min_file_age="10s", late_window=late_window, on_modified="warn"
+        )
         scan.reset(state)
         assert names(scan) == []
     clock.advance(10)
