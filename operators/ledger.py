@@ -32,6 +32,7 @@ forgotten is read whole, as new.
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import logging
 import zlib
@@ -93,7 +94,11 @@ class ReadLedger:
             raise ValueError(f"keep_files must be >= 1, got {keep_files}")
         self.keep_files = keep_files
         self.keep_for = keep_for
-        self._reads: dict[str, Read] = {}  # in the order read: the oldest first
+        self._reads: dict[str, Read] = {}  # in the order remembered: the oldest first
+        # The paths by (head_len, head_crc), and how many reads have each head_len: a file is
+        # compared with the reads whose head it begins with, not with every read.
+        self._by_head: dict[tuple[int, int], set[str]] = {}
+        self._head_lengths: collections.Counter[int] = collections.Counter()
         self.forgotten = 0
         self._text: str | None = None  # the encoded state, until it changes
 
@@ -106,46 +111,70 @@ class ReadLedger:
     def get(self, path: str) -> Read | None:
         return self._reads.get(path)
 
+    def _put(self, path: str, read: Read) -> None:
+        self._drop(path)
+        self._reads[path] = read
+        self._by_head.setdefault((read.head_len, read.head_crc), set()).add(path)
+        self._head_lengths[read.head_len] += 1
+        self._text = None
+
+    def _drop(self, path: str) -> Read | None:
+        read = self._reads.pop(path, None)
+        if read is not None:
+            key = (read.head_len, read.head_crc)
+            paths = self._by_head[key]
+            paths.discard(path)
+            if not paths:
+                del self._by_head[key]
+            self._head_lengths[read.head_len] -= 1
+            if not self._head_lengths[read.head_len]:
+                del self._head_lengths[read.head_len]
+            self._text = None
+        return read
+
     def remember(self, path: str, read: Read) -> None:
         """``path`` was read to ``read.length`` (:func:`fingerprint`)."""
-        self._reads.pop(path, None)
-        self._reads[path] = read
-        self._text = None
+        self._put(path, read)
         self._bound(read.at)
 
     def set_aside(self, path: str) -> None:
         """``path`` holds new content (:meth:`continues_at` said 0): what was read there stays
         known aside, for another path to continue (the copy of a copytruncate, or a rotated
         file, listed after the new file under the old name)."""
-        earlier = self._reads.pop(path, None)
+        earlier = self._drop(path)
         if earlier is not None:
-            self._reads[f"{path}{_ASIDE}{earlier.length}:{earlier.edge_crc}"] = earlier
-            self._text = None
+            self._put(f"{path}{_ASIDE}{earlier.length}:{earlier.edge_crc}", earlier)
 
     def forget(self, path: str) -> None:
-        if self._reads.pop(path, None) is not None:
-            self._text = None
+        self._drop(path)
 
     def _bound(self, now: float) -> None:
-        reads = self._reads
-        old = [p for p, r in reads.items() if now - r.at > self.keep_for]
-        over = len(reads) - len(old) - self.keep_files
-        if over > 0:
-            aged = set(old)
-            old += [p for p in reads if p not in aged][:over]
+        """Forget the oldest reads beyond ``keep_files`` or ``keep_for`` (the reads are in the
+        order remembered, so this looks at those it forgets and one more)."""
+        old = []
+        kept = len(self._reads)
+        for path, read in self._reads.items():
+            if kept <= self.keep_files and now - read.at <= self.keep_for:
+                break
+            old.append(path)
+            kept -= 1
         if not old:
             return
-        for p in old:
-            del reads[p]
-        self.forgotten += len(old)
-        logger.warning(
-            "forgot what was read of %d file(s) (kept: %d files for %gs; e.g. %s): a file "
-            "listed again under such a name is read whole",
-            len(old),
-            self.keep_files,
-            self.keep_for,
-            old[0],
-        )
+        for path in old:
+            self._drop(path)
+        before, self.forgotten = self.forgotten, self.forgotten + len(old)
+        # Once at WARNING, then at INFO per thousand: a stream of many small files forgets
+        # one at each file once it is full.
+        if before == 0 or before // 1000 != self.forgotten // 1000:
+            logger.log(
+                logging.WARNING if before == 0 else logging.INFO,
+                "forgot what was read of %d file(s) in all (kept: %d files for %gs; e.g. %s): "
+                "a file listed again under such a name is read whole",
+                self.forgotten,
+                self.keep_files,
+                self.keep_for,
+                old[0],
+            )
 
     # -- the rule ---------------------------------------------------------------------------
 
@@ -172,23 +201,22 @@ class ReadLedger:
     def take(self, path: str, taken_from: str) -> None:
         """``path`` continued where ``taken_from`` was read (:meth:`continues_at`): the memory
         moves to it (kept until ``path`` is read on and remembered anew)."""
-        earlier = self._reads.pop(taken_from, None)
+        earlier = self._drop(taken_from)
         if earlier is not None:
-            self._reads[path] = earlier
-            self._text = None
+            self._put(path, earlier)
 
     def _candidates(self, path: str, size: int, head: bytes) -> Iterator[tuple[str, Read]]:
-        """Other paths read before whose head the file begins with."""
-        crcs: dict[int, int] = {}
-        for other, earlier in self._reads.items():
-            mine = other == path or other.startswith(path + _ASIDE)
-            if mine or earlier.length > size or earlier.head_len > len(head):
-                continue
-            crc = crcs.get(earlier.head_len)
-            if crc is None:
-                crc = crcs[earlier.head_len] = zlib.crc32(head[: earlier.head_len])
-            if crc == earlier.head_crc:
-                yield other, earlier
+        """Other paths read before whose head the file begins with: one CRC of the file's
+        first bytes per head length known, computed on as the lengths grow."""
+        crc, done = 0, 0
+        for length in sorted(n for n in self._head_lengths if n <= len(head)):
+            crc = zlib.crc32(head[done:length], crc)
+            done = length
+            for other in tuple(self._by_head.get((length, crc), ())):
+                earlier = self._reads[other]
+                mine = other == path or other.startswith(path + _ASIDE)
+                if not mine and earlier.length <= size:
+                    yield other, earlier
 
     @staticmethod
     def _holds(path: str, size: int, earlier: Read, head: bytes, read: ReadRange) -> bool:
@@ -228,21 +256,24 @@ class ReadLedger:
     def restore(self, state: dict[str, Any] | None) -> None:
         """The ledger of :meth:`state` (``None``: nothing read yet)."""
         self._reads = {}
-        self._text = None
+        self._by_head = {}
+        self._head_lengths = collections.Counter()
         self.forgotten = 0
-        if not state:
-            return
-        text = state.get("reads")
-        if text:
-            rows = json.loads(zlib.decompress(base64.b64decode(text)))
-            for row in rows:
-                self._reads[str(row[0])] = Read(
-                    int(row[1]),
-                    int(row[2]),
-                    int(row[3]),
-                    int(row[4]),
-                    int(row[5]),
-                    float(row[6]),
-                )
-            self._text = str(text)
-        self.forgotten = int(state.get("forgotten", 0))
+        if state:
+            text = state.get("reads")
+            if text:
+                rows = json.loads(zlib.decompress(base64.b64decode(text)))
+                for row in rows:
+                    self._put(
+                        str(row[0]),
+                        Read(
+                            int(row[1]),
+                            int(row[2]),
+                            int(row[3]),
+                            int(row[4]),
+                            int(row[5]),
+                            float(row[6]),
+                        ),
+                    )
+            self.forgotten = int(state.get("forgotten", 0))
+        self._text = str(state["reads"]) if state and state.get("reads") else None

@@ -353,14 +353,16 @@ class HDFS2FileSource(StartOperator):
         assert self._ledger is not None
         path = status.path
         want = self.settings.read_chunk
+        # A file not read before under this name (new, most likely): its first chunk, what the
+        # comparison reads and the reader's first read, so a new file costs no read more. One
+        # read before (grown, most likely): its head only, so what it costs is what grew.
+        first_length = min(want, HEAD) if path in self._ledger else want
         try:
-            # The file's first chunk: what the comparison reads, and the reader's first read
-            # (no read more than without the rule for a file that ends within it).
             with doing(f"{self.name}: reading {self._fs.display(path)} at byte 0"):
-                first = self._fs.read(path, 0, want)
+                first = self._fs.read(path, 0, first_length)
 
             def read(p: str, offset: int, length: int) -> bytes:
-                if p == path and (offset + length <= len(first) or len(first) < want):
+                if p == path and (offset + length <= len(first) or len(first) < first_length):
                     return first[offset : offset + length]
                 return self._fs.read(p, offset, length)
 
@@ -368,10 +370,10 @@ class HDFS2FileSource(StartOperator):
         except FileNotFoundError:
             self._vanished(path)
             return False
-        if where.offset == 0:
-            self._ahead = ReadAhead.ready(path, 0, want, first)
-        elif len(first) < want:  # the whole file: the rest of it is in hand
+        if len(first) < first_length:  # the whole file: the rest of it is in hand
             self._ahead = ReadAhead.ready(path, where.offset, want, first[where.offset :])
+        elif where.offset == 0 and first_length == want:
+            self._ahead = ReadAhead.ready(path, 0, want, first)
         if where.offset == 0:
             if path in self._ledger:
                 self._ledger.set_aside(path)
@@ -574,8 +576,12 @@ class HDFS2FileSource(StartOperator):
             self._eof = True
             self._drop_unfinished()
             return b""
-        if self._read_pos > 0 and (
-            (data and self._written_over()) or (not data and self._unfinished() and self._shrunk())
+        # Reads go by name: a file written over meanwhile must not lend this read its bytes,
+        # nor its end to a record left unfinished at the old file's end.
+        if (
+            self._read_pos > 0
+            and (data or self._unfinished())
+            and (self._written_over() or (not data and self._shrunk()))
         ):
             self._eof = True
             self._drop_unfinished()

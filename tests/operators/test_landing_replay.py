@@ -128,7 +128,7 @@ step = st.tuples(
 
 
 @settings(
-    max_examples=600,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

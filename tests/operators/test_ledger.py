@@ -113,4 +113,4 @@ def test_what_falls_out_is_counted_and_logged(caplog) -> None:  # type: ignore[n
     assert ledger.forgotten == 1 and "/d/0" not in ledger
     ledger.remember("/d/3", fingerprint(b"x\n", b"x\n", 2, 100.0))  # the others are too old
     assert ledger.forgotten == 3 and len(ledger) == 1
-    assert "forgot what was read of 1 file(s)" in caplog.text
+    assert "forgot what was read of 1 file(s) in all" in caplog.text
