@@ -223,7 +223,8 @@ class _JobCollector(Collector):
         )
         yield from c(
             p_ + "files_changed_after_read",
-            "Files that changed after they were read (on_modified).",
+            "Files that changed after they were read and were not read again (on_modified = "
+            "'warn'; the default reads what the content says is new).",
             p.files_modified,
         )
         yield from c(p_ + "files_archived", "Input files archived.", view.files_archived)
