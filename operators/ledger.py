@@ -180,7 +180,10 @@ class ReadLedger:
 
     def continues_at(self, path: str, size: int, read: ReadRange) -> Continuation:
         """Where the file at ``path`` (``size`` bytes now) continues: rule 2 or 3 of the
-        module's docstring. Reads at most two windows of 4 KiB per path compared."""
+        module's docstring. Reads at most two windows of 4 KiB per path compared, none while
+        nothing is remembered (the first run)."""
+        if not self._reads:
+            return Continuation(0, None)
         own = self._reads.get(path)
         head = read(path, 0, HEAD)
         if own is not None and self._holds(path, size, own, head, read):
