@@ -630,6 +630,8 @@ class HDFS2FileSource(StartOperator):
         try:
             data = self._fs.read(self._path, 0, length)
         except FileNotFoundError:
+            if self._files is None:
+                raise  # the one file: its absence is an error, as at any read
             self._vanished(self._path)
             return True
         if len(data) == length and zlib.crc32(data) == crc:
@@ -652,6 +654,9 @@ class HDFS2FileSource(StartOperator):
         try:
             size = self._fs.status(self._path).size
         except FileNotFoundError:
+            if self._files is None:
+                raise
+            self._vanished(self._path)
             return True
         if size >= self._read_pos:
             return False
