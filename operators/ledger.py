@@ -201,6 +201,34 @@ class ReadLedger:
             return Continuation(0, None)
         return Continuation(best[0], best[1])
 
+    def start(
+        self, path: str, size: int, read: ReadRange, *, name: str, display: Callable[[str], str]
+    ) -> Continuation:
+        """:meth:`continues_at`, applied: what was read under ``path`` is set aside when the
+        file is new, or the memory it continues is taken; both logged (``name``: the reader's,
+        ``display``: a path as log lines show it). One rule for every engine's reader."""
+        where = self.continues_at(path, size, read)
+        if where.offset == 0:
+            if path in self:
+                self.set_aside(path)
+                logger.info(
+                    "%s: %s holds other bytes than those read before: read whole, as new",
+                    name,
+                    display(path),
+                )
+            return where
+        if where.taken_from is not None:
+            self.take(path, where.taken_from)
+        logger.info(
+            "%s: %s continues at byte %d: its first %d bytes were read before%s",
+            name,
+            display(path),
+            where.offset,
+            where.offset,
+            "" if where.taken_from is None else f" as {display(where.taken_from)}",
+        )
+        return where
+
     def take(self, path: str, taken_from: str) -> None:
         """``path`` continued where ``taken_from`` was read (:meth:`continues_at`): the memory
         moves to it (kept until ``path`` is read on and remembered anew)."""

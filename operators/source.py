@@ -366,7 +366,9 @@ class HDFS2FileSource(StartOperator):
                     return first[offset : offset + length]
                 return self._fs.read(p, offset, length)
 
-            where = self._ledger.continues_at(path, status.size, read)
+            where = self._ledger.start(
+                path, status.size, read, name=self.name, display=self._fs.display
+            )
         except FileNotFoundError:
             self._vanished(path)
             return False
@@ -374,30 +376,12 @@ class HDFS2FileSource(StartOperator):
             self._ahead = ReadAhead.ready(path, where.offset, want, first[where.offset :])
         elif where.offset == 0 and first_length == want:
             self._ahead = ReadAhead.ready(path, 0, want, first)
-        if where.offset == 0:
-            if path in self._ledger:
-                self._ledger.set_aside(path)
-                logger.info(
-                    "%s: %s holds other bytes than those read before: read whole, as new",
-                    self.name,
-                    self._fs.display(path),
-                )
-            return True
-        earlier = self._ledger.get(where.taken_from or path)
-        assert earlier is not None
-        if where.taken_from is not None:
-            self._ledger.take(path, where.taken_from)
-        self._offset = self._read_pos = where.offset
-        self._head = (earlier.head_len, earlier.head_crc)
-        self.files_continued += 1
-        logger.info(
-            "%s: %s continues at byte %d: its first %d bytes were read before%s",
-            self.name,
-            self._fs.display(path),
-            where.offset,
-            where.offset,
-            "" if where.taken_from is None else f" as {self._fs.display(where.taken_from)}",
-        )
+        if where.offset > 0:
+            earlier = self._ledger.get(path)  # what it continues, now under its name
+            assert earlier is not None
+            self._offset = self._read_pos = where.offset
+            self._head = (earlier.head_len, earlier.head_crc)
+            self.files_continued += 1
         return True
 
     def _remember(self, path: str) -> None:

@@ -346,27 +346,11 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for entry in new:
             path = entry[2]
             try:
-                where = ledger.continues_at(path, entry[3], self.fs.read)
+                where = ledger.start(
+                    path, entry[3], self.fs.read, name=_SOURCE, display=self.fs.display
+                )
             except FileNotFoundError:
                 continue
-            if where.offset == 0 and path in ledger:
-                ledger.set_aside(path)
-                logger.info(
-                    "%s: %s holds other bytes than those read before: read whole, as new",
-                    _SOURCE,
-                    self.fs.display(path),
-                )
-            elif where.offset > 0:
-                if where.taken_from is not None:
-                    ledger.take(path, where.taken_from)
-                logger.info(
-                    "%s: %s continues at byte %d: its first %d bytes were read before%s",
-                    _SOURCE,
-                    self.fs.display(path),
-                    where.offset,
-                    where.offset,
-                    "" if where.taken_from is None else f" as {self.fs.display(where.taken_from)}",
-                )
             begins[path] = where.offset
         return begins
 
