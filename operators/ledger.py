@@ -145,9 +145,6 @@ class ReadLedger:
         if earlier is not None:
             self._put(f"{path}{_ASIDE}{earlier.length}:{earlier.edge_crc}", earlier)
 
-    def forget(self, path: str) -> None:
-        self._drop(path)
-
     def _bound(self, now: float) -> None:
         """Forget the oldest reads beyond ``keep_files`` or ``keep_for`` (the reads are in the
         order remembered, so this looks at those it forgets and one more)."""

@@ -213,7 +213,6 @@ class HDFS2FileSource(StartOperator):
         self._ledger: ReadLedger | None = None
         if on_modified == "continue" and files is not None:
             self._ledger = ReadLedger(keep_files=remember_files, keep_for=remember_for)
-        self.files_continued = 0
         # Checkpointed state; _opened is (mtime_ns, size, file id) of the file when it was
         # opened, _head (length, CRC-32) of its leading bytes read.
         self._path: str | None = settings.file
@@ -381,7 +380,6 @@ class HDFS2FileSource(StartOperator):
             assert earlier is not None
             self._offset = self._read_pos = where.offset
             self._head = (earlier.head_len, earlier.head_crc)
-            self.files_continued += 1
         return True
 
     def _remember(self, path: str) -> None:
