@@ -205,6 +205,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             token_lifetime=args.token_lifetime,
             block_size=args.block_size,
             nodemanagers=(args.nodemanagers or 1) if args.yarn else 0,
+            dead_after=args.dead_after,
         )
     except ValueError as exc:
         error(str(exc))
@@ -450,6 +451,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="the cluster's and its clients' block size (default 1048576, HDFS's smallest; "
         "production clusters use 134217728)",
+    )
+    sandbox.add_argument(
+        "--dead-after",
+        type=float,
+        default=16.0,
+        metavar="SECONDS",
+        help="how long the NameNode counts a silent DataNode as live (default 16, at least 12; "
+        "a production NameNode's is 630)",
     )
     sandbox.add_argument(
         "--yarn",

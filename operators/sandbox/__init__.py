@@ -161,6 +161,7 @@ def launcher_command(
     heap: str = "768m",
     block_size: int = MIN_BLOCK_SIZE,
     nodemanagers: int = 0,
+    dead_after: float = 16.0,
 ) -> list[str]:
     """The ``java`` command line that runs a sandbox in ``base_dir`` (resolving it if needed).
 
@@ -172,8 +173,12 @@ def launcher_command(
     ``nodemanagers``: with 1 or more, YARN too (a ResourceManager and that many NodeManagers,
     its address in the ready line's ``yarn``, its client settings in ``conf_dir/yarn-site.xml``;
     with ``secure`` they are Kerberized, logged in as the NameNode's principal, which
-    ``yarn-site.xml`` names as ``yarn.resourcemanager.principal``).
+    ``yarn-site.xml`` names as ``yarn.resourcemanager.principal``); ``dead_after``: how long the
+    NameNode counts a silent DataNode as live, in seconds (at least 12; a production
+    NameNode's default is 630).
     """
+    if dead_after < 12:
+        raise ValueError(f"dead_after: {dead_after:g}s is under 12 seconds")
     if nodemanagers and ha:
         raise ValueError("nodemanagers: YARN runs beside a single NameNode only (not --ha)")
     if nodemanagers < 0:
@@ -209,6 +214,8 @@ def launcher_command(
         str(command_timeout),
         "--block-size",
         str(block_size),
+        "--dead-after",
+        str(dead_after),
     ]
     if ha:
         cmd.append("--ha")
@@ -302,6 +309,7 @@ class Sandbox:
         timeout: float = 180.0,
         block_size: int = MIN_BLOCK_SIZE,
         nodemanagers: int = 0,
+        dead_after: float = 16.0,
     ) -> Sandbox:
         """Start a sandbox and wait for its ready line (``SandboxError`` with the log's tail).
         Each later command is answered within ``command_timeout`` seconds."""
@@ -314,6 +322,7 @@ class Sandbox:
             command_timeout=command_timeout,
             block_size=block_size,
             nodemanagers=nodemanagers,
+            dead_after=dead_after,
         )
         base = Path(base_dir).resolve()
         log = base / "sandbox.log"

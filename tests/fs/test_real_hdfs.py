@@ -273,6 +273,12 @@ def test_a_block_size_hdfs_refuses_is_refused_before_the_start() -> None:
         Sandbox.start("/nonexistent", block_size=1000)
 
 
+def test_a_dead_after_shorter_than_ten_heartbeats_is_refused_before_the_start() -> None:
+    # The NameNode declares a DataNode dead after 2 rechecks and 10 heartbeats of 1 s.
+    with pytest.raises(ValueError, match="dead_after: 5s is under 12 seconds"):
+        Sandbox.start("/nonexistent", dead_after=5)
+
+
 def test_the_command_without_java_says_what_to_install(tmp_path: pytest.TempPathFactory) -> None:
     code = textwrap.dedent(
         """

@@ -44,7 +44,8 @@ import sun.misc.Signal;
  * and benchmarking hdfs-region.
  *
  * <p>Arguments: {@code BASE_DIR [--datanodes N] [--ha] [--secure] [--block-size BYTES] [--yarn]
- * [--nodemanagers N]}. {@code --yarn} adds a ResourceManager and NodeManagers (Hadoop's
+ * [--nodemanagers N] [--dead-after SECONDS]}. {@code --dead-after} (default 16, at least 12) is
+ * how long the NameNode counts a silent DataNode as live; a production NameNode's is 630. {@code --yarn} adds a ResourceManager and NodeManagers (Hadoop's
  * MiniYARNCluster, see {@link Yarn}) whose applications stage their files on this HDFS;
  * with {@code --secure} they are Kerberized too ({@link Secure#configureYarn}).
  * {@code --block-size} (default 1 MiB, HDFS's minimum) is the NameNode's {@code dfs.blocksize}
@@ -121,6 +122,7 @@ public final class Sandbox {
     long commandTimeoutMs = 90_000;
     long blockSize = MIN_BLOCK_SIZE;
     int nodeManagers = 0;
+    double deadAfter = 16;
     for (int i = 1; i < args.length; i++) {
       if (args[i].equals("--datanodes") && i + 1 < args.length) {
         datanodes = Integer.parseInt(args[++i]);
@@ -141,6 +143,12 @@ public final class Sandbox {
               "--block-size: " + blockSize + " is not a multiple of 512 of at least 1048576");
           System.exit(2);
         }
+      } else if (args[i].equals("--dead-after") && i + 1 < args.length) {
+        deadAfter = Double.parseDouble(args[++i]);
+        if (deadAfter < 12) {
+          System.err.println("--dead-after: " + deadAfter + " is under 12 seconds");
+          System.exit(2);
+        }
       } else if (args[i].equals("--command-timeout") && i + 1 < args.length) {
         commandTimeoutMs = (long) (Double.parseDouble(args[++i]) * 1000);
       } else {
@@ -150,7 +158,7 @@ public final class Sandbox {
     }
     long started = System.nanoTime();
     Secure secure = secured ? Secure.start(base, tokenLifetimeMs) : null;
-    MiniDFSCluster cluster = start(base, datanodes, ha, secure, blockSize);
+    MiniDFSCluster cluster = start(base, datanodes, ha, secure, blockSize, deadAfter);
     Sandbox sandbox = new Sandbox(cluster, ha, secure, out, commandTimeoutMs);
     if (nodeManagers > 0) {
       sandbox.yarn = Yarn.start(base, nodeManagers, sandbox.hdfsUri(), secure);
@@ -201,7 +209,8 @@ public final class Sandbox {
   }
 
   private static MiniDFSCluster start(
-      File base, int datanodes, boolean ha, Secure secure, long blockSize) throws IOException {
+      File base, int datanodes, boolean ha, Secure secure, long blockSize, double deadAfter)
+      throws IOException {
     Configuration conf = new HdfsConfiguration();
     if (secure != null) {
       secure.configure(conf);
@@ -209,8 +218,9 @@ public final class Sandbox {
     conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, new File(base, "data").getPath());
     conf.setInt("dfs.replication", Math.min(datanodes, 3));
     conf.setBoolean("dfs.permissions.enabled", true);
-    // A dead DataNode is noticed in seconds, not the default 10 minutes.
-    conf.setInt("dfs.namenode.heartbeat.recheck-interval", 3000);
+    // A dead DataNode is noticed in seconds (16 by default), not the default 10.5 minutes: the
+    // NameNode declares it dead after 2 rechecks and 10 heartbeats of silence.
+    conf.setInt("dfs.namenode.heartbeat.recheck-interval", (int) ((deadAfter - 10) * 500));
     conf.setInt("dfs.heartbeat.interval", 1);
     // Blocks of 1 MiB (the minimum) by default: truncates and appends cross block boundaries at
     // test sizes. Benchmarks ask for a production size (128 MiB).
