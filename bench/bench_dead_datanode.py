@@ -238,6 +238,7 @@ def job_run(base: Path, dead_after: float, extra: list[str], limit: float) -> di
             "took_s": round(took, 1),
             "resets": int(resets[-1]) if resets else None,
             "records": len(out),
+            "twice": len(out) - len(set(out)),  # a failed run publishes part, never twice
             "every_record_once": sorted(out) == sorted(expected),
         }
 
@@ -270,7 +271,7 @@ def main() -> None:
             f"the job, DataNode 0 of 3 stopped 5 s in, NameNode notices after "
             f"{args.dead_after:g} s, {client_name()}, client settings "
             f"{args.hdfs_site or 'of the sandbox'}",
-            ["exit", "took s", "resets", "records", "every record once"],
+            ["exit", "took s", "resets", "records", "twice", "every record once"],
             [list(j.values()) for j in jobs],
         )
         write_json(args.json, {"client": client_name(), "hdfs_site": args.hdfs_site, "jobs": jobs})
