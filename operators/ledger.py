@@ -145,6 +145,14 @@ class ReadLedger:
         if earlier is not None:
             self._put(f"{path}{_ASIDE}{earlier.length}:{earlier.edge_crc}", earlier)
 
+    def forget(self, path: str, length: int) -> None:
+        """``path``, read to ``length``, left the directory by the feed's own doing
+        (``after_read``): a file landing under the name later is new, even byte for byte the
+        same (a re-sent export). A read of the name to another length (a newer file) stays."""
+        read = self._reads.get(path)
+        if read is not None and read.length == length:
+            self._drop(path)
+
     def _bound(self, now: float) -> None:
         """Forget the oldest reads beyond ``keep_files`` or ``keep_for`` (the reads are in the
         order remembered, so this looks at those it forgets and one more)."""

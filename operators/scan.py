@@ -226,6 +226,7 @@ class HDFS2DirectoryScan(StartOperator):
             settings.after_read, fs, archive_dir=settings.archive_dir, name=name, clock=clock
         )
         self._read: list[tuple[int | None, ReadFile]] = []
+        self._left: list[ReadFile] = []  # moved away, not yet told the reader (moved_away)
         # on_cut_published changed the state since the last checkpoint (changed_after_publish).
         self._moved = False
         # The new files of the last listing, in order (never state: the cursor decides).
@@ -444,12 +445,22 @@ class HDFS2DirectoryScan(StartOperator):
             read = self._read[0][1]
             folder, name = posixpath.split(read.path)
             left = self._after_read.handle(read)
+            if left:
+                self._left.append(read)
             if left and self._directory is not None and _same_dir(folder, self._directory):
                 # Gone from the directory: a file landing under its name later is new.
                 self._cursor.forget([(name, read.mtime_ns)])
             self._moved = True
             stop_here("scan-after-read")  # crash tests: moved, not yet in a checkpoint
             self._read.pop(0)
+
+    def moved_away(self) -> list[ReadFile]:
+        """The files read to their end that left their path since the last call (archived,
+        deleted, or gone already): the reader forgets their content (a file landing under the
+        name later is new). After a reset, the restored state's files are handled again, and
+        so listed again."""
+        left, self._left = self._left, []
+        return left
 
     def poll_interval(self) -> float:
         if self._pos < len(self._new):
@@ -500,6 +511,7 @@ class HDFS2DirectoryScan(StartOperator):
         self._switch = int(state.get("switch", 0))
         # Covered by the cut restored: archived once their records are published.
         self._after_read.forget_moves()
+        self._left = []
         self._read = [(int(r["cut"]), ReadFile.from_dict(r)) for r in state.get("after_read", ())]
         try:
             self._cursor.reset(state)
@@ -512,6 +524,7 @@ class HDFS2DirectoryScan(StartOperator):
         self._directory = self.settings.directory
         self._switch = 0
         self._read = []
+        self._left = []
         self._after_read.forget_moves()
         self._cursor.reset(None)
         self._forget_listing()

@@ -350,6 +350,7 @@ class HDFS2FileSource(StartOperator):
         """Start a file the feed names at the byte its content was read to before (rule of
         :mod:`operators.ledger`); ``False`` when it vanished meanwhile."""
         assert self._ledger is not None
+        self._forget_moved()
         path = status.path
         want = self.settings.read_chunk
         # A file not read before under this name (new, most likely): its first chunk, what the
@@ -381,6 +382,14 @@ class HDFS2FileSource(StartOperator):
             self._offset = self._read_pos = where.offset
             self._head = (earlier.head_len, earlier.head_crc)
         return True
+
+    def _forget_moved(self) -> None:
+        """Forget the content of the files the feed moved away (``after_read``): what lands
+        under such a name later is a new file, whatever its bytes."""
+        moved_away = getattr(self._files, "moved_away", None)
+        if self._ledger is not None and moved_away is not None:
+            for read in moved_away():
+                self._ledger.forget(read.path, read.size)
 
     def _remember(self, path: str) -> None:
         """What was read of ``path`` up to the offset, for :meth:`_continue`: at its end, and
@@ -925,6 +934,7 @@ class HDFS2FileSource(StartOperator):
                 self._edge_at = (self._offset, len(edge), zlib.crc32(edge))
             at = self._edge_at
             opened += [at[1], at[2]] if at is not None and at[0] == self._offset else [None, None]
+        self._forget_moved()  # the cut's memory holds no file after_read moved away
         return {
             "path": self._path,
             "offset": self._offset,

@@ -223,7 +223,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 # forgotten, as they were in the memory of the run that moved them.
                 for seq, files in self._after_read_record().get("left", {}).items():
                     if int(seq) > int(since):
-                        self._cursor.forget((str(n), int(m)) for n, m in files)
+                        self._forget_left(files)
         if start.get("housekept") is not None:
             self._start_housekept = int(start["housekept"])
         return self._cursor
@@ -443,6 +443,18 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- driver: after_read --------------------------------------------------------------
 
+    def _forget_left(self, files: list[list[Any]]) -> None:
+        """Files after_read moved away (``[name, mtime_ns, path, size]``; records written
+        before the ledger have the first two only): the cursor forgets their names, the
+        ledger their content, so a file landing under one later is new, whatever its bytes.
+        A ledger forgotten here is written with the next plan."""
+        assert self._cursor is not None
+        self._cursor.forget((str(f[0]), int(f[1])) for f in files)
+        if self._ledger is not None:
+            for f in files:
+                if len(f) >= 4:
+                    self._ledger.forget(str(f[2]), int(f[3]))
+
     def _after_read_path(self) -> str:
         return posixpath.join(self.config.plan_dir, _AFTER_READ_FILE)
 
@@ -492,12 +504,12 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for file, mtime_ns in plan.get("mtimes", {}).items():
                     size = next(int(z) for p, _, e, z in plan["ranges"] if p == file and e >= z)
                     if after.handle(ReadFile(file, int(mtime_ns), size)):
-                        gone.append([posixpath.basename(file), int(mtime_ns)])
+                        gone.append([posixpath.basename(file), int(mtime_ns), file, size])
                 if gone:
                     # Gone from the directory: a file landing under the name later is new.
                     left[str(seq)] = gone
                     if self._cursor is not None:
-                        self._cursor.forget((n, m) for n, m in gone)
+                        self._forget_left(gone)
         # A restart starts from an offset planned after _start_housekept: older entries are
         # in every such offset's cursor already.
         oldest = self._start_housekept

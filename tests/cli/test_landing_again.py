@@ -6,12 +6,14 @@ an mtime a day ahead hides none of the files that land after it."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import PipelineDir, cli
+from operators.faults import FAULT_DIR_ENV, FAULT_ENV
+from tests.cli.conftest import PipelineDir, cli, start_cli, wait_for
 
 S = 1_000_000_000
 
@@ -169,9 +171,55 @@ def test_a_file_with_an_mtime_a_day_ahead_hides_none_of_the_files_after_it(
 def test_spark_cron_style_runs_read_a_name_landing_again_after_delete(pdir: PipelineDir) -> None:
     scan = after_read("delete") + '\n[spark]\nmaster = "local[2]"'
     config = pdir.write_config(CRON.format(engine="spark", scan=scan))
-    for hour in range(2):
-        land_now(pdir, "a.txt", [f"hour{hour}-{i}" for i in range(10)])
+    for _ in range(2):  # the same bytes again: a new delivery all the same
+        land_now(pdir, "a.txt", [f"same-{i}" for i in range(10)])
         log = run(config, "--available-now")
         assert "changed" not in log, log[-3000:]
         assert not (pdir.landing / "a.txt").exists()
+    assert sorted(pdir.output_lines()) == sorted(pdir.records)
+
+
+@pytest.mark.parametrize("mode", ["archive", "delete"])
+def test_the_same_bytes_landing_again_after_archive_or_delete_are_read_again(
+    pdir: PipelineDir, mode: str
+) -> None:
+    # The scan moved the first file away: what lands under its name later is a new delivery,
+    # even byte for byte the same (a re-sent export, a heartbeat file); the default rule
+    # (by content) must not take it for the file it read.
+    config = pdir.write_config(CRON.format(engine="local", scan=after_read(mode)))
+    lines = [f"same-{i}" for i in range(10)]
+    land_now(pdir, "a.txt", lines)
+    run(config, "--available-now")
+    land_now(pdir, "a.txt", lines)
+    run(config, "--available-now")
+    assert not (pdir.landing / "a.txt").exists()
+    assert sorted(pdir.output_lines()) == sorted(pdir.records)
+
+
+def test_the_same_bytes_landing_again_after_a_kill_between_delete_and_checkpoint_are_read(
+    pdir: PipelineDir,
+) -> None:
+    # Killed once the file is deleted, before a checkpoint records it: the restart restores a
+    # memory that still holds the file, and meets the next one, byte for byte the same, at once.
+    config = pdir.write_config(CRON.format(engine="local", scan=after_read("delete")))
+    lines = [f"same-{i}" for i in range(10)]
+    land_now(pdir, "a.txt", lines)
+    faults = pdir.root / "faults"
+    faults.mkdir()
+    point = "scan-after-read"
+    env = {FAULT_ENV: point, FAULT_DIR_ENV: str(faults)}
+    proc = start_cli("run", str(config), "--available-now", "--no-progress", **env)
+    try:
+        wait_for(lambda: (faults / point).exists(), 120, f"the run to reach {point}", proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.communicate()
+    assert not (pdir.landing / "a.txt").exists()
+    land_now(pdir, "a.txt", lines)
+    run(config, "--available-now")
+    assert not (pdir.landing / "a.txt").exists()
     assert sorted(pdir.output_lines()) == sorted(pdir.records)

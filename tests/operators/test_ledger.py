@@ -106,6 +106,23 @@ def test_state_round_trips_and_is_encoded_once_per_change() -> None:
     assert again.get("/d/a") == ledger.get("/d/a") and len(again) == 2
 
 
+def test_a_file_moved_away_is_forgotten_so_the_same_bytes_under_its_name_are_new() -> None:
+    data = b"same\n" * 3
+    ledger = ReadLedger(keep_files=10, keep_for=100.0)
+    ledger.remember("/d/a", fingerprint(data, data, len(data), 1.0))
+
+    def read(path: str, offset: int, length: int) -> bytes:
+        return data[offset : offset + length]
+
+    assert ledger.continues_at("/d/a", len(data), read).offset == len(data)
+    ledger.forget("/d/a", len(data) - 1)  # another read of the name (a newer file): it stays
+    assert ledger.continues_at("/d/a", len(data), read).offset == len(data)
+    ledger.forget("/d/a", len(data))
+    assert ledger.continues_at("/d/a", len(data), read).offset == 0
+    assert "/d/a" not in ledger
+    assert ledger.state() == ReadLedger(keep_files=10, keep_for=1.0).state()
+
+
 def test_what_falls_out_is_counted_and_logged(caplog) -> None:  # type: ignore[no-untyped-def]
     ledger = ReadLedger(keep_files=2, keep_for=50.0)
     for i in range(3):
