@@ -745,9 +745,9 @@ class ScanCursor:
                 f"mtime moved{moved}): what changed is not read"
             )
             if self.on_modified == "fail":
-                msg = f"{message} (on_modified = 'fail'; 'reread' reads it again whole)"
+                msg = f"{message} (on_modified = 'fail'; 'new_version' reads it again whole)"
                 raise ModifiedFileError(msg)
-            logger.warning("%s (on_modified = 'warn'; 'reread' reads it again whole)", message)
+            logger.warning("%s (on_modified = 'warn'; 'new_version' reads it again whole)", message)
             self.modified += 1
             self.modified_now += 1
             # Accounted for at its new mtime, so that it is reported once.

@@ -106,10 +106,11 @@ class ScanSettings(BaseModel):
     #: What a file read before that is listed again with a new mtime does. ``continue``: the
     #: content decides (:mod:`operators.ledger`): a file whose first bytes are those read
     #: before, under its name or another (appended to, a cumulative export, a rotation)
-    #: continues after them, anything else is read whole. ``warn``: a WARNING and a count, not
-    #: read again (another file id under the name is read as new); ``fail``: an error;
-    #: ``reread``: read again whole (every version, snapshot semantics).
-    on_modified: Literal["warn", "fail", "reread", "continue"] = Field(
+    #: continues after them, anything else is read whole. ``new_version`` (its older name:
+    #: ``reread``): every changed version read again whole (snapshot semantics). ``warn``: a
+    #: WARNING and a count, not read again (another file id under the name is read as new);
+    #: ``fail``: an error.
+    on_modified: Literal["warn", "fail", "reread", "new_version", "continue"] = Field(
         "continue", validation_alias=_alias("on_modified", "onModified")
     )
     #: ``continue``: how many files' content read is remembered. What falls out is counted
@@ -143,6 +144,12 @@ class ScanSettings(BaseModel):
                 msg = f"pattern {value!r} is not a valid regular expression: {exc}"
                 raise ValueError(msg) from None
         return value
+
+    @field_validator("on_modified")
+    @classmethod
+    def _one_name_for_new_version(cls, value: str) -> str:
+        # The engines know it as "reread", its older name.
+        return "reread" if value == "new_version" else value
 
     @field_validator("roots")
     @classmethod

@@ -400,7 +400,7 @@ class NativeHdfsFileSystem:
             logger.warning(
                 "%s: the fileIds of %s could not be read through WebHDFS %s (%s): a file "
                 "replaced under such a name counts as changed in place (on_modified = 'warn' "
-                "reads it not, 'reread' reads it again whole)",
+                "reads it not, 'new_version' reads it again whole)",
                 self.display("/"),
                 shown,
                 twin.display("/"),

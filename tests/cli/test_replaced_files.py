@@ -150,8 +150,8 @@ def moved(warnings: list[str]) -> str:
     return warnings[0].split("its mtime moved by ", 1)[1].split(")", 1)[0] if warnings else ""
 
 
-@pytest.mark.parametrize("on_modified", ["warn", "reread"])
-def test_a_file_appended_to_in_place_is_reported_once_and_read_again_only_by_reread(
+@pytest.mark.parametrize("on_modified", ["warn", "reread", "new_version"])
+def test_an_append_in_place_is_reported_once_and_read_again_only_by_new_version(
     pdir: PipelineDir, on_modified: str
 ) -> None:
     """``cat more >> daily.csv``: the same inode. Under ``warn`` one WARNING naming it, the
@@ -295,7 +295,7 @@ def test_on_hdfs_a_replacement_is_read_whole_once_and_without_webhdfs_each_is_na
     daily = fs.display(posixpath.join(landing, "daily.csv"))
     changed = (
         f"operators.cursor: scan: file {daily} changed after it was read (its mtime moved by "
-        "{}): what changed is not read (on_modified = 'warn'; 'reread' reads it again whole)"
+        "{}): what changed is not read (on_modified = 'warn'; 'new_version' reads it again whole)"
     )
     put("daily.csv", ["a 1", "a 2"])
     assert run(settings()) == (2, [])
