@@ -78,6 +78,10 @@ def roots_problem(fs: FileSystem, path: str, roots: tuple[str, ...] | None) -> s
     return None
 
 
+#: ``[scan] on_modified``'s values, as the settings name them.
+_ON_MODIFIED = ("continue", "new_version", "reread", "warn", "fail")
+
+
 class ScanSettings(BaseModel):
     """Parameters of the directory scan; IBM Streams names are accepted as aliases."""
 
@@ -110,7 +114,7 @@ class ScanSettings(BaseModel):
     #: ``reread``): every changed version read again whole (snapshot semantics). ``warn``: a
     #: WARNING and a count, not read again (another file id under the name is read as new);
     #: ``fail``: an error.
-    on_modified: Literal["warn", "fail", "reread", "new_version", "continue"] = Field(
+    on_modified: Literal["warn", "fail", "reread", "continue"] = Field(
         "continue", validation_alias=_alias("on_modified", "onModified")
     )
     #: ``continue``: how many files' content read is remembered. What falls out is counted
@@ -145,11 +149,16 @@ class ScanSettings(BaseModel):
                 raise ValueError(msg) from None
         return value
 
-    @field_validator("on_modified")
+    @field_validator("on_modified", mode="before")
     @classmethod
-    def _one_name_for_new_version(cls, value: str) -> str:
+    def _one_name_for_new_version(cls, value: object) -> object:
         # The engines know it as "reread", its older name.
-        return "reread" if value == "new_version" else value
+        if value == "new_version":
+            return "reread"
+        if isinstance(value, str) and value not in _ON_MODIFIED:
+            msg = f"on_modified {value!r} is not one of {', '.join(map(repr, _ON_MODIFIED))}"
+            raise ValueError(msg)
+        return value
 
     @field_validator("roots")
     @classmethod
