@@ -3,7 +3,10 @@ user lands them: every line written is read exactly once."""
 
 from __future__ import annotations
 
+import base64
 import collections
+import json
+import zlib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -100,10 +103,31 @@ def test_state_round_trips_and_is_encoded_once_per_change() -> None:
     ledger.set_aside("/d/a")
     ledger.remember("/d/a", fingerprint(b"xyz\n", b"xyz\n", 4, 2.0))
     state = ledger.state()
-    assert ledger.state() is not state and ledger.state()["reads"] is state["reads"]
+    assert ledger.state() is not state and ledger.state()["reads"][0] is state["reads"][0]
     again = ReadLedger(keep_files=10, keep_for=100.0)
     again.restore(state)
     assert again.get("/d/a") == ledger.get("/d/a") and len(again) == 2
+
+
+def test_a_cut_that_remembers_one_file_encodes_one_chunk_and_old_states_restore() -> None:
+    ledger = ReadLedger(keep_files=10_000, keep_for=100.0)
+    for i in range(3000):
+        ledger.remember(f"/d/f{i}", fingerprint(b"a", b"a", 1 + i, 1.0))
+    before = ledger.state()["reads"]
+    ledger.remember("/d/new", fingerprint(b"n", b"n", 1, 2.0))
+    after = ledger.state()["reads"]
+    assert len(after) == len(before) > 1
+    assert all(a is b for a, b in zip(after[:-1], before[:-1], strict=True))
+    assert after[-1] is not before[-1]
+    # A checkpoint written before chunks holds the reads as one string.
+    rows = [[p, *r] for p, r in ledger._reads.items()]
+    one = base64.b64encode(zlib.compress(json.dumps(rows).encode())).decode()
+    again = ReadLedger(keep_files=10_000, keep_for=100.0)
+    again.restore({"reads": one, "forgotten": 2})
+    assert list(again._reads.items()) == list(ledger._reads.items()) and again.forgotten == 2
+    chunked = ReadLedger(keep_files=10_000, keep_for=100.0)
+    chunked.restore(ledger.state())
+    assert list(chunked._reads.items()) == list(ledger._reads.items())
 
 
 def test_a_file_moved_away_is_forgotten_so_the_same_bytes_under_its_name_are_new() -> None:
