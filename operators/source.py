@@ -387,9 +387,10 @@ class HDFS2FileSource(StartOperator):
         """Forget the content of the files the feed moved away (``after_read``): what lands
         under such a name later is a new file, whatever its bytes."""
         moved_away = getattr(self._files, "moved_away", None)
-        if self._ledger is not None and moved_away is not None:
-            for read in moved_away():
-                self._ledger.forget(read.path, read.size)
+        if moved_away is not None:
+            for read in moved_away():  # drained under any policy: the feed keeps none
+                if self._ledger is not None:
+                    self._ledger.forget(read.path, read.size)
 
     def _remember(self, path: str) -> None:
         """What was read of ``path`` up to the offset, for :meth:`_continue`: at its end, and

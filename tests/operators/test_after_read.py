@@ -213,3 +213,17 @@ def test_delete_keeps_the_inode_taken_until_the_state_is_recorded(tmp_path: Path
     restarted.purge()
     assert sorted(p.name for p in (tmp_path / "in").iterdir()) == ["a.txt"]
     assert len(path.read_text().splitlines()) == 5
+
+
+@pytest.mark.parametrize("on_modified", ["continue", "warn"])
+def test_the_files_moved_away_are_drained_by_the_source_under_any_policy(
+    tmp_path: Path, on_modified: str
+) -> None:
+    # The scan lists each file it moved for the reader's content memory; a reader that keeps
+    # none must drain the list all the same, or it grows with every file for the job's life.
+    for i in range(3):
+        land(tmp_path, f"f{i}.txt", 2, 1_700_000_000 + i)
+    runner, scan = pipeline(tmp_path, after_read="delete", on_modified=on_modified)
+    runner.run(available_now=True)
+    assert scan.metrics()["files_deleted"] == 3
+    assert scan.moved_away() == []
