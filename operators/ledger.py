@@ -154,7 +154,11 @@ class ReadLedger:
         return read
 
     def remember(self, path: str, read: Read) -> None:
-        """``path`` was read to ``read.length`` (:func:`fingerprint`)."""
+        """``path`` was read to ``read.length`` (:func:`fingerprint`). A read of no bytes is
+        not remembered: continuing at 0 is reading whole, and empty files (markers, a
+        ``_SUCCESS``) would all share one head, each new one compared with every other."""
+        if read.length == 0:
+            return
         self._put(path, read)
         self._bound(read.at)
 

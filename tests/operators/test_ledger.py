@@ -130,6 +130,21 @@ def test_a_cut_that_remembers_one_file_encodes_one_chunk_and_old_states_restore(
     assert list(chunked._reads.items()) == list(ledger._reads.items())
 
 
+def test_empty_files_are_not_remembered_so_a_new_one_reads_no_other() -> None:
+    # 1,000 empty markers would share one head: each new file compared with every one of them.
+    ledger = ReadLedger(keep_files=10_000, keep_for=100.0)
+    for i in range(1000):
+        ledger.remember(f"/d/_SUCCESS.{i}", fingerprint(b"", b"", 0, 1.0))
+    reads: list[str] = []
+
+    def read(path: str, offset: int, length: int) -> bytes:
+        reads.append(path)
+        return b""
+
+    assert len(ledger) == 0
+    assert ledger.continues_at("/d/_SUCCESS.new", 0, read).offset == 0 and reads == []
+
+
 def test_a_file_moved_away_is_forgotten_so_the_same_bytes_under_its_name_are_new() -> None:
     data = b"same\n" * 3
     ledger = ReadLedger(keep_files=10, keep_for=100.0)
