@@ -4,6 +4,7 @@ settings file writer, and the command run as a real process (or in this process)
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -155,3 +156,23 @@ def wait_for(
 
 def cut_files(checkpoints: Path) -> list[Path]:
     return sorted(checkpoints.glob("cut-*.json")) if checkpoints.exists() else []
+
+
+def kill_at(point: str, faults: Path, *args: str) -> None:
+    """Run ``hdfs-region ARGS`` stopped at the fault point ``point`` (:mod:`operators.faults`)
+    and SIGKILL it there; ``faults`` is the folder the point's marker goes in."""
+    from operators.faults import FAULT_DIR_ENV, FAULT_ENV
+
+    faults.mkdir(exist_ok=True)
+    proc = start_cli(*args, **{FAULT_ENV: point, FAULT_DIR_ENV: str(faults)})
+    try:
+        wait_for(lambda: (faults / point).exists(), 120, f"the process to reach {point}", proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    (faults / point).unlink()

@@ -5,13 +5,12 @@ destination byte for byte the source, the source deleted only after."""
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
 
 import pytest
 
-from operators.copy.transfer import FAULT_ENV, is_temporary_of
-from tests.cli.conftest import cli, start_cli, wait_for
+from operators.copy.transfer import is_temporary_of
+from tests.cli.conftest import cli, kill_at
 
 BIG = 24 << 20  # several chunks of 4 MiB
 
@@ -126,23 +125,7 @@ def _visible(directory: Path) -> list[str]:
 
 def _kill_at(point: str, tmp_path: Path, *args: str) -> None:
     """Run ``hdfs-region copy ARGS`` stopped at ``point`` and SIGKILL it there."""
-    faults = tmp_path / "faults"
-    faults.mkdir(exist_ok=True)
-    env = {FAULT_ENV: point, "HDFS_REGION_FAULT_DIR": str(faults)}
-    proc = start_cli("copy", *args, cwd=None, **env)
-    try:
-        wait_for(lambda: (faults / point).exists(), 120, f"the copy to reach {point}", proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stdout is not None and proc.stderr is not None
-        proc.stdout.close()
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
-    (faults / point).unlink()
+    kill_at(point, tmp_path / "faults", "copy", *args)
 
 
 @pytest.mark.slow

@@ -6,14 +6,12 @@ an mtime a day ahead hides none of the files that land after it."""
 from __future__ import annotations
 
 import os
-import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from operators.faults import FAULT_DIR_ENV, FAULT_ENV
-from tests.cli.conftest import PipelineDir, cli, start_cli, wait_for
+from tests.cli.conftest import PipelineDir, cli, kill_at
 
 S = 1_000_000_000
 
@@ -204,20 +202,7 @@ def test_the_same_bytes_landing_again_after_a_kill_between_delete_and_checkpoint
     config = pdir.write_config(CRON.format(engine="local", scan=after_read("delete")))
     lines = [f"same-{i}" for i in range(10)]
     land_now(pdir, "a.txt", lines)
-    faults = pdir.root / "faults"
-    faults.mkdir()
-    point = "scan-after-read"
-    env = {FAULT_ENV: point, FAULT_DIR_ENV: str(faults)}
-    proc = start_cli("run", str(config), "--available-now", "--no-progress", **env)
-    try:
-        wait_for(lambda: (faults / point).exists(), 120, f"the run to reach {point}", proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.communicate()
+    kill_at("scan-after-read", pdir.root / "faults", "run", str(config), "--available-now")
     assert not (pdir.landing / "a.txt").exists()
     land_now(pdir, "a.txt", lines)
     run(config, "--available-now")
