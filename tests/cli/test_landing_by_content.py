@@ -197,8 +197,9 @@ def test_five_files_landing_five_ways_in_cron_runs_are_each_read_once(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.spark)])
 def test_on_hdfs_five_files_landing_five_ways_in_cron_runs_are_each_read_once(
-    request: pytest.FixtureRequest, pdir: PipelineDir
+    request: pytest.FixtureRequest, pdir: PipelineDir, engine: str
 ) -> None:
     fs, base, sandbox = real_fs(request, "hdfs")
     if sandbox is None:
@@ -212,7 +213,7 @@ def test_on_hdfs_five_files_landing_five_ways_in_cron_runs_are_each_read_once(
         webhdfs="",
         scan='on_modified = "continue"',
     ).replace('[transform]\nfunction = "pace:shout"\n', "")
-    cfg = pdir.write_config(body)
+    cfg = pdir.write_config(body.replace('engine = "local"', f'engine = "{engine}"'))
     out = posixpath.join(root, "out")
 
     def published() -> list[str]:
