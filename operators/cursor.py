@@ -81,6 +81,10 @@ __all__ = ["LateFileError", "ModifiedFileError", "ScanCursor", "describe_state"]
 
 logger = logging.getLogger(__name__)
 
+#: ``[scan] on_modified``, as the engines know it (the settings also take ``"new_version"``, the
+#: name of ``"reread"``).
+OnModified = Literal["warn", "fail", "reread", "continue"]
+
 #: The filesystems (by display) whose missing file ids were announced: once per process.
 _UNIDENTIFIED: set[str] = set()
 
@@ -280,7 +284,7 @@ class ScanCursor:
         *,
         window_ns: int,
         on_late_file: Literal["warn", "fail"] = "warn",
-        on_modified: Literal["warn", "fail", "reread", "continue"] = "warn",
+        on_modified: OnModified = "warn",
         name: str = "scan",
         display: Callable[[str], str] = str,
         identify: Callable[[list[str]], list[int | None]] | None = None,

@@ -18,12 +18,12 @@ import posixpath
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from operators.control import ControlFile
-from operators.cursor import ScanCursor, identifier
+from operators.cursor import OnModified, ScanCursor, identifier
 from operators.errors import BadRecordError, OperatorError
 from operators.faults import stop_here
 from operators.housekeeping import AfterRead, ReadFile
@@ -79,7 +79,7 @@ def roots_problem(fs: FileSystem, path: str, roots: tuple[str, ...] | None) -> s
 
 
 #: ``[scan] on_modified``'s values, as the settings name them.
-_ON_MODIFIED = ("continue", "new_version", "reread", "warn", "fail")
+_ON_MODIFIED = ("new_version", *get_args(OnModified))
 
 
 class ScanSettings(BaseModel):
@@ -114,7 +114,7 @@ class ScanSettings(BaseModel):
     #: ``reread``): every changed version read again whole (snapshot semantics). ``warn``: a
     #: WARNING and a count, not read again (another file id under the name is read as new);
     #: ``fail``: an error.
-    on_modified: Literal["warn", "fail", "reread", "continue"] = Field(
+    on_modified: OnModified = Field(
         "continue", validation_alias=_alias("on_modified", "onModified")
     )
     #: ``continue``: how many files' content read is remembered. What falls out is counted

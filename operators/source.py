@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from operators.cursor import OnModified
 from operators.decoding import (
     EncodedLines,
     LineDecoder,
@@ -150,7 +151,7 @@ class HDFS2FileSource(StartOperator):
         files: FileFeed | None = None,
         name: str = "source",
         clock: Callable[[], float] = time.time,
-        on_modified: Literal["warn", "fail", "reread", "continue"] | None = None,
+        on_modified: OnModified | None = None,
         encoded_for: str | None = None,
         remember_files: int | None = None,
         remember_for: float | None = None,

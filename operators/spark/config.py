@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from operators.cursor import OnModified
 from operators.decoding import OnDecodeError
 from operators.fs.local import LocalFileSystem
 from operators.rolling import RollingPolicy
@@ -42,7 +43,7 @@ class ScanConfig:
     min_file_age_ns: int
     late_window_ns: int
     on_late_file: Literal["warn", "fail"]
-    on_modified: Literal["warn", "fail", "reread", "continue"]
+    on_modified: OnModified
     binary: bool
     encoding: str
     on_decode_error: OnDecodeError
