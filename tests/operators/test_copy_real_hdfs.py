@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import os
 import posixpath
-import signal
 import time
 from pathlib import Path
 
 import pytest
 
 from operators.copy import CopySettings, HDFS2FileCopy
-from operators.copy.transfer import FAULT_ENV, is_temporary_of
+from operators.copy.transfer import is_temporary_of
 from operators.sandbox import Sandbox
 from region.fs import FileSystem
-from tests.cli.conftest import cli, start_cli, wait_for
+from tests.cli.conftest import cli, kill_at
 from tests.conftest import CLUSTER_USER, real_fs
 
 pytestmark = pytest.mark.slow
@@ -132,24 +131,9 @@ def test_command_killed_mid_copy_to_the_cluster_then_again(
     data = os.urandom(6 << 20)
     src = tmp_path / "big.bin"
     src.write_bytes(data)
-    faults = tmp_path / "faults"
-    faults.mkdir()
     args = ["copy", str(src), uri + "/out/", "--config", str(config), "--delete-source"]
     args += ["--chunk-size", str(1 << 20)]
-    proc = start_cli(
-        *args, cwd=None, **{FAULT_ENV: "copy_write", "HDFS_REGION_FAULT_DIR": str(faults)}
-    )
-    try:
-        wait_for(lambda: (faults / "copy_write").exists(), 120, "the first chunk written", proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            assert stream is not None
-            stream.close()
+    kill_at("copy_write", tmp_path / "faults", *args)
     # A partial hidden temporary on the cluster (its writer's lease still held), no destination.
     names = [e.name for e in fs.list_dir(root + "/out")]
     assert len(names) == 1 and is_temporary_of(names[0], "big.bin"), names
