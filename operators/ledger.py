@@ -39,7 +39,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-__all__ = ["EDGE", "HEAD", "Continuation", "Read", "ReadLedger"]
+__all__ = ["EDGE", "HEAD", "Continuation", "Read", "ReadLedger", "fingerprint", "holds"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,17 @@ def fingerprint(head: bytes, edge: bytes, length: int, at: float) -> Read:
     head = head[: min(length, HEAD)]
     edge = edge[-min(length, EDGE) :] if length else b""
     return Read(length, len(head), zlib.crc32(head), len(edge), zlib.crc32(edge), at)
+
+
+def holds(path: str, earlier: Read, read: ReadRange) -> bool:
+    """Whether the file at ``path`` still begins with what ``earlier`` read (head and edge
+    compared; ``False`` for a path that is gone or shorter)."""
+    try:
+        head = read(path, 0, HEAD)
+    except FileNotFoundError:
+        return False
+    # The size is unknown here: a shorter file fails the edge's read.
+    return ReadLedger._holds(path, earlier.length, earlier, head, read)
 
 
 class ReadLedger:
@@ -297,12 +308,7 @@ class ReadLedger:
         """Whether ``other`` still holds what was read there (then it is not this file's)."""
         if _ASIDE in other:
             return False  # its path holds other bytes since
-        try:
-            head = read(other, 0, HEAD)
-        except FileNotFoundError:
-            return False
-        # The size is unknown here: a shorter file fails the edge's read below.
-        return self._holds(other, earlier.length, earlier, head, read)
+        return holds(other, earlier, read)
 
     # -- state ------------------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ from pyspark.sql.streaming.datasource import (
 
 from operators.cursor import ScanCursor, identifier
 from operators.housekeeping import AfterRead, ReadFile
-from operators.ledger import EDGE, HEAD, ReadLedger, fingerprint
+from operators.ledger import EDGE, HEAD, Read, ReadLedger, fingerprint, holds
 from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
 from region.atomic import dir_permission, write_atomically
@@ -305,17 +305,21 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if (r.entry[0], r.entry[1]) == cursor.key:
                 new_pos = r.end if r.end < r.size else None
         seq = int(start["seq"]) + 1
+        # What each range's file held up to the range's end: a replay after a restart finds
+        # those bytes under another name if the file was rotated meanwhile (_replayed).
+        prints = self._remember(planned) if self._ledger is not None else {}
         plan = {
             "v": 1,
             "seq": seq,
             "start": {"seq": start["seq"], "plan": start.get("plan"), "pos": pos},
-            "ranges": [[r.entry[2], r.start, r.end, r.size] for r in planned],
+            "ranges": [
+                [r.entry[2], r.start, r.end, r.size, *prints.get(r.entry[2], ())] for r in planned
+            ],
         }
         if self.config.after_read != "keep":
             # What each file read to its end was (after_read leaves a changed file alone).
             plan["mtimes"] = {r.entry[2]: r.entry[0] for r in planned if r.end >= r.size}
         if self._ledger is not None:
-            self._remember(planned)
             plan["ledger"] = self._ledger.state()
         body = json.dumps(plan, sort_keys=True).encode()
         digest = hashlib.sha256(body).hexdigest()[:16]
@@ -354,14 +358,16 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             begins[path] = where.offset
         return begins
 
-    def _remember(self, planned: list[_Range]) -> None:
+    def _remember(self, planned: list[_Range]) -> dict[str, list[int]]:
         """What a batch reads of each file, up to where its range ends (the file's end, or
         where the next batch goes on: a file rotated meanwhile continues there under its new
         name): the same content rule as the in-process source (two windows of 4 KiB read
-        here, on the driver)."""
+        here, on the driver). Returns each file's ``[head_len, head_crc, edge_len, edge_crc]``
+        for the plan."""
         ledger = self._ledger
         assert ledger is not None
         now = time.time()
+        prints: dict[str, list[int]] = {}
         for r in planned:
             path, length = r.entry[2], r.end
             try:
@@ -369,7 +375,10 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 edge = head if length <= HEAD else self.fs.read(path, length - EDGE, EDGE)
             except FileNotFoundError:
                 continue  # the batch's read says so
-            ledger.remember(path, fingerprint(head, edge, length, now))
+            read = fingerprint(head, edge, length, now)
+            ledger.remember(path, read)
+            prints[path] = list(read[1:5])
+        return prints
 
     def _state_of(self, cursor: ScanCursor) -> dict[str, Any]:
         """The cursor's state for an offset; with ``after_read``, also the last batch whose
@@ -413,8 +422,72 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return plan
 
     def _read_plan(self, end: Mapping[str, Any]) -> list[tuple[str, int, int, int]]:
+        """The ranges of the batch that ends at ``end``. A batch this reader did not plan is
+        a replay after a restart: each range whose file no longer holds the planned bytes is
+        read where they are now (:meth:`_replayed`)."""
         plan = self._read_plan_body(int(end["seq"]), str(end["plan"]))
-        return [(str(p), int(s), int(e), int(z)) for p, s, e, z in plan["ranges"]]
+        ranges = [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in plan["ranges"]]
+        if self._at == (end.get("seq"), end.get("plan")):
+            return ranges  # planned moments ago, by this reader
+        prints = {
+            str(r[0]): Read(int(r[2]), int(r[4]), int(r[5]), int(r[6]), int(r[7]), 0.0)
+            for r in plan["ranges"]
+            if len(r) >= 8
+        }
+        return self._replayed(int(end["seq"]), ranges, prints) if prints else ranges
+
+    def _replayed(
+        self, seq: int, ranges: list[tuple[str, int, int, int]], prints: dict[str, Read]
+    ) -> list[tuple[str, int, int, int]]:
+        """The ranges of a replayed batch, each read from the file that holds the planned
+        bytes now. A file rotated while the job was down (renamed away, copied away and
+        truncated) holds other bytes under its name: its planned bytes are found by content
+        among the directory's files, as the ledger finds a continued file. Bytes no file holds
+        any more are skipped with a WARNING (an error under ``strict_mode``), as the in-process
+        source skips a file that vanished."""
+        fs = self.fs
+        moved: dict[str, str | None] = {}
+        for path, read in prints.items():
+            if holds(path, read, fs.read):
+                continue
+            where = None
+            try:
+                listing = fs.list_dir(self.config.directory)
+            except FileNotFoundError:
+                listing = []
+            for status in listing:
+                other = status.path
+                if other != path and status.size >= read.length and holds(other, read, fs.read):
+                    where = other
+                    break
+            moved[path] = where
+            planned = fs.display(path)
+            if where is not None:
+                logger.info(
+                    "%s: batch %d is read again after a restart; the first %d bytes %s held "
+                    "then are now at %s: read there",
+                    _SOURCE,
+                    seq,
+                    read.length,
+                    planned,
+                    fs.display(where),
+                )
+                continue
+            msg = (
+                f"{_SOURCE}: batch {seq} is read again after a restart, but {planned} no longer "
+                f"holds the {read.length} bytes planned and no file in the directory does"
+            )
+            if self.config.strict_mode:
+                raise FileNotFoundError(msg)
+            logger.warning("%s: its range is skipped", msg)
+        if not moved:
+            return ranges
+        kept = []
+        for path, s, e, size in ranges:
+            now_at = moved.get(path, path)
+            if now_at is not None:
+                kept.append((now_at, s, e, size))
+        return kept
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         if not end.get("plan") or end.get("seq") == (start or {}).get("seq"):

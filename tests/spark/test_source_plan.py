@@ -194,3 +194,51 @@ def test_a_failed_plan_write_leaves_nothing_and_old_leftovers_are_cleaned(
         offsets.append(r.latestOffset(offsets[-1], ReadAllAvailable()))
         r.commit(offsets[-1])
     assert not [name for name in os.listdir(plans) if name.endswith(".tmp")]
+
+
+def _mid_file_batch(tmp_path: Path) -> tuple[Path, dict[str, Any], dict[str, Any], list[tuple]]:
+    """A batch planned to end in the middle of ``svc.log`` (kill -9 before it was read)."""
+    src = tmp_path / "in"
+    write_inputs(src, {"svc.log": b"".join(b"old %05d\n" % i for i in range(1000))}, T0)
+    r = reader(src)
+    start = r.latestOffset(r.initialOffset(), ReadMaxBytes(4000))
+    end = r.latestOffset(start, ReadMaxBytes(4000))
+    planned = ranges(r, start, end)
+    assert planned == [("svc.log", 4000, 8000)]
+    return src, start, end, planned
+
+
+@pytest.mark.parametrize("rotation", ["rename", "copytruncate"])
+def test_a_replayed_batch_reads_its_bytes_where_a_rotation_moved_them(
+    tmp_path: Path, rotation: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log is rotated while the job is down: the replayed batch reads its planned bytes
+    from the rotated copy, never the new file's bytes at the old offsets (which read nothing:
+    a batch's lines lost)."""
+    src, start, end, _ = _mid_file_batch(tmp_path)
+    old = (src / "svc.log").read_bytes()
+    if rotation == "rename":
+        os.replace(src / "svc.log", src / "svc.log.1")
+    else:
+        (src / "svc.log.1").write_bytes(old)
+        os.truncate(src / "svc.log", 0)
+    (src / "svc.log").write_bytes(b"new\n" * 10)
+    restarted = reader(src)
+    with caplog.at_level(logging.INFO, logger="operators.spark.source"):
+        assert ranges(restarted, start, end) == [("svc.log.1", 4000, 8000)]
+    assert "now at" in caplog.text and "svc.log.1" in caplog.text
+    # Then the copy continues after the batch, and the new file is read whole.
+    after = restarted.latestOffset(end, ReadAllAvailable())
+    assert sorted(ranges(restarted, end, after)) == [("svc.log", 0, 40), ("svc.log.1", 8000, 10000)]
+
+
+def test_a_replayed_batch_whose_bytes_are_gone_is_skipped_loudly_or_refused_when_strict(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    src, start, end, _ = _mid_file_batch(tmp_path)
+    (src / "svc.log").write_bytes(b"other\n" * 2000)  # other bytes, longer: nothing holds them
+    with caplog.at_level(logging.WARNING, logger="operators.spark.source"):
+        assert ranges(reader(src), start, end) == []
+    assert "no longer holds the 8000 bytes planned" in caplog.text and "svc.log" in caplog.text
+    with pytest.raises(FileNotFoundError, match="svc.log no longer holds"):
+        ranges(reader(src, strict_mode="true"), start, end)
