@@ -349,6 +349,7 @@ class ScanCursor:
             self._window.load(state.get("ahead") or (), ahead=True)
             self.passed_over = int(state.get("passed_over", 0))
             self.modified = int(state.get("modified", 0))
+            self._forgotten = {str(n) for n in state.get("forgotten") or ()}
         if self.key is not None:
             self._advance_floor()
 
@@ -363,6 +364,9 @@ class ScanCursor:
             "census": None if self.census is None else self.census.encode(),
             "passed_over": self.passed_over,
             "modified": self.modified,
+            # Forgotten after a reset, not settled by a listing yet: a crash before that
+            # listing must not bring the names back from the census.
+            **({"forgotten": sorted(self._forgotten)} if self._forgotten else {}),
         }
 
     @property
