@@ -127,6 +127,13 @@ class ScanSettings(BaseModel):
     remember_for: Duration = Field(
         7 * 86400.0, gt=0, validation_alias=_alias("remember_for", "rememberFor")
     )
+    #: ``continue``: a last line with no newline yet, in a file changed within this time, is
+    #: held back (never split in two records) until its newline lands or the file stays
+    #: unchanged this long (as this process's clock measures it), then emitted whole. An
+    #: ``--available-now`` run waits for it. 0: emitted at once, as it is.
+    hold_partial_line: Duration = Field(
+        30.0, ge=0, validation_alias=_alias("hold_partial_line", "holdPartialLine")
+    )
     #: Directories a control input may switch to (the directory or below). ``None``: any.
     roots: tuple[str, ...] | None = None
     #: What happens to a file once every record read from it is published by a completed cut

@@ -141,6 +141,8 @@ class HDFS2FileSource(StartOperator):
     ``head_length`` bytes read (at most :data:`_HEAD` and never past ``offset``; ``null`` before
     a first read). A file replaced since, another id or other leading bytes, is never resumed
     at the old offset. ``files`` is the feed's own checkpoint when the feed is a state handler.
+    ``ledger`` (``on_modified = "continue"``) is what was read, by content; ``held`` (when
+    any) lists ``[path, mtime_ns, size]`` of files whose unterminated last line waits.
     """
 
     def __init__(
@@ -155,13 +157,15 @@ class HDFS2FileSource(StartOperator):
         encoded_for: str | None = None,
         remember_files: int | None = None,
         remember_for: float | None = None,
+        hold_partial_line: float | None = None,
     ) -> None:
         """``encoded_for``: the encoding of the only reader of the records, a sink writing
         lines as they come (no transform between): when it is this source's UTF-8 or ASCII,
         lines are :class:`~operators.decoding.EncodedLines`, checked to decode but not
         decoded. ``on_modified``, ``remember_files`` and ``remember_for`` are the feed's own
         settings (a directory scan's) unless given: the scan emits a changed file again and
-        the source decides where it starts, by one rule."""
+        the source decides where it starts, by one rule. So is ``hold_partial_line``
+        (``continue`` only): an unterminated last line of a young file is held back."""
         feed_settings = getattr(files, "settings", None)
         if on_modified is None:
             on_modified = getattr(feed_settings, "on_modified", "warn")
@@ -169,6 +173,8 @@ class HDFS2FileSource(StartOperator):
             remember_files = int(getattr(feed_settings, "remember_files", 100_000))
         if remember_for is None:
             remember_for = float(getattr(feed_settings, "remember_for", 7 * 86400.0))
+        if hold_partial_line is None:
+            hold_partial_line = float(getattr(feed_settings, "hold_partial_line", 30.0))
         if (settings.file is None) == (files is None):
             msg = (
                 f"{name}: give either settings.file (one file) or files (a feed), not both or none"
@@ -214,6 +220,13 @@ class HDFS2FileSource(StartOperator):
         self._ledger: ReadLedger | None = None
         if on_modified == "continue" and files is not None:
             self._ledger = ReadLedger(keep_files=remember_files, keep_for=remember_for)
+        # ``continue``: files whose unterminated last line is held back, path -> (mtime_ns,
+        # size) when held and when (this clock) it was first seen so: read on from where
+        # they were read to (the ledger's) once unchanged for ``_hold`` seconds; a change
+        # sends them through the feed again. ``_release``: the file read so now.
+        self._hold = hold_partial_line if self._ledger is not None else 0.0
+        self._held: dict[str, tuple[int, int, float]] = {}
+        self._release: str | None = None
         # Checkpointed state; _opened is (mtime_ns, size, file id) of the file when it was
         # opened, _head (length, CRC-32) of its leading bytes read.
         self._path: str | None = settings.file
@@ -266,7 +279,7 @@ class HDFS2FileSource(StartOperator):
         if self._done or self._clock() < self._not_before:
             return None
         while True:
-            if self._path is None and not self._pull_next_file():
+            if self._path is None and not self._release_due() and not self._pull_next_file():
                 return None
             path = self._path
             assert path is not None
@@ -286,7 +299,8 @@ class HDFS2FileSource(StartOperator):
             at_end = self._at_end()
             if at_end:
                 self._remember(path)
-                self._read_to_end(path)
+                if path not in self._held:  # after_read waits for the held line
+                    self._read_to_end(path)
                 self._finish_file()
             return Batch(records, punctuation=at_end, origin=path, size=size)
 
@@ -297,10 +311,60 @@ class HDFS2FileSource(StartOperator):
             return False
         self._path = entry.path if isinstance(entry, FileStatus) else entry
         self._entry_id = entry.file_id if isinstance(entry, FileStatus) else None
+        self._held.pop(self._path, None)  # changed since: read on from where it was read to
         self._offset = 0
         self._opened = None
         self._head = self._head_bytes = None
         self._clear_reader()
+        return True
+
+    def _release_due(self) -> bool:
+        """Make the current file one whose held line is due: unchanged for ``_hold`` seconds
+        since it was held. It continues where it was read to (the ledger's), and its last
+        line is emitted whether it ends with a newline or not. ``False`` when none is due."""
+        if not self._held:
+            return False
+        now = self._clock()
+        for path, (mtime_ns, size, seen) in list(self._held.items()):
+            if now - seen < self._hold:
+                continue
+            del self._held[path]
+            try:
+                status = self._fs.status(path)
+            except FileNotFoundError:
+                continue  # renamed away: its new name continues by content
+            if (status.mtime_ns, status.size) != (mtime_ns, size):
+                continue  # changed since: the feed names it again
+            self._path, self._entry_id, self._release = path, status.file_id, path
+            self._offset = 0
+            self._opened = None
+            self._head = self._head_bytes = None
+            self._clear_reader()
+            return True
+        return False
+
+    def _hold_tail(self) -> bool:
+        """At the end of the file with an unterminated line read: whether it is held back
+        (``hold_partial_line``): the file changed within that time, so its writer may still
+        be writing the line. An mtime ahead of this clock counts as changed now."""
+        path = self._path
+        if self._hold <= 0 or path is None or path == self._release:
+            return False
+        try:
+            status = self._fs.status(path)
+        except FileNotFoundError:
+            return False
+        now = self._clock()
+        if now - status.mtime_ns / 1e9 >= self._hold:
+            return False
+        self._held[path] = (status.mtime_ns, status.size, now)
+        logger.debug(
+            "%s: %s ends with a line without newline at byte %d: held for up to %.0f s",
+            self.name,
+            self._fs.display(path),
+            self._offset,
+            self._hold,
+        )
         return True
 
     def _open_current(self, path: str) -> bool:
@@ -539,6 +603,7 @@ class HDFS2FileSource(StartOperator):
         finished(ReadFile(path, mtime_ns, self._offset, file_id))
 
     def _finish_file(self) -> None:
+        self._release = None
         if self._files is None:
             self._done = True
         else:
@@ -695,6 +760,9 @@ class HDFS2FileSource(StartOperator):
                 self._split_piece()
             elif self._eof:
                 if not self._tail:
+                    break
+                if self._hold_tail():
+                    self._tail = []  # read again, whole, when its newline lands or it is due
                     break
                 last = b"".join(self._tail)
                 out.extend(self._as_records(self._decode([last], terminated=False)))
@@ -908,6 +976,9 @@ class HDFS2FileSource(StartOperator):
     def exhausted(self) -> bool:
         return self._done
 
+    def holding(self) -> bool:
+        return bool(self._held)
+
     def poll_interval(self) -> float:
         wait = self._not_before - self._clock()
         if wait > 0:
@@ -944,6 +1015,7 @@ class HDFS2FileSource(StartOperator):
             "opened": opened,
             "files": dict(feed.checkpoint(cut_id)) if feed is not None else None,
             **({"ledger": self._ledger.state()} if self._ledger is not None else {}),
+            **({"held": [[p, m, s] for p, (m, s, _) in self._held.items()]} if self._held else {}),
         }
 
     def reset(self, state: State) -> None:
@@ -962,6 +1034,9 @@ class HDFS2FileSource(StartOperator):
                 self._stateful_feed.reset(files_state)
         if self._ledger is not None:
             self._ledger.restore(state.get("ledger"))
+        now = self._clock()  # a held line waits its time again from the restart
+        self._held = {str(p): (int(m), int(s), now) for p, m, s in state.get("held", ())}
+        self._release = None
         self._path = path
         self._offset = int(state.get("offset", 0))
         self._done = bool(state.get("done", False))
@@ -983,6 +1058,7 @@ class HDFS2FileSource(StartOperator):
             self._stateful_feed.reset_to_initial_state()
         if self._ledger is not None:
             self._ledger.restore(None)
+        self._held, self._release = {}, None
         self._path = self.settings.file
         self._offset = 0
         self._done = False

@@ -452,7 +452,7 @@ class PipelineRunner:
                 if outcome is not StepOutcome.IDLE:
                     continue
                 source = self.pipeline.source
-                if available_now or source.exhausted():
+                if (available_now and not source.holding()) or source.exhausted():
                     # The final cut; if it resets instead, the source replays and we retry.
                     if self._finish_sinks() and self.controller.cut(final=True):
                         self._final_cut = True

@@ -149,6 +149,11 @@ class StartOperator(StateHandler):
         """
         return False
 
+    def holding(self) -> bool:
+        """``True`` while input read is held back for a bounded time (a last line waiting
+        for its newline): an ``available_now`` run waits for it instead of ending."""
+        return False
+
     def poll_interval(self) -> float:
         """Seconds the runtime waits after ``next_batch`` returned ``None``."""
         return 0.05

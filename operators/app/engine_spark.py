@@ -176,6 +176,7 @@ class SparkPlan:
             "on_modified",
             "remember_files",
             "remember_for",
+            "hold_partial_line",
             "after_read",
         ):
             if field in scan.model_fields_set and getattr(scan, field) is not None:

@@ -228,6 +228,7 @@ _SCAN_FIELDS = (
     "on_modified",
     "remember_files",
     "remember_for",
+    "hold_partial_line",
     "after_read",
     "archive_dir",
 )
@@ -331,6 +332,7 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         on_modified=scan.on_modified,
         remember_files=scan.remember_files,
         remember_for=scan.remember_for,
+        hold_partial_line=scan.hold_partial_line,
         binary=file.format == "binary",
         encoding=file.encoding,
         on_decode_error=file.on_decode_error,

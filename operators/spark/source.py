@@ -66,6 +66,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _SOURCE = "hdfs_scan"
+_NS = 1_000_000_000
 #: In the plan directory: the last batch whose files ``after_read`` handled.
 _AFTER_READ_FILE = "after_read.json"
 #: Mode of the batch plans (checkpoint data: readable by the group, never world-writable).
@@ -230,6 +231,23 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start = start or _initial_offset()
+        while True:
+            end = self._latest(start, limit)
+            wait = self._held_wait(start) if end == start and self._target is not None else None
+            if wait is None:
+                return end
+            # availableNow: a held line is part of what is there; its wait is bounded.
+            time.sleep(wait)
+
+    def _held_wait(self, start: Mapping[str, Any]) -> float | None:
+        """Seconds until the first held line of ``start`` is due (``None``: none held)."""
+        held = start.get("held") or ()
+        if not held:
+            return None
+        due = min(int(h[4]) for h in held) + round(self.config.hold_partial_line * _NS)
+        return max(0.05, min(1.0, (due - time.time_ns()) / _NS))
+
+    def _latest(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         if self.config.after_read != "keep" and self.housekeep_on_commit and start.get("seq"):
             # A streaming query plans from the end of its last committed batch: that batch is
             # published (Spark commits a source only when a next batch starts, never the last).
@@ -255,7 +273,10 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._ledger is not None:
             new = [e for e in new if e[2] in begins]  # not vanished since the listing
         firsts = {e[2]: begins.get(e[2], 0) for e in new}
-        candidates = [(e, firsts[e[2]], True) for e in new if cursor.is_late(e)]
+        #    Held lines now due (unchanged for hold_partial_line): read on, whole, first.
+        held, due = self._held_of(start, listing, new)
+        candidates = [(e, begin, True) for e, begin in due]
+        candidates += [(e, firsts[e[2]], True) for e in new if cursor.is_late(e)]
         if key is not None and pos is not None:
             candidates += [(e, pos, False) for e in listing if (e[0], e[1]) == key and pos < e[3]]
         # A file with an mtime ahead of the listing leaves no key of its own: read whole.
@@ -285,18 +306,6 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if not whole_files and not is_late and room > 0:
                 planned.append(_Range(entry, begin, begin + room))
             break
-        if not planned:
-            counts = (cursor.passed_over, cursor.modified)
-            if counts == (start.get("passed_over", 0), start.get("modified", 0)):
-                return start
-            # Files were passed over or changed: an empty batch records it, so a restart does
-            # not report them again and progress shows the count.
-            seq = int(start["seq"]) + 1
-            self._at = (seq, None)
-            offset = {"v": 2, "seq": seq, "pos": pos, "plan": None, **self._state_of(cursor)}
-            if start.get("ledger") is not None:
-                offset["ledger"] = start["ledger"]  # unchanged: still in that plan
-            return offset
         # 3. The new offset and its plan.
         new_pos = pos
         for r in planned:
@@ -304,6 +313,30 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 cursor.emit(r.entry)
             if (r.entry[0], r.entry[1]) == cursor.key:
                 new_pos = r.end if r.end < r.size else None
+        #    A young file's last line without newline waits (not split in two records).
+        releasing = {e[2] for e, _ in due}
+        planned = self._hold_lines(planned, held, releasing)
+        if not planned:
+            counts = (cursor.passed_over, cursor.modified)
+            unchanged = held == list(start.get("held") or ())
+            if counts == (start.get("passed_over", 0), start.get("modified", 0)) and unchanged:
+                return start
+            # Files were passed over or changed: an empty batch records it, so a restart does
+            # not report them again and progress shows the count.
+            seq = int(start["seq"]) + 1
+            self._at = (seq, None)
+            offset = {
+                "v": 2,
+                "seq": seq,
+                "pos": new_pos,
+                "plan": None,
+                **self._state_of(cursor),
+            }
+            if start.get("ledger") is not None:
+                offset["ledger"] = start["ledger"]  # unchanged: still in that plan
+            if held:
+                offset["held"] = held
+            return offset
         seq = int(start["seq"]) + 1
         # What each range's file held up to the range's end: a replay after a restart finds
         # those bytes under another name if the file was rotated meanwhile (_replayed).
@@ -327,8 +360,82 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offset = {"v": 2, "seq": seq, "pos": new_pos, "plan": digest, **self._state_of(cursor)}
         if self._ledger is not None:
             offset["ledger"] = [seq, digest]
+        if held:
+            offset["held"] = held
         self._at = (seq, digest)
         return offset
+
+    def _held_of(
+        self, start: Mapping[str, Any], listing: list[ListingEntry], new: list[ListingEntry]
+    ) -> tuple[list[list[Any]], list[tuple[ListingEntry, int]]]:
+        """The lines ``start`` holds that still wait, and those now due: each file unchanged
+        since its line was held, for ``hold_partial_line`` (as this driver's clock counts),
+        with where it is read on from. A held file that changed is listed as new again (the
+        ledger continues it where it was read to); one gone is continued by content under
+        its new name."""
+        held = list(start.get("held") or ())
+        if not held:
+            return [], []
+        by_path = {e[2]: e for e in listing}
+        renewed = {e[2] for e in new}
+        hold_ns = round(self.config.hold_partial_line * _NS)
+        now = time.time_ns()
+        waiting: list[list[Any]] = []
+        due: list[tuple[ListingEntry, int]] = []
+        for path, mtime_ns, size, end, seen_ns in held:
+            entry = by_path.get(path)
+            if entry is None or path in renewed or (entry[0], entry[3]) != (mtime_ns, size):
+                continue
+            if now - int(seen_ns) >= hold_ns:
+                due.append((entry, int(end)))
+            else:
+                waiting.append([path, mtime_ns, size, end, seen_ns])
+        return waiting, due
+
+    def _hold_lines(
+        self, planned: list[_Range], held: list[list[Any]], releasing: set[str]
+    ) -> list[_Range]:
+        """``planned`` with each range that ends a file changed within ``hold_partial_line``
+        in a line without newline ended after its last newline instead; the rest is added to
+        ``held`` (``[path, mtime_ns, size, end, seen_ns]``). A range with no newline at all is
+        left out. Files in ``releasing`` (their wait is over) are read to their end."""
+        hold_ns = round(self.config.hold_partial_line * _NS) if self._ledger is not None else 0
+        if hold_ns <= 0:
+            return planned
+        now = time.time_ns()
+        kept: list[_Range] = []
+        for r in planned:
+            path, mtime_ns = r.entry[2], r.entry[0]
+            young = self._listed_at is not None and self._listed_at - mtime_ns < hold_ns
+            if r.end < r.size or path in releasing or not young or r.end == r.start:
+                kept.append(r)
+                continue
+            try:
+                end = self._after_last_newline(path, r.start, r.end)
+            except FileNotFoundError:
+                kept.append(r)  # the batch's read says so
+                continue
+            if end < r.end:
+                held.append([path, mtime_ns, r.entry[3], end, now])
+                logger.debug(
+                    "%s: %s: the line at byte %d waits for its newline", _SOURCE, path, end
+                )
+            if end > r.start:
+                kept.append(_Range(r.entry, r.start, end))
+        return kept
+
+    def _after_last_newline(self, path: str, start: int, end: int) -> int:
+        """The offset after the last LF in ``[start, end)`` of ``path`` (``start``: none)."""
+        at = end
+        step = 64 << 10
+        while at > start:
+            n = min(step, at - start)
+            data = self.fs.read(path, at - n, n)
+            i = data.rfind(b"\n")
+            if i >= 0:
+                return at - n + i + 1
+            at -= n
+        return start
 
     def _ledger_of(self, start: Mapping[str, Any]) -> ReadLedger | None:
         """The ledger as of offset ``start`` (``continue`` only): in the plan it names."""

@@ -469,8 +469,10 @@ class LeavingRun:
 # A file moved away is forgotten after a restart, then the process dies again before a
 # listing: the name must not come back from the census (the next export under it is new).
 @example(
-    ops=[("land", 1, 0), ("scan", 1, 0), ("cut", 1, 0), ("crash", 1, 0), ("reland", 1, 0)]
-    + [("cut", 1, 0), ("crash", 1, 0)],
+    ops=[
+        *[("land", 1, 0), ("scan", 1, 0), ("cut", 1, 0), ("crash", 1, 0), ("reland", 1, 0)],
+        *[("cut", 1, 0), ("crash", 1, 0)],
+    ],
     window_s=0.0,
 )
 def test_with_after_read_and_skewed_clocks_every_file_is_emitted_once(
