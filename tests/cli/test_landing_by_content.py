@@ -376,3 +376,54 @@ def test_on_spark_a_log_rotated_while_the_job_is_down_mid_file_is_read_once(
     got = collections.Counter(pdir.output_lines())
     expected = [line.upper() for line in old] + [f"NEW {i:05d}" for i in range(300)]
     assert got == collections.Counter(expected)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "settings", [SETTINGS, pytest.param(SPARK_SETTINGS, marks=pytest.mark.spark, id="spark")]
+)
+def test_lines_written_in_pieces_while_the_job_reads_are_never_split(
+    pdir: PipelineDir, settings: str
+) -> None:
+    """A writer flushes each line in two pieces while the job runs: every line is published
+    once, whole (the piece before the newline is held). The file's last line never gets its
+    newline: the next ``--available-now`` run waits the hold and publishes it as it is."""
+    cfg = pdir.write_config(
+        settings.replace(
+            '"continue"', '"continue"\n    hold_partial_line = "2s"\n    sleep_time = "20ms"'
+        )
+    )
+    pdir.landing.mkdir(parents=True)
+    log = pdir.landing / "app.log"
+    log.touch()
+    lines = [f"line {i:04d} " + "x" * (i % 17) for i in range(400)]
+    running = start_cli("run", str(cfg), "--no-progress")
+    checkpoints = pdir.root / "checkpoints"
+    try:
+        # Running: a cut (local), the query's metadata (Spark).
+        wait_for(
+            lambda: any(
+                p.name == "metadata" or p.suffix == ".json" for p in checkpoints.rglob("*")
+            ),
+            timeout=240,
+            what="the job running",
+            alive=running,
+        )
+        time.sleep(1.0)
+        with log.open("a", encoding="utf-8") as out:
+            for line in lines:
+                half = len(line) // 2
+                out.write(line[:half])
+                out.flush()
+                time.sleep(0.003)
+                out.write(line[half:] + "\n")
+                out.flush()
+            out.write("the last line, never ended")
+        # Read while written (listed every 20 ms), then stopped: the final cut publishes
+        # what was read.
+        time.sleep(1.0)
+    finally:
+        running.send_signal(signal.SIGTERM)
+        running.communicate(timeout=120)
+    _run(cfg)
+    assert pdir.output_lines() == [*lines, "the last line, never ended"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -240,5 +241,46 @@ def test_a_replayed_batch_whose_bytes_are_gone_is_skipped_loudly_or_refused_when
     with caplog.at_level(logging.WARNING, logger="operators.spark.source"):
         assert ranges(reader(src), start, end) == []
     assert "no longer holds the 8000 bytes planned" in caplog.text and "svc.log" in caplog.text
-    with pytest.raises(FileNotFoundError, match="svc.log no longer holds"):
+    with pytest.raises(FileNotFoundError, match=r"svc\.log no longer holds"):
         ranges(reader(src, strict_mode="true"), start, end)
+
+
+def test_a_young_files_last_line_without_newline_waits_for_it_on_the_planner(
+    tmp_path: Path,
+) -> None:
+    """The planner ends a young file's range after its last newline; the line is planned
+    whole once its newline lands, or once the file stays unchanged for the hold."""
+    src = tmp_path / "in"
+    src.mkdir()
+    log = src / "app.log"
+    log.write_bytes(b"a\nb\npart")  # mtime now: young
+    r = reader(src, hold_partial_line="1s")
+    o0 = r.initialOffset()
+    o1 = r.latestOffset(o0, ReadAllAvailable())
+    assert ranges(r, o0, o1) == [("app.log", 0, 4)]
+    assert [h[:4] for h in o1["held"]] == [[str(log), log.stat().st_mtime_ns, 8, 4]]
+    assert r.latestOffset(o1, ReadAllAvailable()) == o1  # not due, unchanged
+    with log.open("ab") as f:
+        f.write(b"ial\nc")
+    o2 = r.latestOffset(o1, ReadAllAvailable())
+    assert ranges(r, o1, o2) == [("app.log", 4, 12)]  # "partial\n", and "c" waits
+    # Restarted: the wait is in the offset; unchanged for the hold, "c" is planned as it is.
+    restarted = reader(src, hold_partial_line="1s")
+    time.sleep(1.1)
+    o3 = restarted.latestOffset(o2, ReadAllAvailable())
+    assert ranges(restarted, o2, o3) == [("app.log", 12, 13)]
+    assert "held" not in o3
+    assert restarted.latestOffset(o3, ReadAllAvailable()) == o3
+
+
+def test_available_now_waits_for_a_held_line_then_plans_it(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "only.log").write_bytes(b"no newline yet")
+    r = reader(src, hold_partial_line="1s")
+    r.prepareForTriggerAvailableNow()
+    o0 = r.initialOffset()
+    o1 = r.latestOffset(o0, ReadAllAvailable())  # the file held whole: an empty batch
+    assert ranges(r, o0, o1) == [] and len(o1["held"]) == 1
+    o2 = r.latestOffset(o1, ReadAllAvailable())  # waits the hold instead of ending the run
+    assert ranges(r, o1, o2) == [("only.log", 0, 14)]
