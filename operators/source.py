@@ -38,7 +38,7 @@ from operators.ledger import EDGE, HEAD, Read, ReadLedger
 from operators.readahead import ReadAhead
 from region.activity import doing
 from region.errors import permanent
-from region.fs import FileStatus, FileSystem, file_identity
+from region.fs import FileStatus, FileSystem, file_identity, mtime_tracks_writes
 from region.settings import Duration, Encoding
 from region.state import Batch, StartOperator, State, StateHandler
 
@@ -346,7 +346,8 @@ class HDFS2FileSource(StartOperator):
     def _hold_tail(self) -> bool:
         """At the end of the file with an unterminated line read: whether it is held back
         (``hold_partial_line``): the file changed within that time, so its writer may still
-        be writing the line. An mtime ahead of this clock counts as changed now."""
+        be writing the line. An mtime ahead of this clock counts as changed now; where the
+        mtime moves only when a file is closed (HDFS), every such line is held once."""
         path = self._path
         if self._hold <= 0 or path is None or path == self._release:
             return False
@@ -355,7 +356,7 @@ class HDFS2FileSource(StartOperator):
         except FileNotFoundError:
             return False
         now = self._clock()
-        if now - status.mtime_ns / 1e9 >= self._hold:
+        if now - status.mtime_ns / 1e9 >= self._hold and mtime_tracks_writes(self._fs):
             return False
         self._held[path] = (status.mtime_ns, status.size, now)
         logger.debug(

@@ -27,6 +27,7 @@ __all__ = [
     "ListingEntry",
     "RangeReader",
     "file_identity",
+    "mtime_tracks_writes",
 ]
 
 
@@ -211,3 +212,11 @@ def file_identity(fs: FileSystem, status: FileStatus) -> int | None:
     if isinstance(fs, FileIdReader):
         return fs.file_ids([status.path])[0]
     return None
+
+
+def mtime_tracks_writes(fs: FileSystem) -> bool:
+    """Whether ``fs`` moves a file's mtime on every write (a local disk), so that an old mtime
+    says the file is idle. ``False`` where a filesystem says so (``mtime_tracks_writes``
+    attribute): HDFS sets it when the file is closed, so a file open for writing for hours
+    keeps the mtime of its creation."""
+    return bool(getattr(fs, "mtime_tracks_writes", True))

@@ -168,6 +168,10 @@ _IDS_NAMED = 10
 class NativeHdfsFileSystem:
     """:class:`region.fs.FileSystem` over HDFS RPC. Paths are absolute HDFS paths (``/a/b``)."""
 
+    #: HDFS sets a file's mtime when the file is closed, not on writes (hflush, hsync): an
+    #: old mtime does not say a file open for writing is idle (see ``hold_partial_line``).
+    mtime_tracks_writes = False
+
     def __init__(self, settings: FileSystemSettings | str, *, client: Any = None) -> None:
         if isinstance(settings, str):
             settings = FileSystemSettings(uri=settings)

@@ -154,6 +154,9 @@ class WebHdfsFileSystem:
     """:class:`region.fs.FileSystem` over WebHDFS. Paths are absolute HDFS paths (``/a/b``)."""
 
     supports_truncate = True
+    #: HDFS sets a file's mtime when the file is closed, not on writes (hflush, hsync): an
+    #: old mtime does not say a file open for writing is idle (see ``hold_partial_line``).
+    mtime_tracks_writes = False
 
     def __init__(self, settings: FileSystemSettings | str, *, client: Client | None = None) -> None:
         if isinstance(settings, str):

@@ -52,7 +52,7 @@ from operators.ledger import EDGE, HEAD, Read, ReadLedger, fingerprint, holds
 from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
 from region.atomic import dir_permission, write_atomically
-from region.fs import FileSystem, ListingEntry
+from region.fs import FileSystem, ListingEntry, mtime_tracks_writes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -406,7 +406,9 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         kept: list[_Range] = []
         for r in planned:
             path, mtime_ns = r.entry[2], r.entry[0]
-            young = self._listed_at is not None and self._listed_at - mtime_ns < hold_ns
+            young = not mtime_tracks_writes(self.fs) or (
+                self._listed_at is not None and self._listed_at - mtime_ns < hold_ns
+            )
             if r.end < r.size or path in releasing or not young or r.end == r.start:
                 kept.append(r)
                 continue

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from operators.testing.schedule import Fault, FsPoint, PhasePoint
 from region.checkpoint import CheckpointInfo, CheckpointStore
-from region.fs import FileStatus, FileSystem, FileWriter
+from region.fs import FileStatus, FileSystem, FileWriter, mtime_tracks_writes
 from region.state import Batch, SinkOperator, StartOperator, State, StateHandler
 
 __all__ = [
@@ -161,6 +161,7 @@ class InstrumentedFS:
         self.injector = injector
         self._areas = dict(areas)
         self.supports_truncate = inner.supports_truncate
+        self.mtime_tracks_writes = mtime_tracks_writes(inner)
         self.dead = False
         self.writers: set[_Writer] = set()
 

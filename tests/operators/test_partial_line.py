@@ -21,8 +21,10 @@ NOW = 2_000_000_000.0  # the clock of the scan and the source; files stamped nea
 class Reader:
     """The scan and the source of one process, on a manual clock."""
 
-    def __init__(self, root: Path, clock: ManualClock, hold: float = 30.0) -> None:
-        fs = LocalFileSystem()
+    def __init__(
+        self, root: Path, clock: ManualClock, hold: float = 30.0, fs: LocalFileSystem | None = None
+    ) -> None:
+        fs = fs or LocalFileSystem()
         settings = ScanSettings(
             directory=str(root), sleep_time=0, init_delay=0, hold_partial_line=hold
         )
@@ -126,3 +128,21 @@ def test_which_lines_are_held(
         # A writer's clock ahead: the wait is this process's, not the mtime's.
         clock.advance(31)
         assert reader.read() == ["b"]
+
+
+class MtimeAtClose(LocalFileSystem):
+    """The local disk, saying what HDFS says: its mtimes move when a file is closed."""
+
+    mtime_tracks_writes = False
+
+
+def test_where_mtimes_move_only_at_close_an_old_mtime_holds_the_line_once(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """HDFS keeps a file's mtime while a writer holds it open for hours: an old mtime does not
+    say the line is complete, so it waits the hold once, as this process sees the file."""
+    land(tmp_path / "open.log", "a\nb", NOW - 3600)
+    reader = Reader(tmp_path, clock, fs=MtimeAtClose())
+    assert reader.read() == ["a"]
+    clock.advance(31)
+    assert reader.read() == ["b"]
