@@ -684,7 +684,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 plan = json.loads(self.plan_fs.read(path))
                 gone: list[list[Any]] = []
                 for file, mtime_ns in plan.get("mtimes", {}).items():
-                    size = next(int(z) for p, _, e, z in plan["ranges"] if p == file and e >= z)
+                    size = next(int(r[3]) for r in plan["ranges"] if r[0] == file and r[2] >= r[3])
                     if after.handle(ReadFile(file, int(mtime_ns), size)):
                         gone.append([posixpath.basename(file), int(mtime_ns), file, size])
                 if gone:
