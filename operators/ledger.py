@@ -39,7 +39,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-__all__ = ["EDGE", "HEAD", "Continuation", "Read", "ReadLedger", "fingerprint", "holds"]
+__all__ = ["EDGE", "HEAD", "Continuation", "Read", "ReadLedger", "fingerprint", "holds", "may_grow"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,14 @@ def fingerprint(head: bytes, edge: bytes, length: int, at: float) -> Read:
     head = head[: min(length, HEAD)]
     edge = edge[-min(length, EDGE) :] if length else b""
     return Read(length, len(head), zlib.crc32(head), len(edge), zlib.crc32(edge), at)
+
+
+def may_grow(mtime_ns: int, now_ns: int, hold_ns: int, *, mtime_current: bool) -> bool:
+    """Whether a file whose last line has no newline may still be written to, so that line is
+    held (``hold_partial_line``): it changed within ``hold_ns`` of ``now_ns`` (an mtime ahead
+    counts as now), or its filesystem does not keep mtimes current (``mtime_current``: HDFS
+    sets them at close). One rule for every engine's reader."""
+    return not mtime_current or now_ns - mtime_ns < hold_ns
 
 
 def holds(path: str, earlier: Read, read: ReadRange) -> bool:

@@ -34,7 +34,7 @@ from operators.decoding import (
 )
 from operators.errors import OperatorError
 from operators.housekeeping import ReadFile
-from operators.ledger import EDGE, HEAD, Read, ReadLedger
+from operators.ledger import EDGE, HEAD, Read, ReadLedger, may_grow
 from operators.readahead import ReadAhead
 from region.activity import doing
 from region.errors import permanent
@@ -356,7 +356,10 @@ class HDFS2FileSource(StartOperator):
         except FileNotFoundError:
             return False
         now = self._clock()
-        if now - status.mtime_ns / 1e9 >= self._hold and mtime_tracks_writes(self._fs):
+        current = mtime_tracks_writes(self._fs)
+        if not may_grow(
+            status.mtime_ns, round(now * 1e9), round(self._hold * 1e9), mtime_current=current
+        ):
             return False
         self._held[path] = (status.mtime_ns, status.size, now)
         logger.debug(

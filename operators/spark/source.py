@@ -48,11 +48,11 @@ from pyspark.sql.streaming.datasource import (
 
 from operators.cursor import ScanCursor, identifier
 from operators.housekeeping import AfterRead, ReadFile
-from operators.ledger import EDGE, HEAD, Read, ReadLedger, fingerprint, holds
+from operators.ledger import EDGE, HEAD, Read, ReadLedger, fingerprint, holds, may_grow
 from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
 from region.atomic import dir_permission, write_atomically
-from region.fs import FileSystem, ListingEntry, mtime_tracks_writes
+from region.fs import FileStatus, FileSystem, ListingEntry, mtime_tracks_writes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -403,12 +403,12 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if hold_ns <= 0:
             return planned
         now = time.time_ns()
+        current = mtime_tracks_writes(self.fs)
         kept: list[_Range] = []
         for r in planned:
             path, mtime_ns = r.entry[2], r.entry[0]
-            young = not mtime_tracks_writes(self.fs) or (
-                self._listed_at is not None and self._listed_at - mtime_ns < hold_ns
-            )
+            listed_at = self._listed_at if self._listed_at is not None else now
+            young = may_grow(mtime_ns, listed_at, hold_ns, mtime_current=current)
             if r.end < r.size or path in releasing or not young or r.end == r.start:
                 kept.append(r)
                 continue
@@ -556,14 +556,16 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         source skips a file that vanished."""
         fs = self.fs
         moved: dict[str, str | None] = {}
+        listing: list[FileStatus] | None = None  # listed once, when a file moved
         for path, read in prints.items():
             if holds(path, read, fs.read):
                 continue
             where = None
-            try:
-                listing = fs.list_dir(self.config.directory)
-            except FileNotFoundError:
-                listing = []
+            if listing is None:
+                try:
+                    listing = fs.list_dir(self.config.directory)
+                except FileNotFoundError:
+                    listing = []
             for status in listing:
                 other = status.path
                 if other != path and status.size >= read.length and holds(other, read, fs.read):
