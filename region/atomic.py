@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import time
 import uuid
 from collections.abc import Callable
 
@@ -117,6 +118,8 @@ def write_hidden(fs: FileSystem, temp: str, data: bytes, *, permission: int | No
 #: How long :func:`read_whole` waits for this process's own background closes before it ends a
 #: file's lease: a close lands within a second or two on a healthy cluster.
 _OWN_CLOSES_WAIT = 10.0
+#: How long :func:`read_whole` asks again when a file's read fails after its lease recovery.
+_SETTLE_WAIT = 20.0
 
 
 def read_whole(fs: FileSystem, path: str) -> bytes:
@@ -136,6 +139,9 @@ def read_whole(fs: FileSystem, path: str) -> bytes:
        them and read again: recovering the lease of one's own file makes its close fail.
     3. Still short, on a filesystem with leases (:class:`~region.fs.LeaseRecoverer`): recover
        the lease (the file is closed at its synced length) and read it again.
+    4. That read failing (its DataNode still settling the recovered block, or another reader
+       recovering the same file meanwhile, as a driver and its tasks do after a crash): ask
+       again, for up to ``_SETTLE_WAIT`` seconds, then let the error through.
     """
 
     def attempt() -> bytes | None:
@@ -168,7 +174,24 @@ def read_whole(fs: FileSystem, path: str) -> bytes:
     assert isinstance(fs, LeaseRecoverer)  # attempt() gives None only there
     logger.info("%s: recovering its lease", fs.display(path))
     fs.recover_lease(path)  # 3.
-    return fs.read(path)
+    deadline, pause = time.monotonic() + _SETTLE_WAIT, 0.1
+    while True:
+        try:
+            return fs.read(path)
+        except (FileNotFoundError, PermissionError, IsADirectoryError):
+            raise
+        except OSError as exc:  # 4.
+            if time.monotonic() + pause > deadline:
+                raise
+            logger.info(
+                "%s: read after its lease recovery failed (%s); again in %.1fs",
+                fs.display(path),
+                exc,
+                pause,
+            )
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+            fs.recover_lease(path)
 
 
 def _abandon(fs: FileSystem, writer: FileWriter, temp: str, *, close_later: bool) -> None:

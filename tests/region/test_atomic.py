@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import stat
+from unittest import mock
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,36 @@ def test_read_whole_recovers_the_lease_of_a_published_file_read_short(tmp_path: 
     assert read_whole(fs, path) == b"whole\n"
     assert fs.recovered == [path]
     assert read_whole(LocalFileSystem(), path) == b"whole\n"  # no lease to recover
+
+
+def test_read_whole_asks_again_while_a_recovered_file_cannot_be_read_yet(tmp_path: Path) -> None:
+    """Right after a lease recovery (another reader's, or the block still being settled on its
+    DataNode) a read can fail: it is asked again, and a read still failing after the wait
+    raises its own error, naming the file."""
+
+    class _SettlingAfterRecovery(LocalFileSystem):
+        def __init__(self, failures: int) -> None:
+            self.failures = failures
+            self.recoveries = 0
+
+        def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
+            if self.recoveries and self.failures:
+                self.failures -= 1
+                raise OSError(5, "OPEN: All DataNodes failed", path)
+            return b"" if not self.recoveries else super().read(path, offset, length)
+
+        def recover_lease(self, path: str) -> float:
+            self.recoveries += 1
+            return 0.0
+
+    path = str(tmp_path / "00000000000000000002.json")
+    write_atomically(LocalFileSystem(), path, b"entry\n")
+    fs = _SettlingAfterRecovery(failures=2)
+    assert read_whole(fs, path) == b"entry\n"
+    assert fs.failures == 0 and fs.recoveries == 3
+    never = _SettlingAfterRecovery(failures=10**6)
+    with mock.patch("region.atomic._SETTLE_WAIT", 0.5), pytest.raises(OSError, match="DataNodes"):
+        read_whole(never, path)
 
 
 def test_a_failed_sync_hands_the_close_to_the_background_and_reports_the_sync(
