@@ -24,6 +24,14 @@ cost. A file whose first ``L`` bytes differ from those read only *between* its f
 4 KiB before ``L`` (same length or longer, same head, same bytes at the boundary) is taken to
 continue at ``L``: a rewrite that keeps both ends of what was read and changes its middle.
 
+**The exact check** (``content_check = "exact"``): the edge is all ``L`` bytes read (its CRC-32
+computed as they are read, :func:`prefix_crc`), so only a file whose first ``L`` bytes are
+those bytes continues (up to a CRC-32 collision, one in 2**32 for a changed file). It costs a
+read of the file's first ``L`` bytes each time a file read before is listed changed, in
+chunks of ``_EXACT_CHUNK`` bytes: an append to a 10 GB log re-reads 10 GB. A read remembered
+under one check is compared by what it holds under the other, so the setting may change
+between runs.
+
 **Bounded.** ``keep_files`` paths at most, each for ``keep_for`` seconds after it was last read;
 what falls out is counted (``forgotten``) and logged, and a file listed again after its path was
 forgotten is read whole, as new.
@@ -39,13 +47,26 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-__all__ = ["EDGE", "HEAD", "Continuation", "Read", "ReadLedger", "fingerprint", "holds", "may_grow"]
+__all__ = [
+    "EDGE",
+    "HEAD",
+    "Continuation",
+    "Read",
+    "ReadLedger",
+    "exact_fingerprint",
+    "fingerprint",
+    "holds",
+    "may_grow",
+    "prefix_crc",
+]
 
 logger = logging.getLogger(__name__)
 
 #: Leading bytes compared (the head) and bytes compared before the end of what was read.
 HEAD = 4096
 EDGE = 4096
+#: The exact check reads a file's first bytes in chunks this long.
+_EXACT_CHUNK = 8 << 20
 
 
 class Read(NamedTuple):
@@ -86,6 +107,29 @@ def fingerprint(head: bytes, edge: bytes, length: int, at: float) -> Read:
     head = head[: min(length, HEAD)]
     edge = edge[-min(length, EDGE) :] if length else b""
     return Read(length, len(head), zlib.crc32(head), len(edge), zlib.crc32(edge), at)
+
+
+def exact_fingerprint(head: bytes, length: int, crc: int, at: float) -> Read:
+    """The :class:`Read` of the exact check: the edge is all ``length`` bytes, whose CRC-32 is
+    ``crc`` (:func:`prefix_crc`)."""
+    head = head[: min(length, HEAD)]
+    return Read(length, len(head), zlib.crc32(head), length, crc, at)
+
+
+def prefix_crc(path: str, length: int, read: ReadRange, since: Read | None = None) -> int | None:
+    """The CRC-32 of the first ``length`` bytes of ``path``, read in chunks; from ``since`` on
+    when it is an exact read of at most ``length`` bytes of the same file (what a file read
+    on costs is then what grew). ``None`` when the file is shorter than ``length``."""
+    pos, crc = 0, 0
+    if since is not None and since.edge_len == since.length <= length:
+        pos, crc = since.length, since.edge_crc
+    while pos < length:
+        data = read(path, pos, min(_EXACT_CHUNK, length - pos))
+        if not data:
+            return None
+        crc = zlib.crc32(data, crc)
+        pos += len(data)
+    return crc
 
 
 def may_grow(mtime_ns: int, now_ns: int, hold_ns: int, *, mtime_current: bool) -> bool:
@@ -306,11 +350,20 @@ class ReadLedger:
         if zlib.crc32(head[: earlier.head_len]) != earlier.head_crc:
             return False
         start = earlier.length - earlier.edge_len
-        if start + earlier.edge_len <= len(head):
-            edge = head[start : earlier.length]
-        else:
+        if earlier.length <= len(head):
+            return zlib.crc32(head[start : earlier.length]) == earlier.edge_crc
+        if earlier.edge_len <= EDGE:
             edge = read(path, start, earlier.edge_len)
-        return len(edge) == earlier.edge_len and zlib.crc32(edge) == earlier.edge_crc
+            return len(edge) == earlier.edge_len and zlib.crc32(edge) == earlier.edge_crc
+        # The exact check: all the bytes read, in chunks.
+        crc, pos = 0, start
+        while pos < earlier.length:
+            data = read(path, pos, min(_EXACT_CHUNK, earlier.length - pos))
+            if not data:
+                return False
+            crc = zlib.crc32(data, crc)
+            pos += len(data)
+        return crc == earlier.edge_crc
 
     def _still_at(self, other: str, earlier: Read, read: ReadRange) -> bool:
         """Whether ``other`` still holds what was read there (then it is not this file's)."""

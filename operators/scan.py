@@ -127,6 +127,14 @@ class ScanSettings(BaseModel):
     remember_for: Duration = Field(
         7 * 86400.0, gt=0, validation_alias=_alias("remember_for", "rememberFor")
     )
+    #: ``continue``: how a file listed again is compared with what was read of it. ``windows``:
+    #: its first 4 KiB and the 4 KiB before where the read stopped (a rewrite that keeps both
+    #: and changes only the bytes between passes as the same file; an append costs what was
+    #: appended). ``exact``: every byte read before (a CRC-32 of them; each change of a file
+    #: read before costs a read of what was read of it).
+    content_check: Literal["windows", "exact"] = Field(
+        "windows", validation_alias=_alias("content_check", "contentCheck")
+    )
     #: ``continue``: a last line with no newline yet, in a file changed within this time, is
     #: held back (never split in two records) until its newline lands or the file stays
     #: unchanged this long (as this process's clock measures it), then emitted whole. An

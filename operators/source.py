@@ -34,7 +34,7 @@ from operators.decoding import (
 )
 from operators.errors import OperatorError
 from operators.housekeeping import ReadFile
-from operators.ledger import EDGE, HEAD, Read, ReadLedger, may_grow
+from operators.ledger import EDGE, HEAD, Read, ReadLedger, may_grow, prefix_crc
 from operators.readahead import ReadAhead
 from region.activity import doing
 from region.errors import permanent
@@ -157,6 +157,7 @@ class HDFS2FileSource(StartOperator):
         encoded_for: str | None = None,
         remember_files: int | None = None,
         remember_for: float | None = None,
+        content_check: str | None = None,
         hold_partial_line: float | None = None,
     ) -> None:
         """``encoded_for``: the encoding of the only reader of the records, a sink writing
@@ -164,8 +165,9 @@ class HDFS2FileSource(StartOperator):
         lines are :class:`~operators.decoding.EncodedLines`, checked to decode but not
         decoded. ``on_modified``, ``remember_files`` and ``remember_for`` are the feed's own
         settings (a directory scan's) unless given: the scan emits a changed file again and
-        the source decides where it starts, by one rule. So is ``hold_partial_line``
-        (``continue`` only): an unterminated last line of a young file is held back."""
+        the source decides where it starts, by one rule. So are ``content_check`` and
+        ``hold_partial_line`` (``continue`` only): an unterminated last line of a young file
+        is held back."""
         feed_settings = getattr(files, "settings", None)
         if on_modified is None:
             on_modified = getattr(feed_settings, "on_modified", "warn")
@@ -175,6 +177,8 @@ class HDFS2FileSource(StartOperator):
             remember_for = float(getattr(feed_settings, "remember_for", 7 * 86400.0))
         if hold_partial_line is None:
             hold_partial_line = float(getattr(feed_settings, "hold_partial_line", 30.0))
+        if content_check is None:
+            content_check = str(getattr(feed_settings, "content_check", "windows"))
         if (settings.file is None) == (files is None):
             msg = (
                 f"{name}: give either settings.file (one file) or files (a feed), not both or none"
@@ -220,6 +224,9 @@ class HDFS2FileSource(StartOperator):
         self._ledger: ReadLedger | None = None
         if on_modified == "continue" and files is not None:
             self._ledger = ReadLedger(keep_files=remember_files, keep_for=remember_for)
+        #: ``content_check = "exact"``: what is remembered of a file is the CRC-32 of every byte
+        #: read (``_prefix``, run on as chunks are read), not two windows of it.
+        self._exact = self._ledger is not None and content_check == "exact"
         # ``continue``: files whose unterminated last line is held back, path -> (mtime_ns,
         # size) when held and when (this clock) it was first seen so: read on from where
         # they were read to (the ledger's) once unchanged for ``_hold`` seconds; a change
@@ -268,6 +275,9 @@ class HDFS2FileSource(StartOperator):
         # ``continue``: (offset, length, CRC-32) of the bytes before the offset of the last
         # checkpoint, as read before it (restored by a reset).
         self._edge_at: tuple[int, int, int] | None = None
+        # The exact check: (pos, CRC-32 of the file's bytes [0, pos)) as read, run on over the
+        # chunks dropped; ``None`` when a part of them was not read by this process.
+        self._prefix: tuple[int, int] | None = (0, 0) if self._offset == 0 else None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -407,6 +417,8 @@ class HDFS2FileSource(StartOperator):
         if self._offset == 0 or self._opened is None:
             self._opened = (status.mtime_ns, status.size, status.file_id)
             self._head = self._head_bytes = None
+        if self._offset == 0:
+            self._prefix = (0, 0)  # nothing read of it yet: the exact check runs from byte 0
         if fresh and self._ledger is not None and not self._continue(status):
             return False
         self._open = True
@@ -450,6 +462,8 @@ class HDFS2FileSource(StartOperator):
             assert earlier is not None
             self._offset = self._read_pos = where.offset
             self._head = (earlier.head_len, earlier.head_crc)
+            exact = earlier.edge_len == earlier.length == where.offset
+            self._prefix = (where.offset, earlier.edge_crc) if exact else None
         return True
 
     def _forget_moved(self) -> None:
@@ -480,7 +494,10 @@ class HDFS2FileSource(StartOperator):
         # The leading bytes as read: at most HEAD, maybe fewer (a first chunk that short).
         head: bytes | None = self._head_bytes
         try:
-            if edge is None and self._edge_at is not None and self._edge_at[0] == length:
+            exact = self._exact_edge(path, length) if self._exact else None
+            if exact is not None:
+                edge_len, edge_crc = exact
+            elif edge is None and self._edge_at is not None and self._edge_at[0] == length:
                 edge_len, edge_crc = self._edge_at[1], self._edge_at[2]
             else:
                 if edge is None:
@@ -504,6 +521,48 @@ class HDFS2FileSource(StartOperator):
             )
             return None
         return Read(length, head_len, head_crc, edge_len, edge_crc, self._clock())
+
+    def _exact_edge(self, path: str, length: int) -> tuple[int, int] | None:
+        """The exact check's edge at ``length``: ``(length, CRC-32 of the first length
+        bytes)`` as this process read them, else read again from the file (once, where its
+        read began elsewhere: a checkpoint of the windows check); ``None`` when shorter."""
+        crc = self._prefix_at(length)
+        if crc is None:
+            crc = prefix_crc(path, length, self._fs.read)
+        return None if crc is None else (length, crc)
+
+    def _prefix_at(self, offset: int) -> int | None:
+        """The CRC-32 of the file's first ``offset`` bytes as this process read them: the
+        running CRC, on over the chunks held; ``None`` when a part was not read here."""
+        if self._prefix is None or self._prefix[0] > offset:
+            return None
+        pos, crc = self._prefix
+        for at, data in self._chunks:
+            if pos >= offset:
+                break
+            end = at + len(data)
+            if end <= pos:
+                continue
+            if at > pos:
+                return None  # a gap
+            stop = min(end, offset)
+            crc = zlib.crc32(data[pos - at : stop - at], crc)
+            pos = stop
+        return crc if pos == offset else None
+
+    def _drop_chunk(self) -> None:
+        """The oldest chunk held, no longer needed for an edge: the exact check runs its CRC
+        on over it first."""
+        at, data = self._chunks.popleft()
+        if not self._exact or self._prefix is None:
+            return
+        pos, crc = self._prefix
+        if at + len(data) <= pos:
+            return
+        if at > pos:
+            self._prefix = None  # a gap: not read here
+            return
+        self._prefix = (at + len(data), zlib.crc32(data[pos - at :], crc))
 
     def _bytes_before(self, offset: int, n: int) -> bytes | None:
         """Up to ``n`` bytes before ``offset`` from the chunks this process read: fewer when
@@ -655,7 +714,7 @@ class HDFS2FileSource(StartOperator):
             chunks = self._chunks
             chunks.append((self._read_pos - len(data), data))
             while chunks[0][0] + len(chunks[0][1]) <= self._offset - EDGE:
-                chunks.popleft()
+                self._drop_chunk()
         if len(data) < want:
             self._eof = True
         else:
@@ -1005,9 +1064,17 @@ class HDFS2FileSource(StartOperator):
         opened = None if self._opened is None else [*self._opened, *(head or (None, None))]
         if opened is not None and self._ledger is not None and self._offset > 0:
             # What a rotated copy of the file would be matched with, were the file renamed
-            # away or replaced while the job is down: the bytes before the offset, as read.
-            edge = self._bytes_before(self._offset, min(self._offset, EDGE))
-            if edge is not None:
+            # away or replaced while the job is down: the bytes before the offset, as read
+            # (the exact check: all of them).
+            crc = self._prefix_at(self._offset) if self._exact else None
+            edge = (
+                None
+                if crc is not None
+                else self._bytes_before(self._offset, min(self._offset, EDGE))
+            )
+            if crc is not None:
+                self._edge_at = (self._offset, self._offset, crc)
+            elif edge is not None:
                 self._edge_at = (self._offset, len(edge), zlib.crc32(edge))
             at = self._edge_at
             opened += [at[1], at[2]] if at is not None and at[0] == self._offset else [None, None]
@@ -1056,6 +1123,8 @@ class HDFS2FileSource(StartOperator):
         self._clear_reader()
         if opened and len(opened) > 6 and opened[5] is not None:
             self._edge_at = (self._offset, int(opened[5]), int(opened[6]))
+            if self._edge_at[1] == self._offset:  # the exact check's: run on from there
+                self._prefix = (self._offset, self._edge_at[2])
 
     def reset_to_initial_state(self) -> None:
         if self._stateful_feed is not None:

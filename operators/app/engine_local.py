@@ -193,6 +193,7 @@ def build_local(config: PipelineConfig) -> LocalRun:
         encoded_for=None if transforms else sink.line_encoding,
         remember_files=config.scan.remember_files,
         remember_for=config.scan.remember_for,
+        content_check=config.scan.content_check,
         hold_partial_line=config.scan.hold_partial_line,
     )
 

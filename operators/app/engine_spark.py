@@ -176,6 +176,7 @@ class SparkPlan:
             "on_modified",
             "remember_files",
             "remember_for",
+            "content_check",
             "hold_partial_line",
             "after_read",
         ):

@@ -66,6 +66,8 @@ class ScanConfig:
     #: ``on_modified = "continue"``: what was read is remembered (:mod:`operators.ledger`).
     remember_files: int = 100_000
     remember_for: float = 7 * 86400.0
+    #: ``on_modified = "continue"``: ``windows`` or ``exact`` (:mod:`operators.ledger`).
+    content_check: str = "windows"
     #: ``on_modified = "continue"``: a young file's last line with no newline waits (seconds).
     hold_partial_line: float = 30.0
 

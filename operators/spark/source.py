@@ -48,7 +48,17 @@ from pyspark.sql.streaming.datasource import (
 
 from operators.cursor import ScanCursor, identifier
 from operators.housekeeping import AfterRead, ReadFile
-from operators.ledger import EDGE, HEAD, Read, ReadLedger, fingerprint, holds, may_grow
+from operators.ledger import (
+    EDGE,
+    HEAD,
+    Read,
+    ReadLedger,
+    exact_fingerprint,
+    fingerprint,
+    holds,
+    may_grow,
+    prefix_crc,
+)
 from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
 from region.atomic import dir_permission, write_atomically
@@ -477,14 +487,22 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert ledger is not None
         now = time.time()
         prints: dict[str, list[int]] = {}
+        exact = self.config.content_check == "exact"
         for r in planned:
             path, length = r.entry[2], r.end
             try:
                 head = self.fs.read(path, 0, min(length, HEAD))
-                edge = head if length <= HEAD else self.fs.read(path, length - EDGE, EDGE)
+                if exact:
+                    # From what it continues on (checked exactly when listed): what grew.
+                    crc = prefix_crc(path, length, self.fs.read, ledger.get(path))
+                    if crc is None:
+                        continue  # shorter now: the batch's read says so
+                    read = exact_fingerprint(head, length, crc, now)
+                else:
+                    edge = head if length <= HEAD else self.fs.read(path, length - EDGE, EDGE)
+                    read = fingerprint(head, edge, length, now)
             except FileNotFoundError:
                 continue  # the batch's read says so
-            read = fingerprint(head, edge, length, now)
             ledger.remember(path, read)
             prints[path] = list(read[1:5])
         return prints

@@ -34,6 +34,8 @@ SETTINGS = """\
 """.replace("{engine}", "local")
 #: The same on Spark.
 SPARK_SETTINGS = SETTINGS.replace('engine = "local"', 'engine = "spark"')
+#: Every byte read compared, not two windows of it.
+EXACT = '    on_modified = "continue"\n    content_check = "exact"'
 
 #: 2023-11-14 22:13:20 UTC: the first "hour".
 T0 = 1_700_000_000
@@ -185,13 +187,20 @@ def _five_runs(files: FiveFiles, cfg: Path, published: Callable[[], list[str]]) 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "settings", [SETTINGS, pytest.param(SPARK_SETTINGS, marks=pytest.mark.spark, id="spark")]
+    "settings",
+    [
+        pytest.param(SETTINGS, id="local"),
+        pytest.param(SPARK_SETTINGS, marks=pytest.mark.spark, id="spark"),
+        # The planner's exact check: tests/spark/test_source_plan.py.
+        pytest.param(SETTINGS.replace('    on_modified = "continue"', EXACT), id="local-exact"),
+    ],
 )
 def test_five_files_landing_five_ways_in_cron_runs_are_each_read_once(
     pdir: PipelineDir, settings: str
 ) -> None:
     """Appended, a cumulative export moved over its name, an export copied or moved over its
-    name, copytruncate and rename rotation: every line once, on both engines."""
+    name, copytruncate and rename rotation: every line once, on both engines, and under the
+    exact content check."""
     cfg = pdir.write_config(settings)
     _five_runs(FiveFiles(LocalDisk(pdir.landing)), cfg, pdir.output_lines)
 

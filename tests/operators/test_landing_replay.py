@@ -114,9 +114,9 @@ class _Landing:
 class _Process:
     """One run of the program: its pipeline and its view of the filesystem."""
 
-    def __init__(self, root: Path, clock: Callable[[], float]) -> None:
+    def __init__(self, root: Path, clock: Callable[[], float], check: str) -> None:
         self.fs = InstrumentedFS(LocalFileSystem(), Injector(), {})
-        self.runner = _runner(root, self.fs, clock)
+        self.runner = _runner(root, self.fs, clock, check)
 
     def kill(self) -> None:
         """kill -9: no call reaches the filesystem any more; what its writers hold lands."""
@@ -125,9 +125,10 @@ class _Process:
             self.runner.controller.stop(graceful=False)
 
 
-def _runner(root: Path, fs: FileSystem, clock: Callable[[], float]) -> PipelineRunner:
+def _runner(root: Path, fs: FileSystem, clock: Callable[[], float], check: str) -> PipelineRunner:
     scan = HDFS2DirectoryScan(
-        ScanSettings(directory=str(root / "in"), sleep_time=0, init_delay=0), fs
+        ScanSettings(directory=str(root / "in"), sleep_time=0, init_delay=0, content_check=check),
+        fs,
     )
     source = HDFS2FileSource(
         SourceSettings(read_chunk=37, init_delay=0), fs, files=scan, clock=clock
@@ -159,14 +160,16 @@ step = st.tuples(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(st.lists(step, min_size=1, max_size=10))
+@given(st.lists(step, min_size=1, max_size=10), st.sampled_from(["windows", "exact"]))
 def test_landings_between_random_cuts_and_crashes_publish_each_line_once(
-    tmp_path_factory: object, steps: list[tuple[str, str, int, int, str]]
+    tmp_path_factory: object, steps: list[tuple[str, str, int, int, str]], check: str
 ) -> None:
+    """Under either content check (``exact``: every byte read compared, its CRC run on over
+    chunks of 37 bytes, across cuts and restarts)."""
     root = tmp_path_factory.mktemp("landing")  # type: ignore[attr-defined]
     (root / "in").mkdir()
     landing = _Landing(root / "in")
-    process = _Process(root, landing.clock)
+    process = _Process(root, landing.clock, check)
     for op, name, count, batches, then in steps:
         landing.apply(op, name, count)
         for _ in range(batches):
@@ -175,10 +178,10 @@ def test_landings_between_random_cuts_and_crashes_publish_each_line_once(
             process.runner.controller.cut()
         elif then == "crash":
             process.kill()
-            process = _Process(root, landing.clock)
+            process = _Process(root, landing.clock, check)
     process.kill()
     landing.idle = 100.0  # the end: every held line due
-    runner = _Process(root, landing.clock).runner
+    runner = _Process(root, landing.clock, check).runner
     for _ in range(10_000):
         if runner.step() is StepOutcome.IDLE:
             if not runner.pipeline.source.holding():

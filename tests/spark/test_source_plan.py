@@ -284,3 +284,32 @@ def test_available_now_waits_for_a_held_line_then_plans_it(tmp_path: Path) -> No
     assert ranges(r, o0, o1) == [] and len(o1["held"]) == 1
     o2 = r.latestOffset(o1, ReadAllAvailable())  # waits the hold instead of ending the run
     assert ranges(r, o1, o2) == [("only.log", 0, 14)]
+
+
+@pytest.mark.parametrize("check", ["windows", "exact"])
+def test_the_planner_reads_an_export_rewritten_in_its_middle_whole_only_under_the_exact_check(
+    tmp_path: Path, check: str
+) -> None:
+    """The same rule as the in-process source: a rewrite that keeps the first and last 4 KiB
+    of what was read passes the windows (nothing planned) and not the exact check (planned
+    whole). An append, after a restart, is planned alone under both; what the exact check
+    remembers (and the plan's fingerprint, which a replay checks) covers every byte read."""
+    src = tmp_path / "in"
+    rows = b"".join(b"row %05d\n" % i for i in range(2000))
+    write_inputs(src, {"export.csv": rows}, T0)
+    r = reader(src, content_check=check)
+    o0 = r.initialOffset()
+    o1 = r.latestOffset(o0, ReadAllAvailable())
+    assert ranges(r, o0, o1) == [("export.csv", 0, 20000)]
+    restarted = reader(src, content_check=check)
+    write_inputs(src, {"export.csv": rows + b"row 02000\n"}, T0 + 10**9)
+    o2 = restarted.latestOffset(o1, ReadAllAvailable())
+    assert ranges(restarted, o1, o2) == [("export.csv", 20000, 20010)]
+    remembered = restarted._ledger.get(str(src / "export.csv")) if restarted._ledger else None
+    assert remembered is not None and remembered.length == 20010
+    assert remembered.edge_len == (20010 if check == "exact" else 4096)
+    middle = rows[:8000] + rows[8000:12000].replace(b"row", b"ROW") + rows[12000:]
+    write_inputs(src, {"export.csv": middle + b"row 02000\n"}, T0 + 2 * 10**9)
+    o3 = restarted.latestOffset(o2, ReadAllAvailable())
+    expected = [("export.csv", 0, 20010)] if check == "exact" else []
+    assert ranges(restarted, o2, o3) == expected
