@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import stat
-from unittest import mock
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
