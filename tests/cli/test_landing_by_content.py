@@ -206,9 +206,16 @@ def test_five_files_landing_five_ways_in_cron_runs_are_each_read_once(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+@pytest.mark.parametrize(
+    ("engine", "check"),
+    [
+        pytest.param("local", "windows", id="local"),
+        pytest.param("spark", "windows", marks=pytest.mark.spark, id="spark"),
+        pytest.param("local", "exact", id="local-exact"),
+    ],
+)
 def test_on_hdfs_five_files_landing_five_ways_in_cron_runs_are_each_read_once(
-    request: pytest.FixtureRequest, pdir: PipelineDir, engine: str
+    request: pytest.FixtureRequest, pdir: PipelineDir, engine: str, check: str
 ) -> None:
     fs, base, sandbox = real_fs(request, "hdfs")
     if sandbox is None:
@@ -220,7 +227,7 @@ def test_on_hdfs_five_files_landing_five_ways_in_cron_runs_are_each_read_once(
         conf_dir=sandbox.info.conf_dir,
         root=root,
         webhdfs="",
-        scan='on_modified = "continue"',
+        scan=f'on_modified = "continue"\ncontent_check = "{check}"',
     ).replace('[transform]\nfunction = "pace:shout"\n', "")
     cfg = pdir.write_config(body.replace('engine = "local"', f'engine = "{engine}"'))
     out = posixpath.join(root, "out")
