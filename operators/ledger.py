@@ -51,13 +51,17 @@ __all__ = [
     "EDGE",
     "HEAD",
     "Continuation",
+    "Expected",
+    "FileMoved",
     "Read",
     "ReadLedger",
     "exact_fingerprint",
+    "expected_read",
     "fingerprint",
     "holds",
     "may_grow",
     "prefix_crc",
+    "verify",
 ]
 
 logger = logging.getLogger(__name__)
@@ -413,3 +417,53 @@ class ReadLedger:
             if not isinstance(texts, str):
                 self._texts[chunk] = str(text)  # as it was: encoded again only once changed
         self.forgotten = int(state.get("forgotten", 0))
+
+
+#: What a range's file held when it was planned: ``(length, head_len, head_crc, edge_len,
+#: edge_crc)`` of its first ``length`` bytes (the range's end), as the ledger remembers them.
+Expected = tuple[int, int, int, int, int]
+
+
+class FileMoved(Exception):
+    """The file at a range's path no longer holds the bytes planned there (rotated since the
+    plan): raised before any record of the range is yielded, so the range can be read again
+    where the bytes are now."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+
+def expected_read(expected: Expected) -> Read:
+    """What a task compares a range's file with: the head and the edge; under the exact check
+    (an edge of all the bytes, which the planner compares) the head alone."""
+    length, head_len, head_crc, edge_len, edge_crc = expected
+    if edge_len > EDGE:
+        edge_len, edge_crc = 0, 0
+    return Read(length, head_len, head_crc, edge_len, edge_crc, 0.0)
+
+
+def verify(
+    read_file: ReadRange, path: str, expected: Expected, known: bytes = b"", known_at: int = 0
+) -> None:
+    """Raise :class:`FileMoved` unless ``path`` begins with the bytes planned: the head and
+    the edge compared (an exact check's edge, all the bytes, is left to the planner: here the
+    head). ``known``: bytes of the file at ``known_at`` already read (the range's first
+    chunk), used instead of reading them again; a small file's check reads nothing more."""
+    earlier = expected_read(expected)
+    length = earlier.length
+    known_end = known_at + len(known)
+
+    def read(p: str, offset: int, n: int) -> bytes:
+        if known_at <= offset < known_end and offset + n <= known_end:
+            return known[offset - known_at : offset - known_at + n]
+        if known_at <= offset < known_end and known_end >= length:
+            return known[offset - known_at :]  # all the file holds up to the range's end
+        return read_file(p, offset, n)
+
+    try:
+        same = holds(path, earlier, read)
+    except FileNotFoundError:
+        same = False
+    if not same:
+        raise FileMoved(path)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.decoding import LineDecoder, OnDecodeError
+from operators.ledger import Expected, verify
 from operators.readahead import ReadAhead
 from region.fs import FileSystem, RangeReader
 
@@ -169,14 +170,23 @@ class _Chunk:
 
 
 def _chunks(
-    fs: FileSystem, path: str, start: int, end: int, size: int, chunk_size: int
+    fs: FileSystem,
+    path: str,
+    start: int,
+    end: int,
+    size: int,
+    chunk_size: int,
+    expected: Expected | None = None,
 ) -> Iterator[_Chunk]:
     """The chunks of whole lines from the first line starting in ``[start, end)`` on, while
     lines start before ``end``. Each read starts at a line start; the partial line at the end
     of a chunk is read again with the next one (instead of being copied over), so chunks are
-    used without copies."""
+    used without copies. ``expected``: checked (:func:`verify`) with the first chunk, before
+    any of it is used."""
     base = _first_line_start(fs, path, start, size, chunk_size)
     if not (base < end and base < size):
+        if expected is not None:
+            verify(fs.read, path, expected)
         return
     # One open of the file for all its reads where the filesystem has that (HDFS: one
     # NameNode call for the blocks, not one a chunk).
@@ -190,6 +200,9 @@ def _chunks(
         else:
             data = read(base, length)
         ahead = None
+        if expected is not None:
+            verify(fs.read, path, expected, data, base)
+            expected = None
         if len(data) < length:
             msg = (
                 f"{fs.display(path)}: the file shrank while being read (wanted {length} bytes "
@@ -229,16 +242,19 @@ def read_lines(
     on_decode_error: OnDecodeError = "fail",
     chunk_size: int = 8 << 20,
     file_info: bool = False,
+    expected: Expected | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the lines owned by ``[start, end)`` of a file of ``size`` bytes.
 
     ``size`` is the size when the range was planned: bytes appended later are never read, so a
-    replay yields the same lines. The line rule is :mod:`operators.decoding`'s.
+    replay yields the same lines. The line rule is :mod:`operators.decoding`'s. ``expected``:
+    what the file held when planned (:class:`FileMoved` before any record, when it holds
+    other bytes now).
     """
     display = fs.display(path)
     decoder = _Decoder(encoding, on_decode_error, path, display)
     schema = record_schema(binary=False, file_info=file_info)
-    for chunk in _chunks(fs, path, start, end, size, chunk_size):
+    for chunk in _chunks(fs, path, start, end, size, chunk_size, expected):
         base, data, view, consumed = chunk.base, chunk.data, chunk.view, chunk.consumed
         buf = np.frombuffer(view, dtype=np.uint8)
         ends = np.flatnonzero(buf == _NL)
@@ -272,7 +288,14 @@ class NotVerbatim(Exception):
 
 
 def copy_lines(
-    fs: FileSystem, path: str, start: int, end: int, *, size: int, chunk_size: int = 8 << 20
+    fs: FileSystem,
+    path: str,
+    start: int,
+    end: int,
+    *,
+    size: int,
+    chunk_size: int = 8 << 20,
+    expected: Expected | None = None,
 ) -> Iterator[tuple[bytes, int]]:
     """The lines owned by ``[start, end)`` as the line sink writes them in UTF-8 (each line and
     LF), with how many: for UTF-8 text without CR that is the file's own bytes (LF added after
@@ -281,7 +304,7 @@ def copy_lines(
     Raises :class:`NotVerbatim` at the first chunk that is not such text; the lines before it
     were yielded. Same ownership and size rule as :func:`read_lines`.
     """
-    for chunk in _chunks(fs, path, start, end, size, chunk_size):
+    for chunk in _chunks(fs, path, start, end, size, chunk_size, expected):
         data, usable = chunk.data, len(chunk.view)
         # Only lines starting before ``end`` are this range's: up to the LF ending the line
         # that holds byte ``end - 1``.
@@ -322,8 +345,12 @@ def read_blocks(
     block_size: int,
     chunk_size: int = 8 << 20,
     file_info: bool = False,
+    expected: Expected | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches of the ``block_size`` blocks starting in ``[start, end)`` (zero-copy)."""
+    """Record batches of the ``block_size`` blocks starting in ``[start, end)`` (zero-copy);
+    ``expected`` as for :func:`read_lines`."""
+    if expected is not None:
+        verify(fs.read, path, expected)
     schema = record_schema(binary=True, file_info=file_info)
     first = -(-start // block_size) * block_size
     stop = min(size, -(-end // block_size) * block_size)

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from operators.ledger import Expected
 from operators.spark.batchlog import SPARK_CONFS, BatchLog
 from operators.spark.commit import CommitResult, WrittenFile
 from operators.spark.sink import (
@@ -55,7 +56,7 @@ from operators.spark.sink import (
     SinkTaskMessage,
     TaskIds,
 )
-from operators.spark.source import HdfsScanStreamReader, ScanPartition
+from operators.spark.source import HdfsScanStreamReader, PlannedRange, ScanPartition
 from operators.spark.supervisor import BatchProgress, RestartPolicy, source_options
 from region.fs import FileSystem
 from region.settings import RegionSettings, Trigger
@@ -98,7 +99,7 @@ class _Task:
     writer: HdfsSinkStreamWriter
     transform: Transform | None
     binary: bool
-    plan: tuple[tuple[tuple[str, int, int, int], ...], ...]
+    plan: tuple[tuple[PlannedRange, ...], ...]
     #: The batch the tasks write for (files spanning batches), carried here rather than as a
     #: local property, which a Spark Connect client cannot set.
     batch_id: int
@@ -144,7 +145,7 @@ def _verbatim(task: _Task) -> bool:
 
 
 def _records(
-    task: _Task, ranges: list[tuple[str, int, int, int]], counted: list[int]
+    task: _Task, ranges: list[PlannedRange], counted: list[int]
 ) -> Iterator[pa.RecordBatch | EncodedLines | Punctuation]:
     """The partition's records for the sink: as bytes where they can be, else decoded; with
     ``close_on_punct``, a punctuation after each range that ends its file."""
@@ -161,17 +162,34 @@ def _records(
         return
     from operators.spark.arrow_io import NotVerbatim, copy_lines
 
-    for path, start, end, size in ranges:
-        try:
-            for data, count in copy_lines(
-                reader.fs, path, start, end, size=size, chunk_size=reader.config.read_chunk
-            ):
-                counted[0] += count
-                yield EncodedLines(data, count)
-        except NotVerbatim as at:
-            # A CR or bytes that are not UTF-8 from here: the decoding rule decides.
-            rest = ScanPartition([(path, at.offset, end, size)])
-            yield from _transformed(reader.read(rest), task, counted)
+    for item in ranges:
+        _, start, end, size = item[:4]
+
+        def copy(
+            path: str,
+            expected: Expected | None,
+            start: int = start,
+            end: int = end,
+            size: int = size,
+        ) -> Iterator[pa.RecordBatch | EncodedLines]:
+            try:
+                for data, count in copy_lines(
+                    reader.fs,
+                    path,
+                    start,
+                    end,
+                    size=size,
+                    chunk_size=reader.config.read_chunk,
+                    expected=expected,
+                ):
+                    counted[0] += count
+                    yield EncodedLines(data, count)
+            except NotVerbatim as at:
+                # A CR or bytes that are not UTF-8 from here: the decoding rule decides.
+                rest = ScanPartition([(path, at.offset, end, size, None)])
+                yield from _transformed(reader.read(rest), task, counted)
+
+        yield from reader.relocating(item, copy)
         if marks and end >= size:
             yield PUNCTUATION
 
@@ -621,7 +639,7 @@ class FusedRunner:
         if not parts:
             return [], [], 0
         plan = tuple(
-            tuple((str(a), int(b), int(c), int(d)) for a, b, c, d in p.ranges)
+            tuple((str(a), int(b), int(c), int(d), e) for a, b, c, d, e in p.ranges)
             for p in parts
             if isinstance(p, ScanPartition)
         )

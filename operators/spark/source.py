@@ -22,6 +22,8 @@ so it is the same batch even if files arrived late, grew, or the listing changed
 
 from __future__ import annotations
 
+import errno
+import functools
 import hashlib
 import json
 import logging
@@ -29,9 +31,9 @@ import posixpath
 import re
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -51,9 +53,12 @@ from operators.housekeeping import AfterRead, ReadFile
 from operators.ledger import (
     EDGE,
     HEAD,
+    Expected,
+    FileMoved,
     Read,
     ReadLedger,
     exact_fingerprint,
+    expected_read,
     fingerprint,
     holds,
     may_grow,
@@ -70,12 +75,16 @@ if TYPE_CHECKING:
 __all__ = [
     "HdfsScanDataSource",
     "HdfsScanStreamReader",
+    "PlannedRange",
     "ScanPartition",
 ]
 
 logger = logging.getLogger(__name__)
 
 _SOURCE = "hdfs_scan"
+#: How many times a task follows a range's bytes to another file before it gives up.
+_MOVES = 3
+T = TypeVar("T")
 _NS = 1_000_000_000
 #: In the plan directory: the last batch whose files ``after_read`` handled.
 _AFTER_READ_FILE = "after_read.json"
@@ -83,12 +92,28 @@ _AFTER_READ_FILE = "after_read.json"
 _PLAN_PERMISSION = 0o640
 
 
-class ScanPartition(InputPartition):
-    """Byte ranges ``(path, start, end, size when planned)`` read by one Spark task."""
+#: A byte range to read: ``(path, start, end, size when planned, what the file held then)``
+#: (:data:`~operators.spark.arrow_io.Expected`; ``None`` in plans written before, or for the
+#: rest of a range read on elsewhere).
+PlannedRange = tuple[str, int, int, int, Expected | None]
 
-    def __init__(self, ranges: list[tuple[str, int, int, int]]) -> None:
+
+class ScanPartition(InputPartition):
+    """Byte ranges (:data:`PlannedRange`) read by one Spark task."""
+
+    def __init__(self, ranges: list[PlannedRange]) -> None:
         super().__init__(ranges)
         self.ranges = ranges
+
+
+def _holder(fs: FileSystem, listing: list[FileStatus], path: str, read: Read) -> str | None:
+    """The file of ``listing`` other than ``path`` that holds the bytes ``read`` describes
+    (the copy of a rotation), or ``None``."""
+    for status in listing:
+        other = status.path
+        if other != path and status.size >= read.length and holds(other, read, fs.read):
+            return other
+    return None
 
 
 def _initial_offset() -> dict[str, Any]:
@@ -548,24 +573,30 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise FileNotFoundError(msg) from None
         return plan
 
-    def _read_plan(self, end: Mapping[str, Any]) -> list[tuple[str, int, int, int]]:
-        """The ranges of the batch that ends at ``end``. A batch this reader did not plan is
+    def _read_plan(self, end: Mapping[str, Any]) -> list[PlannedRange]:
+        """The ranges of the batch that ends at ``end``, each with what its file held when
+        planned (the tasks check it before they read). A batch this reader did not plan is
         a replay after a restart: each range whose file no longer holds the planned bytes is
         read where they are now (:meth:`_replayed`)."""
         plan = self._read_plan_body(int(end["seq"]), str(end["plan"]))
-        ranges = [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in plan["ranges"]]
+        ranges: list[PlannedRange] = [
+            (
+                str(r[0]),
+                int(r[1]),
+                int(r[2]),
+                int(r[3]),
+                (int(r[2]), int(r[4]), int(r[5]), int(r[6]), int(r[7])) if len(r) >= 8 else None,
+            )
+            for r in plan["ranges"]
+        ]
         if self._at == (end.get("seq"), end.get("plan")):
             return ranges  # planned moments ago, by this reader
-        prints = {
-            str(r[0]): Read(int(r[2]), int(r[4]), int(r[5]), int(r[6]), int(r[7]), 0.0)
-            for r in plan["ranges"]
-            if len(r) >= 8
-        }
+        prints = {r[0]: Read(*r[4], 0.0) for r in ranges if r[4] is not None}
         return self._replayed(int(end["seq"]), ranges, prints) if prints else ranges
 
     def _replayed(
-        self, seq: int, ranges: list[tuple[str, int, int, int]], prints: dict[str, Read]
-    ) -> list[tuple[str, int, int, int]]:
+        self, seq: int, ranges: list[PlannedRange], prints: dict[str, Read]
+    ) -> list[PlannedRange]:
         """The ranges of a replayed batch, each read from the file that holds the planned
         bytes now. A file rotated while the job was down (renamed away, copied away and
         truncated) holds other bytes under its name: its planned bytes are found by content
@@ -578,18 +609,9 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for path, read in prints.items():
             if holds(path, read, fs.read):
                 continue
-            where = None
             if listing is None:
-                try:
-                    listing = fs.list_dir(self.config.directory)
-                except FileNotFoundError:
-                    listing = []
-            for status in listing:
-                other = status.path
-                if other != path and status.size >= read.length and holds(other, read, fs.read):
-                    where = other
-                    break
-            moved[path] = where
+                listing = self._listing()
+            where = moved[path] = _holder(fs, listing, path, read)
             planned = fs.display(path)
             if where is not None:
                 logger.info(
@@ -612,28 +634,72 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not moved:
             return ranges
         kept = []
-        for path, s, e, size in ranges:
+        for path, s, e, size, expected in ranges:
             now_at = moved.get(path, path)
             if now_at is not None:
-                kept.append((now_at, s, e, size))
+                kept.append((now_at, s, e, size, expected))
         return kept
+
+    def _listing(self) -> list[FileStatus]:
+        try:
+            return self.fs.list_dir(self.config.directory)
+        except FileNotFoundError:
+            return []
+
+    def relocating(self, item: PlannedRange, read: Callable[..., Iterator[T]]) -> Iterator[T]:
+        """``read(path=, expected=)`` of a range in a task, from the file that holds its
+        planned bytes: the range's file is checked before its first record (one small read
+        more at most, none for a file within its first chunk); a file rotated since the plan
+        (renamed away, copied away and truncated) holds other bytes under its name, and
+        the bytes are found by content among the directory's files, as after a restart.
+        Bytes no file holds any more are skipped with a WARNING (an error under
+        ``strict_mode``)."""
+        path, expected = item[0], item[4] if len(item) > 4 else None
+        for _ in range(_MOVES):
+            try:
+                yield from read(path=path, expected=expected)
+                return
+            except FileMoved:
+                assert expected is not None
+                where = _holder(self.fs, self._listing(), path, expected_read(expected))
+                shown = self.fs.display(path)
+                if where is None:
+                    msg = (
+                        f"{_SOURCE}: {shown} no longer holds the {expected[0]} bytes planned "
+                        "for this batch and no file in the directory does"
+                    )
+                    if self.config.strict_mode:
+                        raise FileNotFoundError(msg) from None
+                    logger.warning("%s: its range is skipped", msg)
+                    return
+                logger.info(
+                    "%s: %s was rotated since this batch was planned; its first %d bytes are "
+                    "now at %s: read there",
+                    _SOURCE,
+                    shown,
+                    expected[0],
+                    self.fs.display(where),
+                )
+                path = where
+        msg = f"{_SOURCE}: {self.fs.display(path)} moved {_MOVES} times while read"
+        raise OSError(errno.EAGAIN, msg)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         if not end.get("plan") or end.get("seq") == (start or {}).get("seq"):
             return []
         ranges = self._read_plan(end)
-        total = sum(e - s for _, s, e, _ in ranges)
+        total = sum(r[2] - r[1] for r in ranges)
         target = max(1 << 20, -(-total // self.config.min_partitions))
         target = min(self.config.split_size, target)
         # Any cut is fine: a piece owns the lines (blocks) that start inside it.
         parts: list[InputPartition] = []
-        current: list[tuple[str, int, int, int]] = []
+        current: list[PlannedRange] = []
         size = 0
-        for path, s, e, file_size in ranges:
+        for path, s, e, file_size, expected in ranges:
             at = s
             while at < e:
                 take = min(e - at, target - size)
-                current.append((path, at, at + take, file_size))
+                current.append((path, at, at + take, file_size, expected))
                 at += take
                 size += take
                 if size >= target:
@@ -759,30 +825,33 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, ScanPartition)
         config = self.config
         file_info = config.include_file_info
-        for path, start, end, size in partition.ranges:
+        for item in partition.ranges:
+            _, start, end, size = item[:4]
             if config.binary:
-                yield from read_blocks(
+                blocks = functools.partial(
+                    read_blocks,
                     self.fs,
-                    path,
-                    start,
-                    end,
+                    start=start,
+                    end=end,
                     size=size,
                     block_size=config.block_size,
                     chunk_size=config.read_chunk,
                     file_info=file_info,
                 )
+                yield from self.relocating(item, blocks)
             else:
-                yield from read_lines(
+                lines = functools.partial(
+                    read_lines,
                     self.fs,
-                    path,
-                    start,
-                    end,
+                    start=start,
+                    end=end,
                     size=size,
                     encoding=config.encoding,
                     on_decode_error=config.on_decode_error,
                     chunk_size=config.read_chunk,
                     file_info=file_info,
                 )
+                yield from self.relocating(item, lines)
 
 
 class HdfsScanDataSource(DataSource):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
@@ -30,7 +32,7 @@ def ranges(r: HdfsScanStreamReader, start: dict[str, Any], end: dict[str, Any]) 
     out = []
     for p in r.partitions(start, end):
         assert isinstance(p, ScanPartition)
-        out += [(Path(path).name, s, e) for path, s, e, _ in p.ranges]
+        out += [(Path(r[0]).name, r[1], r[2]) for r in p.ranges]
     return out
 
 
@@ -313,3 +315,65 @@ def test_the_planner_reads_an_export_rewritten_in_its_middle_whole_only_under_th
     o3 = restarted.latestOffset(o2, ReadAllAvailable())
     expected = [("export.csv", 0, 20010)] if check == "exact" else []
     assert ranges(restarted, o2, o3) == expected
+
+
+def _lines(r: HdfsScanStreamReader, parts: Sequence[Any]) -> list[str]:
+    """What the tasks of ``parts`` read."""
+    return [v for p in parts for b in r.read(p) for v in b.column(0).to_pylist()]
+
+
+@pytest.mark.parametrize("rotation", ["rename", "copytruncate", "gone"])
+def test_a_task_reads_a_range_where_a_rotation_moved_it_since_the_plan(
+    tmp_path: Path, rotation: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A live run: the log is rotated between the plan and the task's read, and the new file
+    under the name is already longer than the planned range (so no read comes up short).
+    The task checks the range's file before its first record and reads the planned bytes
+    from the rotated copy: never the new file's bytes at the old offsets. Bytes no file
+    holds any more are skipped with a WARNING, refused under strict_mode."""
+    src = tmp_path / "in"
+    old = b"".join(b"old %05d\n" % i for i in range(1000))
+    write_inputs(src, {"svc.log": old}, T0)
+    r = reader(src)
+    start = r.latestOffset(r.initialOffset(), ReadMaxBytes(4000))
+    end = r.latestOffset(start, ReadMaxBytes(4000))
+    parts = r.partitions(start, end)  # planned by this reader: not a replay
+    if rotation == "rename":
+        os.replace(src / "svc.log", src / "svc.log.1")
+    elif rotation == "copytruncate":
+        (src / "svc.log.1").write_bytes(old)
+    (src / "svc.log").write_bytes(b"".join(b"NEW %05d\n" % i for i in range(2000)))
+    with caplog.at_level(logging.INFO, logger="operators.spark.source"):
+        got = _lines(r, parts)
+    if rotation == "gone":
+        assert got == []
+        assert "no longer holds the 8000 bytes planned" in caplog.text
+        strict = reader(src, strict_mode="true")
+        strict_parts = [ScanPartition(p.ranges) for p in parts if isinstance(p, ScanPartition)]
+        with pytest.raises(FileNotFoundError, match=r"svc\.log no longer holds"):
+            _lines(strict, strict_parts)
+        return
+    assert got == [f"old {i:05d}" for i in range(400, 800)]
+    assert "rotated since this batch was planned" in caplog.text and "svc.log.1" in caplog.text
+
+
+def test_a_task_checks_a_small_file_in_the_read_it_makes_anyway(tmp_path: Path) -> None:
+    """The check costs a small file no read more: its first chunk holds the head and the
+    edge."""
+    src = tmp_path / "in"
+    write_inputs(src, {"a.csv": b"x,1\ny,2\n"}, T0)
+    r = reader(src)
+    o0 = r.initialOffset()
+    o1 = r.latestOffset(o0, ReadAllAvailable())
+    parts = r.partitions(o0, o1)
+    calls: list[tuple[int, int]] = []
+    fs = r.fs
+    real = fs.read
+
+    def counted(path: str, offset: int = 0, length: int = -1) -> bytes:
+        calls.append((offset, length))
+        return real(path, offset, length)
+
+    with mock.patch.object(fs, "read", counted):
+        assert _lines(r, parts) == ["x,1", "y,2"]
+    assert len(calls) == 1
