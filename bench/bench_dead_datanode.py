@@ -199,7 +199,11 @@ tuples_per_file = 1000
 """
 
 
-def job_run(base: Path, dead_after: float, extra: list[str], limit: float) -> dict[str, Any]:
+def job_run(
+    base: Path, dead_after: float, extra: list[str], limit: float, *, rerun: bool = False
+) -> dict[str, Any]:
+    """One job through a DataNode stopped 5 s in; ``rerun``: a run that failed is run again
+    (the DataNode still stopped), as an operator or a scheduler does."""
     with Sandbox.start(base / "sandbox", datanodes=3, dead_after=dead_after) as sandbox:
         conf = client_conf(sandbox.info.conf_dir, base / "conf", extra)
         fs = NativeHdfsFileSystem(FileSystemSettings(uri=sandbox.info.hdfs, config_dir=str(conf)))
@@ -228,6 +232,14 @@ def job_run(base: Path, dead_after: float, extra: list[str], limit: float) -> di
                 rc = f"killed after {limit:g} s"
         took = time.monotonic() - start
         text = (base / "job.log").read_text()
+        first = rc
+        errors = [line for line in text.splitlines() if "hdfs-region: error:" in line]
+        if rerun and rc != 0:
+            again = subprocess.run(
+                command, cwd=base, env=env, capture_output=True, text=True, timeout=limit
+            )
+            rc = again.returncode
+            text += again.stdout + again.stderr
         resets = re.findall(r"(\d+) resets", text)
         out: list[str] = []
         for status in sorted(fs.list_dir("/job/out"), key=lambda s: s.path):
@@ -235,9 +247,12 @@ def job_run(base: Path, dead_after: float, extra: list[str], limit: float) -> di
                 out += fs.read(status.path).decode().splitlines()
         return {
             "exit": rc,
+            "first_exit": first,
+            "error": errors[-1] if errors else "",
             "took_s": round(took, 1),
             "resets": int(resets[-1]) if resets else None,
             "records": len(out),
+            "lost": len(set(expected) - set(out)),
             "twice": len(out) - len(set(out)),  # a failed run publishes part, never twice
             "every_record_once": sorted(out) == sorted(expected),
         }

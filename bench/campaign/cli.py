@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.campaign.carried import carried_file_killed
 from bench.campaign.checkpoint import corrupt_checkpoint
 from bench.campaign.cron import cron
+from bench.campaign.datanode import datanode_dies
 from bench.campaign.decode import undecodable
 from bench.campaign.disk import disk_full
 from bench.campaign.heartbeat import heartbeat_dies
@@ -40,6 +41,7 @@ SCENARIOS = (
     "carried",
     "checkpoint",
     "webhdfs",
+    "datanode",
     "decode",
     "vanish",
     "special",
@@ -131,6 +133,7 @@ def plan(work: Path, args: argparse.Namespace, only: list[str]) -> list[Step]:
         ("checkpoint", lambda: corrupt_checkpoint(work, args, rolling=False)),
         ("checkpoint", lambda: corrupt_checkpoint(work, args, rolling=True)),
         ("webhdfs", lambda: webhdfs_server_killed(work, args)),
+        ("datanode", lambda: datanode_dies(work, args)),
         ("decode", lambda: undecodable(work, args)),
         ("vanish", lambda: vanished(work, args)),
         ("special", lambda: named_pipe(work, args)),
