@@ -213,7 +213,7 @@ def test_every_setting_says_what_it_means() -> None:
 
 
 #: Exceptions that never leave the code that raises them (control flow, caught nearby).
-INTERNAL = {"NotVerbatim"}
+INTERNAL = {"NotVerbatim", "FileMoved"}
 
 
 def _exception_classes() -> set[str]:
