@@ -4,7 +4,8 @@ every way the campaign knows, then the output counted record by record.
 CI runs no random Spark kill (``--spark-kills 0``): one costs more than a minute on two cores (a
 JVM start and a first query per run, twice); Spark crashes are covered by tests/spark and
 tests/cli. It runs the one placed Spark kill (``carried``: files spanning batches), which no
-random kill reaches reliably. Run ``python bench/fault_campaign.py`` for the full campaign.
+random kill reaches reliably, and every scenario but the dead DataNode (``--only datanode``).
+Run ``python bench/fault_campaign.py`` for the full campaign.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from bench.campaign.cli import SCENARIOS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -29,6 +32,9 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cmd = [sys.executable, str(REPO / "bench" / "fault_campaign.py")]
     cmd += ["--kills", "2", "--spark-kills", "0", "--backlog", "8", "--lines", "200"]
     cmd += ["--timeout", "120", "--json", str(out), "--work", str(work)]
+    # Not the dead DataNode (``--only datanode``, 3 DataNodes of its own, ~100 s): its row in
+    # docs/reliability.md is from the full campaign.
+    cmd += ["--only", ",".join(s for s in SCENARIOS if s != "datanode")]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1500)
     assert out.exists(), f"no results:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     data: dict[str, Any] = json.loads(out.read_text())
@@ -84,13 +90,6 @@ def test_errors_name_what_failed(campaign: dict[str, Any]) -> None:
     (server,) = rows(campaign, "WebHDFS server killed")
     assert server["lost"] == 0 and server["duplicated"] == 0
     assert server["details"]["killed_mid_run"] is True
-    # A dead DataNode: hdfs-native 0.14.7 keeps it in new blocks until the NameNode counts
-    # it dead (patches/hdfs-native), so the run may stop, naming what failed; the next one
-    # publishes every record once.
-    (datanode,) = rows(campaign, "a DataNode dies mid-run")
-    assert datanode["lost"] == 0 and datanode["duplicated"] == 0 and datanode["ok"] is True
-    if datanode["details"]["first_exit"] != 0:
-        assert "hdfs-region: error:" in datanode["message"]
 
 
 def test_everyday_operations_lose_and_duplicate_nothing(campaign: dict[str, Any]) -> None:
