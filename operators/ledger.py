@@ -124,11 +124,17 @@ def prefix_crc(path: str, length: int, read: ReadRange, since: Read | None = Non
     """The CRC-32 of the first ``length`` bytes of ``path``, read in chunks; from ``since`` on
     when it is an exact read of at most ``length`` bytes of the same file (what a file read
     on costs is then what grew). ``None`` when the file is shorter than ``length``."""
-    pos, crc = 0, 0
     if since is not None and since.edge_len == since.length <= length:
-        pos, crc = since.length, since.edge_crc
-    while pos < length:
-        data = read(path, pos, min(_EXACT_CHUNK, length - pos))
+        return _crc_of(path, since.length, length, read, since.edge_crc)
+    return _crc_of(path, 0, length, read)
+
+
+def _crc_of(path: str, start: int, end: int, read: ReadRange, crc: int = 0) -> int | None:
+    """``crc`` run on over the bytes ``[start, end)`` of ``path``, read in chunks; ``None``
+    when the file ends before ``end``."""
+    pos = start
+    while pos < end:
+        data = read(path, pos, min(_EXACT_CHUNK, end - pos))
         if not data:
             return None
         crc = zlib.crc32(data, crc)
@@ -360,14 +366,7 @@ class ReadLedger:
             edge = read(path, start, earlier.edge_len)
             return len(edge) == earlier.edge_len and zlib.crc32(edge) == earlier.edge_crc
         # The exact check: all the bytes read, in chunks.
-        crc, pos = 0, start
-        while pos < earlier.length:
-            data = read(path, pos, min(_EXACT_CHUNK, earlier.length - pos))
-            if not data:
-                return False
-            crc = zlib.crc32(data, crc)
-            pos += len(data)
-        return crc == earlier.edge_crc
+        return _crc_of(path, start, earlier.length, read) == earlier.edge_crc
 
     def _still_at(self, other: str, earlier: Read, read: ReadRange) -> bool:
         """Whether ``other`` still holds what was read there (then it is not this file's)."""

@@ -129,6 +129,18 @@ class FileNameList(StateHandler):
         self._index = 0
 
 
+def _run_on(prefix: tuple[int, int], at: int, data: bytes, stop: int) -> tuple[int, int] | None:
+    """``prefix`` (pos, CRC-32 of a file's bytes ``[0, pos)``) run on over the chunk ``data``
+    read at ``at``, up to ``stop``; ``None`` when the chunk begins after ``pos`` (a gap)."""
+    pos, crc = prefix
+    end = min(at + len(data), stop)
+    if end <= pos:
+        return prefix
+    if at > pos:
+        return None
+    return end, zlib.crc32(data[pos - at : end - at], crc)
+
+
 class HDFS2FileSource(StartOperator):
     """Records of one file, or of each file a feed names, with a punctuation after each file.
 
@@ -534,35 +546,21 @@ class HDFS2FileSource(StartOperator):
     def _prefix_at(self, offset: int) -> int | None:
         """The CRC-32 of the file's first ``offset`` bytes as this process read them: the
         running CRC, on over the chunks held; ``None`` when a part was not read here."""
-        if self._prefix is None or self._prefix[0] > offset:
+        prefix = self._prefix
+        if prefix is None or prefix[0] > offset:
             return None
-        pos, crc = self._prefix
         for at, data in self._chunks:
-            if pos >= offset:
+            if prefix is None or prefix[0] >= offset:
                 break
-            end = at + len(data)
-            if end <= pos:
-                continue
-            if at > pos:
-                return None  # a gap
-            stop = min(end, offset)
-            crc = zlib.crc32(data[pos - at : stop - at], crc)
-            pos = stop
-        return crc if pos == offset else None
+            prefix = _run_on(prefix, at, data, offset)
+        return prefix[1] if prefix is not None and prefix[0] == offset else None
 
     def _drop_chunk(self) -> None:
         """The oldest chunk held, no longer needed for an edge: the exact check runs its CRC
         on over it first."""
         at, data = self._chunks.popleft()
-        if not self._exact or self._prefix is None:
-            return
-        pos, crc = self._prefix
-        if at + len(data) <= pos:
-            return
-        if at > pos:
-            self._prefix = None  # a gap: not read here
-            return
-        self._prefix = (at + len(data), zlib.crc32(data[pos - at :], crc))
+        if self._exact and self._prefix is not None:
+            self._prefix = _run_on(self._prefix, at, data, at + len(data))
 
     def _bytes_before(self, offset: int, n: int) -> bytes | None:
         """Up to ``n`` bytes before ``offset`` from the chunks this process read: fewer when

@@ -93,7 +93,7 @@ _PLAN_PERMISSION = 0o640
 
 
 #: A byte range to read: ``(path, start, end, size when planned, what the file held then)``
-#: (:data:`~operators.spark.arrow_io.Expected`; ``None`` in plans written before, or for the
+#: (:data:`~operators.ledger.Expected`; ``None`` in plans written before, or for the
 #: rest of a range read on elsewhere).
 PlannedRange = tuple[str, int, int, int, Expected | None]
 
