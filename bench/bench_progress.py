@@ -186,8 +186,8 @@ def record_us(which: str, records: int) -> float:
     display = DISPLAYS[which](io.StringIO(), live=True, interval=0, width=WIDTH)
     display.update(states(1)[0])
     messages = [
-        f"WARNING operators.scan: 1 file(s) younger than min_file_age (3600 s); the next run "
-        f"reads them: file:///data/landing/[2024]/part-{i:05d}.txt"
+        f"WARNING operators.scan.operator: 1 file(s) younger than min_file_age (3600 s); the next "
+        f"run reads them: file:///data/landing/[2024]/part-{i:05d}.txt"
         for i in range(records)
     ]
     started = time.perf_counter()
@@ -231,7 +231,7 @@ def quality(which: str, width: int = 40) -> dict[str, Any]:
     """A line wider than the terminal redrawn 3 times, a record above it, the final line."""
     stream = io.StringIO()
     display = DISPLAYS[which](stream, live=True, interval=0, width=width)
-    record = "WARNING operators.scan: late /data/[2024]/x.txt [bold]kept[/bold]"
+    record = "WARNING operators.scan.operator: late /data/[2024]/x.txt [bold]kept[/bold]"
     wide = Progress(
         status="running", files_in=12, files_out=3, files_passed_over=2, records_in=120_000,
         bytes_in=9_000_000, cuts=4, last_cut_id=4, elapsed=2.0,

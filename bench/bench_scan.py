@@ -27,9 +27,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import add_common_args, median, print_table, scratch, write_json
-from operators.cursor import describe_state
 from operators.fs.local import LocalFileSystem
 from operators.scan import HDFS2DirectoryScan, ScanSettings
+from operators.scan.cursor import describe_state
 from region.checkpoint import CheckpointStore
 
 TARGET_RATIO = 1.2

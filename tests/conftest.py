@@ -49,6 +49,9 @@ from operators.spark.standalone import StandaloneCluster
 from operators.testing.webhdfs_server import WebHdfsServer
 from region.fs import FileSystem
 
+# The operators' landing and sink fixtures, for every test folder (tests/landing.py).
+from tests.landing import any_landing, clock, landing, sink_env, sink_local  # noqa: F401
+
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(
     "ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]

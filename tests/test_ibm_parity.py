@@ -1,4 +1,4 @@
-"""The IBM parity registry (``operators/ibm.py``) says only what the code does: every row that
+"""The IBM parity registry (``operators/app/ibm.py``) says only what the code does: every row that
 claims an IBM parameter is accepted by our settings model under the IBM name and ours, every
 port and metric it names exists (the metrics count what IBM's count in a real run), no row
 says "unsupported" of a name the code accepts, and the docs' tables are the registry's."""
@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from pydantic import AliasChoices, BaseModel, SecretStr
 
-from operators import ibm
+from operators.app import ibm
+from operators.app.ibm import GROUPS, Group, Kind, Row, Status
 from operators.copy import CopySettings, HDFS2FileCopy
 from operators.fs.local import LocalFileSystem
-from operators.ibm import GROUPS, Group, Kind, Row, Status
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.sink import HDFS2FileSink, SinkSettings
 from operators.source import HDFS2FileSource, SourceSettings
@@ -197,8 +197,8 @@ def test_the_readme_tables_are_the_registry() -> None:
     text = MIGRATION.read_text(encoding="utf-8")
     assert "## IBM parameters" in text
     assert ibm.section_of(text) == ibm.markdown(), (
-        "docs/ibm-migration.md's IBM tables differ from operators/ibm.py: run "
-        "`python -m operators.ibm --write docs/ibm-migration.md`"
+        "docs/ibm-migration.md's IBM tables differ from operators/app/ibm.py: run "
+        "`python -m operators.app.ibm --write docs/ibm-migration.md`"
     )
 
 

@@ -54,3 +54,96 @@ def test_only_the_application_imports_the_application() -> None:
 def test_benchmarks_never_import_the_tests() -> None:
     # The WebHDFS stand-in and every shared helper live in the package (operators.testing).
     assert offenders("bench", "tests") == {}
+
+
+def _modules(package: str) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _import_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports (a name imported from a package counts as
+    its submodule when there is one, else as the package)."""
+    modules = _modules(package)
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.level:  # relative: from the module's package
+                    base = name.split(".")[
+                        : len(name.split(".")) - node.level + path.name.count("__init__")
+                    ]
+                    module = ".".join([*base, node.module])
+                else:
+                    module = node.module
+                for alias in node.names:
+                    sub = f"{module}.{alias.name}"
+                    targets.add(sub if sub in modules else module)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_runs_in_a_circle() -> None:
+    # Imports inside functions count too: a circle there is a circle a refactor trips on.
+    assert _cycles(_import_graph("operators")) == []
+    assert _cycles(_import_graph("region")) == []
+    # And the check sees one when there is one.
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_operators_depend_one_way() -> None:
+    # scan <- source <- sink; copy beside them; spark over them; common and fs under them all.
+    below = {
+        "common": set(),
+        "fs": set(),
+        "scan": {"common"},
+        "source": {"common", "scan"},
+        "sink": {"common", "scan", "source"},
+        "copy": {"common", "fs"},
+    }
+    graph = _import_graph("operators")
+    for module, targets in graph.items():
+        package = module.split(".")[1] if module.count(".") else ""
+        if package not in below:
+            continue
+        for target in targets:
+            other = target.split(".")[1] if target.count(".") else ""
+            assert other == package or other in below[package], f"{module} imports {target}"

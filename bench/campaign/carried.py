@@ -19,7 +19,7 @@ from bench.campaign.arrivals import Arrivals
 from bench.campaign.outcome import Outcome, tally
 from bench.campaign.processes import kill, last_error, wait_for
 from bench.campaign.workspace import Workspace
-from operators.faults import FAULT_DIR_ENV, FAULT_ENV
+from operators.common.faults import FAULT_DIR_ENV, FAULT_ENV
 
 __all__ = ["carried_file_killed"]
 

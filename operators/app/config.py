@@ -47,11 +47,11 @@ from pydantic import (
 
 from operators.app.engines import IDENTITY_FILE
 from operators.fs.settings import FileSystemSettings, split_uri
-from operators.listing import would_list
 from operators.scan import ScanSettings
+from operators.scan.listing import would_list
 from operators.sink import SinkSettings
+from operators.sink.templating import FileNameTemplate
 from operators.source import SourceSettings
-from operators.templating import FileNameTemplate
 from region.checkpoint import cut_file_name
 from region.errors import ConfigError
 from region.settings import Duration, RegionSettings, load_toml

@@ -34,10 +34,10 @@ from operators.app.engines import (
 from operators.app.metrics import Histogram, JobView, MetricsServer, health, period_of
 from operators.app.progress import Progress, ProgressDisplay
 from operators.app.switch import check_pending_switch, control_path
-from operators.control import ControlFile
+from operators.common.plugins import load_callable
 from operators.fs import FileSystemSettings, open_path
-from operators.plugins import load_callable
 from operators.scan import HDFS2DirectoryScan
+from operators.scan.control import ControlFile
 from operators.sink import HDFS2FileSink
 from operators.source import HDFS2FileSource
 from region.checkpoint import CheckpointStore

@@ -33,9 +33,9 @@ from operators.app.engines import (
 )
 from operators.app.metrics import Histogram, JobView, MetricsServer, period_of
 from operators.app.progress import Progress, ProgressDisplay
+from operators.common.plugins import load_callable
 from operators.fs import open_path
-from operators.owner import SINK_DIR
-from operators.plugins import load_callable
+from operators.sink.owner import SINK_DIR
 from operators.spark.executors import check_shared_path
 from region.errors import ConfigError, LockLostError
 from region.lock import CheckpointLock
@@ -829,7 +829,7 @@ def run_spark(
             check_after_read(
                 archive_fs, config.scan.after_read, archive_dir, watched if same_fs else None
             )
-        # The sink log tells this job's batches from another's by its id (operators.owner).
+        # The sink log tells this job's batches from another's by its id (operators.sink.owner).
         plan.sink_options.update(job_id=job_id, checkpointLocation=plan.spark_checkpoint)
         logger.info(
             "Pipeline %s: %s -> %s, checkpoints in %s (spark engine, %s trigger)",
@@ -943,7 +943,7 @@ def _check_jvm_user(spark: SparkSession, user: str | None) -> None:
     was already running when this pipeline started keeps its user)."""
     if user is None:
         return
-    from operators.spark.connect import is_connect
+    from operators.spark.registration import is_connect
 
     if is_connect(spark):
         # A Connect client cannot ask the server's JVM for its user (no sparkContext).
@@ -983,8 +983,8 @@ def _runner(
     transform = config.transform
     sql = transform.sql if transform is not None else None
     if fused(config) and sql is not None:
-        from operators.spark.connect import is_connect
         from operators.spark.fused import stateful_part
+        from operators.spark.registration import is_connect
 
         if is_connect(spark):
             reason: str | None = (

@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from operators.housekeeping import AfterRead
-from operators.owner import SINK_DIR, Owner, check_output, claim_output, read_owner
-from operators.plugins import load_callable
-from operators.scan import ScanSettings, young_files
+from operators.common.plugins import load_callable
+from operators.scan.housekeeping import AfterRead
+from operators.scan.operator import ScanSettings, young_files
+from operators.sink.owner import SINK_DIR, Owner, check_output, claim_output, read_owner
 from region.atomic import read_whole, write_atomically
 from region.errors import CheckpointError, ConfigError
 from region.fs import FileSystem
@@ -168,7 +168,7 @@ def claim_checkpoint_dir(
     output: JobOutput | None = None,
 ) -> str:
     """Stamp ``directory`` with this pipeline and engine and claim ``output`` for this job
-    (:mod:`operators.owner`), or refuse either, writing nothing when refused; return the
+    (:mod:`operators.sink.owner`), or refuse either, writing nothing when refused; return the
     checkpoints' id (made when the directory is first stamped, so checkpoints deleted and
     started afresh get a new one, which the output directory tells apart). Claimed here, at
     start, so that a second job is refused at its start even while this one has nothing to

@@ -49,7 +49,7 @@ def _iso(seconds: float | None) -> str:
 def _readable(state: Any) -> Any:
     """``state`` with every scan cursor state shown as counts (its window and census are
     compressed), whatever operator nests it."""
-    from operators.cursor import describe_state
+    from operators.scan.cursor import describe_state
 
     if isinstance(state, dict):
         if "census" in state:

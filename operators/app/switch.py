@@ -2,7 +2,7 @@
 directory, or, given the directory it watches, to list it again at once.
 
 The request goes into the control file of the job's checkpoint directory
-(:mod:`operators.control`); the scan applies it under a permit and the next cut records it, so
+(:mod:`operators.scan.control`); the scan applies it under a permit and the next cut records it, so
 a restart keeps the switched directory. The job need not run: then the request is pending, and
 the next start applies it (:attr:`Switch.running` tells which).
 
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 from operators.app.config import PipelineConfig, resolve_path
 from operators.app.engines import read_identity
-from operators.control import CONTROL_FILE, ControlFile, SwitchRequest, request_switch
 from operators.copy.identity import mark, same_file
 from operators.fs import open_path
-from operators.housekeeping import archive_folder
-from operators.scan import roots_problem, within_roots
+from operators.scan.control import CONTROL_FILE, ControlFile, SwitchRequest, request_switch
+from operators.scan.housekeeping import archive_folder
+from operators.scan.operator import roots_problem, within_roots
 from region.errors import ConfigError
 from region.fs import FileSystem
 from region.lock import CheckpointLock

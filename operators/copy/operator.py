@@ -10,9 +10,9 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from operators.common.errors import BadRecordError
 from operators.copy.settings import CopySettings
 from operators.copy.transfer import Copied, copy_file
-from operators.errors import BadRecordError
 from operators.fs import open_path
 from operators.fs.local import LocalFileSystem
 from operators.fs.settings import FileSystemSettings, split_uri

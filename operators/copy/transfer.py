@@ -42,8 +42,8 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from operators.common.faults import FAULT_ENV, stop_here
 from operators.copy.identity import Mark, mark, same_file
-from operators.faults import FAULT_ENV, stop_here
 from operators.fs.local import LocalFileSystem
 from region.fs import FileSystem
 
@@ -77,7 +77,8 @@ DEFAULT_CHUNK = 4 << 20
 #: temporary adds 45).
 _NAME_BYTES = 200
 
-#: Crash tests stop a copy at a point (:mod:`operators.faults`): ``copy_write`` (the first chunk
+#: Crash tests stop a copy at a point (:mod:`operators.common.faults`): ``copy_write`` (the first
+#: chunk
 #: is in the temporary), ``copy_before_rename`` (the temporary is complete and synced),
 #: ``copy_after_rename`` (the destination is in place, the source not yet deleted),
 #: ``copy_after_source_deleted`` (the source deleted, its marker not yet).

@@ -25,10 +25,14 @@ The sink name must therefore be unique among sinks that share an output director
 
 The package, along its seams: :mod:`.settings` (the parameters, checked when made),
 :mod:`.layout` (final and side names, directories), :mod:`.records` (records to bytes, bad-record
-routing), :mod:`.recovery` (the state, orphans, restore) and :mod:`.filesink` (the lifecycle).
+routing), :mod:`.recovery` (the state, orphans, restore), :mod:`.operator` (the lifecycle),
+:mod:`.rolling` (when a file is complete), :mod:`.templating` (file-name templates), :mod:`.publish`
+(the rename, repeatable), :mod:`.manifest` (what was published, per cut) and :mod:`.owner` (one
+job per output directory).
 
 Bad records (a value of the wrong type or not encodable, a record that is not a (name, value) pair,
-a file name from data that :mod:`operators.safepath` refuses) follow ``on_bad_record``: ``fail``
+a file name from data that :mod:`operators.common.safepath` refuses) follow ``on_bad_record``:
+``fail``
 raises :class:`BadRecordError` (the region resets and, repeated, fails), ``skip`` drops the record
 with a log line naming its index, value and reason, ``reject`` writes it with the reason as one JSON
 line into ``rejects_file``: a second, internal sink inside the base directory whose state is part of
@@ -47,7 +51,8 @@ bad record: ``on_returning_name="new_file"`` (the default) writes its records to
 numbered name (``orders.csv`` -> ``orders-1.csv``); ``"overwrite"`` replaces the earlier file.
 """
 
-from operators.sink.filesink import HDFS2FileSink, SinkMetrics
+from operators.sink.metrics import SinkMetrics
+from operators.sink.operator import HDFS2FileSink
 from operators.sink.settings import SinkSettings
 
 __all__ = ["HDFS2FileSink", "SinkMetrics", "SinkSettings"]

@@ -19,11 +19,11 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from operators.errors import BadRecordError
-from operators.owner import SINK_DIR
-from operators.safepath import MAX_COMPONENT_BYTES, confine, name_problem
+from operators.common.errors import BadRecordError
+from operators.common.safepath import confine, name_problem, numbered_name
+from operators.sink.owner import SINK_DIR
 from operators.sink.settings import SinkSettings
-from operators.templating import FileNameTemplate
+from operators.sink.templating import FileNameTemplate
 from region.atomic import dir_permission
 from region.errors import ConfigError
 from region.fs import FileStatus, FileSystem
@@ -36,7 +36,6 @@ __all__ = [
     "below",
     "final_of",
     "norm",
-    "numbered_name",
     "parse_side_name",
     "short",
     "side_name",
@@ -127,7 +126,7 @@ class SinkLayout:
     @property
     def sink_dir(self) -> str:
         """The sink's own folder in the output, which names the job writing it
-        (:mod:`operators.owner`)."""
+        (:mod:`operators.sink.owner`)."""
         return posixpath.join(self.root, SINK_DIR)
 
     # -- names --------------------------------------------------------------------------------
@@ -158,7 +157,7 @@ class SinkLayout:
 
     def resolve(self, name: Any, index: int, in_flight: Iterable[str]) -> str:
         """The path of a file named by record ``index``, confined to the base directory (the
-        rules are in :mod:`operators.safepath`), out of the rejects directory, and clear of
+        rules are in :mod:`operators.common.safepath`), out of the rejects directory, and clear of
         ``in_flight`` (files written but not published yet); BadRecordError otherwise."""
         problem: str | None
         try:
@@ -278,21 +277,3 @@ def short(value: Any, limit: int = 80) -> str:
     """``repr(value)``, cut to ``limit`` characters for a log line or an error."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def numbered_name(path: str, number: int, *, reserve: int = 0) -> str:
-    """``path`` with ``-<number>`` before its extension (``a/orders.csv`` -> ``a/orders-1.csv``;
-    only the last extension: ``x.tar.gz`` -> ``x.tar-1.gz``), the stem shortened when the name
-    would pass the component limit (less ``reserve`` bytes). The one rule for a returning
-    file name, on both engines."""
-    head, base = posixpath.split(path)
-    stem, ext = posixpath.splitext(base)
-    tag = f"-{number}"
-    room = MAX_COMPONENT_BYTES - reserve - len((tag + ext).encode())
-    if room < 1:  # an extension too long to keep
-        stem, ext = base, ""
-        room = MAX_COMPONENT_BYTES - reserve - len(tag)
-    raw = stem.encode()
-    if len(raw) > room:
-        stem = raw[:room].decode("utf-8", "ignore")
-    return posixpath.join(head, stem + tag + ext)

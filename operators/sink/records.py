@@ -2,8 +2,9 @@
 
 :class:`RecordEncoder` turns records into the bytes of a file: lines (``str`` + ``\\n`` in the
 sink's encoding, a byte-order mark only at the start of a file; the ``bytes`` lines of
-:class:`~operators.decoding.EncodedLines`, already in it, + ``\\n``) or binary records (``bytes``
-as they are), stopping at the exact record that reaches ``bytes_per_file``.
+:class:`~operators.source.decoding.EncodedLines`, already in it, + ``\\n``) or binary records
+(``bytes`` as
+they are), stopping at the exact record that reaches ``bytes_per_file``.
 
 :class:`BadRecords` routes a record that cannot be written (a value of the wrong type or not
 encodable, a record that is not a (name, value) pair, a refused file name) as
@@ -18,16 +19,16 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from operators.decoding import EncodedLines
-from operators.errors import BadRecordError
-from operators.rolling import RollingPolicy
+from operators.common.errors import BadRecordError
 from operators.sink.layout import short
+from operators.sink.rolling import RollingPolicy
 from operators.sink.settings import SinkSettings
+from operators.source.decoding import EncodedLines
 from region.fs import FileSystem
 from region.state import Batch, SinkOperator
 
 if TYPE_CHECKING:
-    from operators.sink.filesink import SinkMetrics
+    from operators.sink.metrics import SinkMetrics
 
 __all__ = ["BadRecords", "RecordEncoder"]
 
@@ -48,7 +49,7 @@ class RecordEncoder:
 
     @property
     def line_encoding(self) -> str | None:
-        """The encoding of :class:`~operators.decoding.EncodedLines` this sink writes as they
+        """The encoding of :class:`~operators.source.decoding.EncodedLines` this sink writes as they
         are: its own, for lines written to the sink's file (not named by a record's attribute),
         without a byte-order mark to leave out."""
         return self.encoding if self.line and self._attr is None and not self.bom else None
@@ -95,7 +96,8 @@ class RecordEncoder:
 
     def encode_one(self, record: Any, index: int, final: str, *, encoded: bool = False) -> bytes:
         """The bytes of one record; ``encoded``: a line of
-        :class:`~operators.decoding.EncodedLines` (``bytes`` already in the sink's encoding)."""
+        :class:`~operators.source.decoding.EncodedLines` (``bytes`` already in the sink's
+        encoding)."""
         if encoded and isinstance(record, bytes):
             return record + b"\n"
         where = f"record {index} of the batch for {self._fs.display(final)}"

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from operators.errors import OperatorError
+from operators.common.errors import OperatorError
 from operators.sink.layout import MARKER, REWRITE, SinkLayout, final_of, side_name
 from operators.sink.records import RecordEncoder
 from operators.sink.settings import SinkSettings

@@ -9,10 +9,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from operators.owner import SINK_DIR
-from operators.rolling import RollingPolicy
-from operators.safepath import name_problem
-from operators.templating import FileNameTemplate
+from operators.common.safepath import name_problem
+from operators.sink.owner import SINK_DIR
+from operators.sink.rolling import RollingPolicy
+from operators.sink.templating import FileNameTemplate
 from region.settings import Duration, Encoding, FileMode, parse_duration
 
 
@@ -130,7 +130,7 @@ class SinkSettings(BaseModel):
         None, validation_alias=_alias("on_bad_record", "onBadRecord")
     )
     #: Write a manifest of the files each cut published (``<output>/_hdfs_sink/published/``,
-    #: :mod:`operators.manifest`), exactly once per file, for downstream jobs to tail.
+    #: :mod:`operators.sink.manifest`), exactly once per file, for downstream jobs to tail.
     manifest: bool = False
     #: How many manifests are kept (the oldest are deleted).
     manifest_retain: int = Field(1000, ge=1)

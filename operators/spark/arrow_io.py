@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.decoding import LineDecoder, OnDecodeError
-from operators.ledger import Expected, verify
-from operators.readahead import ReadAhead
+from operators.source.decoding import LineDecoder, OnDecodeError
+from operators.source.ledger import Expected, verify
+from operators.source.readahead import ReadAhead
 from region.fs import FileSystem, RangeReader
 
 __all__ = [
@@ -75,7 +75,7 @@ def _first_line_start(fs: FileSystem, path: str, start: int, size: int, chunk: i
 
 class _Decoder:
     """Binary lines to a string array in ``encoding``; the rule and its errors are
-    :class:`operators.decoding.LineDecoder`'s (the in-process source's)."""
+    :class:`operators.source.decoding.LineDecoder`'s (the in-process source's)."""
 
     def __init__(self, encoding: str, on_error: OnDecodeError, path: str, display: str) -> None:
         self.rule = LineDecoder(encoding, on_error)
@@ -136,7 +136,7 @@ def _cut(
     line ends (and a CR before the LF with ``strip_cr``), and where each starts.
 
     ``keep_last_cr``: the last LF was added after the file's last line, so a CR before it is
-    the line's own (a CR is a line end only before a real LF: :mod:`operators.decoding`)."""
+    the line's own (a CR is a line end only before a real LF: :mod:`operators.source.decoding`)."""
     n = len(ends)
     offsets = np.empty(n + 1, dtype=np.int32)
     offsets[0] = 0
@@ -247,7 +247,7 @@ def read_lines(
     """Record batches of the lines owned by ``[start, end)`` of a file of ``size`` bytes.
 
     ``size`` is the size when the range was planned: bytes appended later are never read, so a
-    replay yields the same lines. The line rule is :mod:`operators.decoding`'s. ``expected``:
+    replay yields the same lines. The line rule is :mod:`operators.source.decoding`'s. ``expected``:
     what the file held when planned (:class:`FileMoved` before any record, when it holds
     other bytes now).
     """

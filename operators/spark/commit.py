@@ -38,9 +38,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from operators.owner import Owner, claim_output
-from operators.publish import publish
-from operators.rolling import RollingPolicy
+from operators.sink.owner import Owner, claim_output
+from operators.sink.publish import publish
+from operators.sink.rolling import RollingPolicy
 from region.atomic import cut_to, dir_permission, read_whole, write_atomically
 from region.errors import permanent
 from region.fs import FileSystem, LeaseRecoverer
@@ -207,7 +207,7 @@ class SinkLog:
         #: ``time_per_file``: an open file past its age is published by the next commit.
         self._rolling = rolling or RollingPolicy()
         self._clock = clock
-        #: The job writing the output; claimed (operators.owner) before the log is first used.
+        #: The job writing the output; claimed (operators.sink.owner) before the log is first used.
         self._owner = owner
         self._claimed = owner is None
         #: Mode of log entries (the log directory gets the matching traversal bits).
@@ -290,7 +290,7 @@ class SinkLog:
             writer.close()
 
     def _apply(self, batch_id: int, renames: Sequence[Sequence[str]]) -> None:
-        """Perform the planned renames by the publish rule (:mod:`operators.publish`): each is
+        """Perform the planned renames by the publish rule (:mod:`operators.sink.publish`): each is
         skipped when already done, so a crash anywhere in here is repaired by running it
         again, and no rename ever overwrites a file."""
         for i, (src, dst) in enumerate(renames):

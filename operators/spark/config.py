@@ -10,15 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from operators.cursor import OnModified
-from operators.decoding import OnDecodeError
+from operators.fs import open_filesystem
 from operators.fs.local import LocalFileSystem
-from operators.rolling import RollingPolicy
+from operators.scan.cursor import OnModified
+from operators.sink.rolling import RollingPolicy
+from operators.source.decoding import OnDecodeError
 from region.fs import FileSystem
 
 if TYPE_CHECKING:
     from operators.fs.settings import FileSystemSettings
-    from operators.owner import Owner
+    from operators.sink.owner import Owner
 
 __all__ = ["ScanConfig", "SinkConfig", "open_config_fs"]
 
@@ -27,9 +28,7 @@ def open_config_fs(settings: FileSystemSettings | None) -> FileSystem:
     """The filesystem of a config (``None``: the local disk)."""
     if settings is None:
         return LocalFileSystem()
-    from operators.spark.options import open_fs
-
-    return open_fs(settings)
+    return open_filesystem(settings)
 
 
 @dataclass(frozen=True)
@@ -63,10 +62,10 @@ class ScanConfig:
     archive_dir: str | None = None
     #: The filesystem of ``plan_dir`` when it is not the scanned one (``None``: the same).
     plan_fs: FileSystemSettings | None = None
-    #: ``on_modified = "continue"``: what was read is remembered (:mod:`operators.ledger`).
+    #: ``on_modified = "continue"``: what was read is remembered (:mod:`operators.source.ledger`).
     remember_files: int = 100_000
     remember_for: float = 7 * 86400.0
-    #: ``on_modified = "continue"``: ``windows`` or ``exact`` (:mod:`operators.ledger`).
+    #: ``on_modified = "continue"``: ``windows`` or ``exact`` (:mod:`operators.source.ledger`).
     content_check: str = "windows"
     #: ``on_modified = "continue"``: a young file's last line with no newline waits (seconds).
     hold_partial_line: float = 30.0
@@ -99,11 +98,11 @@ class SinkConfig:
     #: With ``attribute``: how many files a task keeps open at once (the least recently
     #: written closes when a new name needs a place; ``SinkSettings.max_open_files``).
     max_open_files: int = 32
-    #: A manifest of each batch's published files (operators.manifest), how many are kept.
+    #: A manifest of each batch's published files (operators.sink.manifest), how many are kept.
     manifest: bool = False
     manifest_retain: int = 1000
     #: ``"module:function"`` called by the driver with ``(path, size)`` per published file.
     on_published: str | None = None
     fs: FileSystemSettings | None = None
-    #: The job writing the output (:mod:`operators.owner`); ``None``: not known, not claimed.
+    #: The job writing the output (:mod:`operators.sink.owner`); ``None``: not known, not claimed.
     owner: Owner | None = None

@@ -38,7 +38,6 @@ __all__ = [
     "ConnectServer",
     "ConnectServerError",
     "connect_session",
-    "is_connect",
     "server_environment",
     "spark_home",
 ]
@@ -71,11 +70,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-def is_connect(spark: object) -> bool:
-    """Whether ``spark`` is a Spark Connect session (no ``sparkContext``, no JVM here)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def server_environment(extra_paths: tuple[str, ...] = ()) -> dict[str, str]:
@@ -266,7 +260,7 @@ def connect_session(url: str, *, data_sources: bool = True) -> SparkSession:
     """
     from pyspark.sql import SparkSession
 
-    from operators.spark import register
+    from operators.spark.registration import register
 
     spark = SparkSession.builder.remote(url).getOrCreate()
     if data_sources:

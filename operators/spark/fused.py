@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from operators.ledger import Expected
+from operators.source.ledger import Expected
 from operators.spark.batchlog import SPARK_CONFS, BatchLog
 from operators.spark.commit import CommitResult, WrittenFile
 from operators.spark.sink import (
@@ -380,8 +380,8 @@ class FusedRunner:
     ) -> None:
         from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-        from operators.spark.connect import is_connect
         from operators.spark.options import scan_config, sink_config
+        from operators.spark.registration import is_connect
 
         if frame is not None and is_connect(spark):
             # A SQL transform reads the observed frame through the view ``input``, and a Spark
@@ -691,7 +691,7 @@ class FusedRunner:
         after the interrupt, 2 s by default), where a cancel without interrupt waited for the
         function to return (a UDF of a minute per record held the stop for minutes). Spark
         Connect, which has no ``sparkContext``, cancels by an operation tag."""
-        from operators.spark.connect import is_connect
+        from operators.spark.registration import is_connect
 
         result: list[Any] = []
         failure: list[BaseException] = []

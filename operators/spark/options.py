@@ -19,25 +19,22 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from operators.fs import open_filesystem
 from operators.fs.settings import FileSystemSettings, split_uri
-from operators.owner import Owner
-from operators.scan import ScanSettings
+from operators.scan.operator import ScanSettings
 from operators.sink import SinkSettings
+from operators.sink.owner import Owner
 from operators.sink.settings import repeating_names
-from operators.source import SourceSettings
+from operators.sink.templating import FileNameTemplate
+from operators.source.operator import SourceSettings
 from operators.spark.config import ScanConfig, SinkConfig
 from operators.spark.executors import check_shared_path
-from operators.templating import FileNameTemplate
 from region.errors import ConfigError
-from region.fs import FileSystem
 
 __all__ = [
     "FS_FIELDS",
     "ScanOptions",
     "SinkOptions",
     "build",
-    "open_fs",
     "resolve",
     "route_options",
     "scan_config",
@@ -151,11 +148,6 @@ def resolve(
     return settings, path
 
 
-def open_fs(settings: FileSystemSettings) -> FileSystem:
-    """The filesystem named by ``settings`` (local, WebHDFS or HDFS)."""
-    return open_filesystem(settings)
-
-
 class ScanOptions(BaseModel):
     """Options of the Spark source beyond the scan and file-source settings."""
 
@@ -206,7 +198,7 @@ class SinkOptions(BaseModel):
     #: Column to write; default ``value``, or the only column.
     column: str | None = None
     #: The id of the job writing the output (``hdfs-region run`` gives its checkpoints' id);
-    #: without it the query's checkpointLocation tells one job from another (operators.owner).
+    #: without it the query's checkpointLocation tells one job from another (operators.sink.owner).
     job_id: str | None = Field(None, validation_alias=AliasChoices("job_id", "jobId"))
     #: With a file limit: a file that is not full stays open across micro-batches (exact
     #: sizes). Then the files open when the query stops are published by

@@ -30,9 +30,10 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from operators.fs import open_filesystem
 from operators.fs.settings import FileSystemSettings, split_uri
 from operators.spark.fused import FrameTransform, FusedRunner
-from operators.spark.options import open_fs, sink_config
+from operators.spark.options import sink_config
 from region.lock import CheckpointLock
 from region.settings import RegionSettings
 
@@ -154,14 +155,14 @@ def start_fused(
         cp_settings = sink_fs or FileSystemSettings(uri="file:///")  # plain: the sink's
     else:
         cp_settings = FileSystemSettings(uri=fs_uri)
-    cp_fs = open_fs(cp_settings)
+    cp_fs = open_filesystem(cp_settings)
     if cp_settings.kind == "local":
         cp_dir = os.path.abspath(cp_dir)
     scan_options = dict(scan)
     if not any(k.lower().replace("_", "") == "plandir" for k in scan_options):
         scan_options["plan_dir"] = cp_settings.display(posixpath.join(cp_dir, PLANS_DIR))
     spark_dir = posixpath.join(cp_dir, SPARK_DIR)
-    # The sink log records which query writes the output: this checkpoint (operators.owner).
+    # The sink log records which query writes the output: this checkpoint (operators.sink.owner).
     sink_options = {"span_batches": "true", **sink}
     sink_options["checkpointLocation"] = cp_settings.display(spark_dir)
     # 1. The runner.

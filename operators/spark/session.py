@@ -192,7 +192,7 @@ def build_session(
 
     from pyspark.sql import SparkSession
 
-    from operators.spark import register
+    from operators.spark.registration import register
 
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():

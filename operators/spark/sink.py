@@ -8,7 +8,7 @@ sink log of :mod:`operators.spark.commit` (``log_dir``, default ``<output dir>/_
 Plain directory readers (``spark.read.text``, ``hdfs dfs -cat``) see only complete,
 committed files, each record once. ``%FILENUM`` is assigned at commit, in partition order.
 
-Files roll by the in-process sink's rolling policy (:mod:`operators.rolling`). With
+Files roll by the in-process sink's rolling policy (:mod:`operators.sink.rolling`). With
 ``span_batches`` and ``tuples_per_file``, ``bytes_per_file`` or ``time_per_file``, a file that
 is not full at the end of a batch stays open, and the next batch's task of the same slot
 (partition id) continues it (:meth:`operators.spark.commit.SinkLog.carried`): a slow stream
@@ -38,13 +38,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from operators.faults import FAULT_ENV, stop_here
+from operators.common.faults import FAULT_ENV, stop_here
+from operators.common.plugins import load_callable
+from operators.common.safepath import name_problem, numbered_name
 from operators.fs.settings import split_uri
-from operators.manifest import Published, manifest_dir, write_manifest
-from operators.owner import Owner
-from operators.plugins import load_callable
-from operators.safepath import name_problem
-from operators.sink.layout import numbered_name
+from operators.sink.manifest import Published, manifest_dir, write_manifest
+from operators.sink.owner import Owner
+from operators.sink.templating import FileNameTemplate
 from operators.spark.commit import (
     CommitResult,
     SinkLog,
@@ -53,7 +53,6 @@ from operators.spark.commit import (
     in_progress_name,
 )
 from operators.spark.config import SinkConfig, open_config_fs
-from operators.templating import FileNameTemplate
 from region.errors import ConfigError
 from region.fs import FileSystem, FileWriter
 
@@ -75,7 +74,7 @@ logger = logging.getLogger(__name__)
 
 _SINK = "hdfs_sink"
 
-#: Crash tests stop the sink at a point (:mod:`operators.faults`, ``<point>[:<batch id>]``):
+#: Crash tests stop the sink at a point (:mod:`operators.common.faults`, ``<point>[:<batch id>]``):
 #: ``task_write`` (a task wrote its first file), ``before_wal`` (the batch's tasks are done),
 #: ``after_wal``, ``after_first_rename``, ``after_renames``.
 
@@ -444,7 +443,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
 
     def _room(self, values: pa.Array, start: int, rows: int, size: int) -> int:
         """How many records from ``start`` go into the current file before it rolls (the rule
-        is :class:`operators.rolling.RollingPolicy`'s, the in-process sink's)."""
+        is :class:`operators.sink.rolling.RollingPolicy`'s, the in-process sink's)."""
         rolling = self.config.rolling
         n = len(values) - start
         room = rolling.room(rows)

@@ -8,7 +8,8 @@ Offset (JSON, written by Spark to ``<checkpoint>/offsets/N``)::
 
     {"v": 2, "seq": 7, "pos": int | null, "plan": "<digest>" | null, **scan cursor state}
 
-The scan cursor (:mod:`operators.cursor`, the same rule as the in-process scan) says which files
+The scan cursor (:mod:`operators.scan.cursor`, the same rule as the in-process scan) says which
+files
 are new; its state holds the key (the greatest file planned so far in the scan order), the names
 within ``late_window`` and the census below it. ``pos`` is where the next batch continues the
 key file when a batch ended inside it (``null``: the file is done); ``seq`` counts batches.
@@ -48,9 +49,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from operators.cursor import ScanCursor, identifier
-from operators.housekeeping import AfterRead, ReadFile
-from operators.ledger import (
+from operators.scan.cursor import ScanCursor, identifier
+from operators.scan.housekeeping import AfterRead, ReadFile
+from operators.scan.listing import list_ready_keyed
+from operators.source.ledger import (
     EDGE,
     HEAD,
     Expected,
@@ -64,7 +66,6 @@ from operators.ledger import (
     may_grow,
     prefix_crc,
 )
-from operators.listing import list_ready_keyed
 from operators.spark.config import ScanConfig, open_config_fs
 from region.atomic import dir_permission, write_atomically
 from region.fs import FileStatus, FileSystem, ListingEntry, mtime_tracks_writes
@@ -93,7 +94,7 @@ _PLAN_PERMISSION = 0o640
 
 
 #: A byte range to read: ``(path, start, end, size when planned, what the file held then)``
-#: (:data:`~operators.ledger.Expected`; ``None`` in plans written before, or for the
+#: (:data:`~operators.source.ledger.Expected`; ``None`` in plans written before, or for the
 #: rest of a range read on elsewhere).
 PlannedRange = tuple[str, int, int, int, Expected | None]
 
@@ -151,7 +152,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # The cursor of the offset last returned (``_at``: its seq and plan): it remembers the
         # last listing, so names new since then are found whatever their mtime.
         self._cursor: ScanCursor | None = None
-        # ``on_modified = "continue"``: what was read, by content (operators.ledger), as of
+        # ``on_modified = "continue"``: what was read, by content (operators.source.ledger), as of
         # the same offset; kept in the plan of the batch that changed it last.
         self._ledger: ReadLedger | None = None
         self._at: tuple[Any, Any] | None = None
@@ -486,7 +487,8 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ledger
 
     def _begins(self, new: list[ListingEntry]) -> dict[str, int]:
-        """Where each new file continues (:mod:`operators.ledger`); a file that vanished since
+        """Where each new file continues (:mod:`operators.source.ledger`); a file that vanished
+        since
         the listing is left out."""
         ledger = self._ledger
         assert ledger is not None
@@ -744,7 +746,7 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """``after_read``: archive or delete the files read to their end by the batches up to
         offset ``seq`` ``through_seq``, whose records are all published (the caller knows).
         Each batch's files once: the last batch handled is recorded after its files, so a crash
-        in between handles them again (:class:`operators.housekeeping.AfterRead` is safe to
+        in between handles them again (:class:`operators.scan.housekeeping.AfterRead` is safe to
         repeat)."""
         config = self.config
         if config.after_read == "keep":

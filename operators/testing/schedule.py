@@ -460,7 +460,7 @@ class Schedule:
 class LandingModel:
     """Which arriving files the directory scan promises to read (the rest it may skip).
 
-    The scan emits files in (mtime, name) order (the rule is :mod:`operators.cursor`). With a
+    The scan emits files in (mtime, name) order (the rule is :mod:`operators.scan.cursor`). With a
     late window every file that lands under a new name is read, whatever its mtime. With
     ``late_window = 0`` (IBM's strict rule) only a file that sorts after every file already
     visible is; the others are passed over (with a warning).

@@ -159,9 +159,10 @@ def cut_files(checkpoints: Path) -> list[Path]:
 
 
 def kill_at(point: str, faults: Path, *args: str) -> None:
-    """Run ``hdfs-region ARGS`` stopped at the fault point ``point`` (:mod:`operators.faults`)
+    """Run ``hdfs-region ARGS`` stopped at the fault point ``point``
+    (:mod:`operators.common.faults`)
     and SIGKILL it there; ``faults`` is the folder the point's marker goes in."""
-    from operators.faults import FAULT_DIR_ENV, FAULT_ENV
+    from operators.common.faults import FAULT_DIR_ENV, FAULT_ENV
 
     faults.mkdir(exist_ok=True)
     proc = start_cli(*args, **{FAULT_ENV: point, FAULT_DIR_ENV: str(faults)})

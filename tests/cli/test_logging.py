@@ -31,7 +31,7 @@ def test_the_webhdfs_clients_info_lines_are_hidden_unless_debug(restore_logging:
     setup_logging(None, None)
     client = logging.getLogger("hdfs.client")  # logs "Reading file ..." at INFO, per call
     assert not client.isEnabledFor(logging.INFO) and client.isEnabledFor(logging.WARNING)
-    assert logging.getLogger("operators.scan").isEnabledFor(logging.INFO)
+    assert logging.getLogger("operators.scan.operator").isEnabledFor(logging.INFO)
     setup_logging("DEBUG", None)
     assert client.isEnabledFor(logging.DEBUG)
     assert logging.getLogger("urllib3.connectionpool").isEnabledFor(logging.DEBUG)

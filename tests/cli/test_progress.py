@@ -221,10 +221,10 @@ def test_on_a_terminal_the_command_prints_warnings_above_the_line(restore_loggin
     ours = [h for h in logging.getLogger().handlers if getattr(h, "_hdfs_region", False)]
     assert len(ours) == 1 and isinstance(ours[0], LiveLineHandler)
     display.update(RUNNING)
-    logging.getLogger("operators.scan").info("hidden on a terminal")
-    logging.getLogger("operators.scan").warning("passed over /in/[a].txt")
+    logging.getLogger("operators.scan.operator").info("hidden on a terminal")
+    logging.getLogger("operators.scan.operator").warning("passed over /in/[a].txt")
     assert screen(stream.getvalue(), 160) == [
-        "WARNING operators.scan: passed over /in/[a].txt",
+        "WARNING operators.scan.operator: passed over /in/[a].txt",
         render(RUNNING, 0.0, 0.0),
     ]
 

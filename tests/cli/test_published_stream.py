@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from operators.fs.local import LocalFileSystem
-from operators.manifest import manifest_dir, read_manifests
+from operators.sink.manifest import manifest_dir, read_manifests
 from tests.cli.conftest import PipelineDir, cli, start_cli, wait_for
 
 HOOK = """\

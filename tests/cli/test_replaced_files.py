@@ -294,7 +294,7 @@ def test_on_hdfs_a_replacement_is_read_whole_once_and_without_webhdfs_each_is_na
 
     daily = fs.display(posixpath.join(landing, "daily.csv"))
     changed = (
-        f"operators.cursor: scan: file {daily} changed after it was read (its mtime moved by "
+        f"operators.scan.cursor: scan: file {daily} changed after it was read (its mtime moved by "
         "{}): what changed is not read (on_modified = 'warn'; 'new_version' reads it again whole)"
     )
     put("daily.csv", ["a 1", "a 2"])
@@ -311,8 +311,8 @@ def test_on_hdfs_a_replacement_is_read_whole_once_and_without_webhdfs_each_is_na
     put("daily.csv", ["c 1"])
     read, warnings = run(settings(dead))
     said = [w for w in warnings if w.startswith("operators.fs.native")]
-    said += [w for w in warnings if w.startswith("operators.cursor") and "no fileIds" in w]
-    scan = [w for w in warnings if w.startswith("operators.cursor") and w not in said]
+    said += [w for w in warnings if w.startswith("operators.scan.cursor") and "no fileIds" in w]
+    scan = [w for w in warnings if w.startswith("operators.scan.cursor") and w not in said]
     assert read == 0 and len(said) == 2 and "does not answer" in said[0], warnings
     assert "cannot tell a file replaced under a name read from one that grew" in said[1]
     assert (
@@ -322,7 +322,7 @@ def test_on_hdfs_a_replacement_is_read_whole_once_and_without_webhdfs_each_is_na
     assert scan == [changed.format(moved(scan))]
     put("daily.csv", ["d 1"])
     read, warnings = run(settings(dead, 'on_modified = "reread"'))
-    scan = [w for w in warnings if w.startswith("operators.cursor") and "no fileIds" not in w]
+    scan = [w for w in warnings if w.startswith("operators.scan.cursor") and "no fileIds" not in w]
     assert read == 1 and not scan
     assert run(settings(dead, 'on_modified = "reread"'))[0] == 0
     assert run(settings())[0] == 0
@@ -428,7 +428,7 @@ def test_on_hdfs_a_file_replaced_while_the_job_is_down_after_a_cut_in_its_middle
     # Read whole once, with or without the cluster's WebHDFS: the content decides, not an id
     # that hdfs:// does not list (without it, the identity rule dropped the new version).
     assert news == sorted(line.upper() for line in new)
-    assert "WARNING  operators.cursor" not in done.stderr
+    assert "WARNING  operators.scan.cursor" not in done.stderr
 
 
 def hdfs_env(webhdfs: bool) -> dict[str, str]:

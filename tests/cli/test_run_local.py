@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from operators.fs import LocalFileSystem
-from operators.manifest import manifest_dir, read_manifests
+from operators.sink.manifest import manifest_dir, read_manifests
 from tests.cli.conftest import PipelineDir, cli, cut_files, start_cli, wait_for
 
 BASIC = """\
@@ -644,7 +644,7 @@ def test_lines_reach_the_sink_as_bytes_only_without_a_transform(
     (a transform is given ``str``, as always)."""
     from operators.app.config import load_pipeline
     from operators.app.engine_local import build_local
-    from operators.decoding import EncodedLines
+    from operators.source.decoding import EncodedLines
 
     pdir.add_file("a.txt", ["keep é"])
     config = load_pipeline(pdir.write_config(BASIC.format(trigger="periodic") + extra))

@@ -1,6 +1,6 @@
 """One job per output directory: a second job, or the same job started over from deleted
 checkpoints, is refused at start instead of deleting the first one's files or skipping its own
-batches (``operators.owner``)."""
+batches (``operators.sink.owner``)."""
 
 from __future__ import annotations
 

@@ -23,10 +23,10 @@ import pytest
 from operators.fs import FileSystemSettings, NativeHdfsFileSystem, WebHdfsFileSystem
 from operators.fs.native import hadoop_http_addresses, settle_closes
 from operators.fs.webhdfs import _truncate_request
-from operators.owner import OWNER_FILE, Owner, claim_output, read_owner
 from operators.sandbox import Sandbox
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.sink import HDFS2FileSink, SinkSettings
+from operators.sink.owner import OWNER_FILE, Owner, claim_output, read_owner
 from region.checkpoint import CheckpointStore, cut_file_name
 from region.fs import FileSystem
 from region.lock import CheckpointLock
@@ -201,7 +201,7 @@ def test_a_webhdfs_failing_at_the_id_lookup_names_the_files_and_the_scan_goes_on
     assert (
         f"the fileIds of {fs.display(root)}/a.csv, {fs.display(root)}/b.csv could not" in (said[0])
     )
-    reported = [r.getMessage() for r in caplog.records if r.name == "operators.cursor"]
+    reported = [r.getMessage() for r in caplog.records if r.name == "operators.scan.cursor"]
     assert [m.split(" changed after")[0] for m in reported] == [
         f"scan: file {fs.display(root)}/a.csv",
         f"scan: file {fs.display(root)}/b.csv",

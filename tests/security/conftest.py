@@ -15,7 +15,7 @@ import pytest
 from operators.fs import LocalFileSystem
 from operators.testing.webhdfs_server import ServerProcess, start_process
 from tests.cli.conftest import cli_env
-from tests.operators.conftest import SinkEnv
+from tests.landing import SinkEnv
 
 
 @pytest.fixture

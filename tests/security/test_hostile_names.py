@@ -15,14 +15,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from operators.errors import BadRecordError
+from operators.common.errors import BadRecordError
+from operators.common.safepath import confine
 from operators.fs import LocalFileSystem
-from operators.manifest import Published, manifest_dir, read_manifests, write_manifest
-from operators.safepath import confine
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.sink import HDFS2FileSink, SinkSettings
+from operators.sink.manifest import Published, manifest_dir, read_manifests, write_manifest
 from region.errors import ConfigError
-from tests.operators.conftest import SinkEnv, SinkRun, published_bytes
+from tests.landing import SinkEnv, SinkRun, published_bytes
 
 from .conftest import files_under
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators.errors import BadRecordError
+from operators.common.errors import BadRecordError
 from operators.fs.local import LocalFileSystem
 from operators.spark.arrow_io import (
     NotVerbatim,
@@ -26,7 +26,8 @@ FS = LocalFileSystem()
 
 
 def expected_lines(data: bytes) -> list[bytes]:
-    """The rule of operators.decoding, written plainly: LF ends a line, a CR before it too; the
+    """The rule of operators.source.decoding, written plainly: LF ends a line, a CR before it too;
+    the
     rest after the last LF is a line, CR included."""
     *ended, last = data.split(b"\n")
     lines = [line[:-1] if line.endswith(b"\r") else line for line in ended]

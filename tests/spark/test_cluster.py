@@ -23,7 +23,7 @@ import pytest
 
 from operators.app.config import PipelineConfig
 from operators.app.engine_spark import plan_spark
-from operators.faults import FAULT_DIR_ENV, FAULT_ENV
+from operators.common.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.spark.commit import IN_PROGRESS_PREFIX
 from operators.spark.executors import MASTER_ENV, versions
 from operators.spark.options import scan_config

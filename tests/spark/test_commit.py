@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from operators.fs.local import LocalFileSystem
-from operators.owner import Owner
+from operators.sink.owner import Owner
 from operators.spark.batchlog import BatchLog
 from operators.spark.commit import (
     IN_PROGRESS_PREFIX,

@@ -26,7 +26,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StringType, StructField, StructType
 
 from operators.fs.local import LocalFileSystem
-from operators.manifest import manifest_dir, read_manifests
+from operators.sink.manifest import manifest_dir, read_manifests
 from operators.spark import sink as sink_module
 from operators.spark.commit import IN_PROGRESS_PREFIX, WrittenFile, cut_back
 from operators.spark.options import sink_config

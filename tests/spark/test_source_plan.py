@@ -13,7 +13,7 @@ from unittest import mock
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
 
-from operators.cursor import LateFileError
+from operators.scan.cursor import LateFileError
 from operators.spark.options import scan_config
 from operators.spark.source import HdfsScanStreamReader, ScanPartition
 from region.errors import ConfigError
@@ -107,14 +107,14 @@ def test_strict_window_passes_late_files_over_with_a_count(
     r = reader(src, late_window="0")
     o1 = r.latestOffset(r.initialOffset(), ReadAllAvailable())
     write_inputs(src, {"a": b"a\n"}, T0 - 10_000_000_000)
-    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+    with caplog.at_level(logging.WARNING, logger="operators.scan.cursor"):
         passed = r.latestOffset(o1, ReadAllAvailable())
     assert "a landed late (its mtime is 10.000s before the newest file read)" in caplog.text
     # An empty batch records the decision: a restart does not report the file again.
     assert ranges(r, o1, passed) == [] and passed["passed_over"] == 1
     assert r.latestOffset(passed, ReadAllAvailable()) == passed
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="operators.cursor"):
+    with caplog.at_level(logging.WARNING, logger="operators.scan.cursor"):
         assert reader(src, late_window="0").latestOffset(passed, ReadAllAvailable()) == passed
     assert caplog.text == ""
     write_inputs(src, {"c": b"c\n"}, T0 + 1)

@@ -20,7 +20,7 @@ import pytest
 
 from operators.app.config import PipelineConfig
 from operators.app.engine_spark import plan_spark
-from operators.faults import FAULT_DIR_ENV, FAULT_ENV
+from operators.common.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.fs import open_path
 from operators.sandbox import Sandbox
 from region.errors import ConfigError

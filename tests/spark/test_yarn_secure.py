@@ -15,7 +15,7 @@ import pytest
 
 from operators.app.config import PipelineConfig, load_pipeline
 from operators.app.engine_spark import SECRET_ENV, plan_spark
-from operators.faults import FAULT_DIR_ENV, FAULT_ENV
+from operators.common.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.fs import FileSystemSettings, open_path
 from operators.sandbox import Sandbox
 from region.errors import ConfigError
