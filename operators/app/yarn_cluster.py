@@ -78,7 +78,7 @@ def submit(config: PipelineConfig, available_now: bool, *, stream: TextIO | None
     docstring)."""
     import subprocess
 
-    from operators.app.engine_spark import plan_spark
+    from operators.app.spark_plan import plan_spark
     from operators.spark.session import DEFAULT_CONF
     from operators.spark.standalone import spark_home
     from operators.spark.yarn import pyspark_archives, stage_archive, yarn_conf

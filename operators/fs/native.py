@@ -853,15 +853,7 @@ class NativeHdfsWriter:
         4. Append: a new stream at that length.
         """
         fs, path = self._fs, self._path
-        self._stream = None  # 1.
-        fs._lease_wait("RECOVERLEASE", path, lambda: fs.recover_lease(path, own=True))  # 2.
-        size = fs.status(path).size
-        if not self._position <= size <= self._position + len(data):  # 3.
-            msg = (
-                f"WRITE: after a refused block the file holds {size} bytes, expected "
-                f"{self._position} to {self._position + len(data)}"
-            )
-            raise OSError(errno.EIO, msg, fs.display(path))
+        size = self._end_own_lease("WRITE", "after a refused block", len(data))  # 1.-3.
         self._stream = fs._lease_wait("APPEND", path, lambda: fs.client.append(path))  # 4.
         held = size - self._position
         self._position = size
@@ -928,15 +920,22 @@ class NativeHdfsWriter:
                 fs.display(path),
                 err.strerror,
             )
+        self._end_own_lease("CLOSE", "the NameNode did not complete the file and", 0)  # 1.-3.
+
+    def _end_own_lease(self, op: str, why: str, unsure: int) -> int:
+        """Steps 1-3 of :meth:`_reopen` and :meth:`_complete`: drop the stream, recover this
+        writer's own lease, and return the length the NameNode closed the file at, which must
+        lie between the bytes the client accepted and those plus ``unsure`` (sent, not yet
+        acknowledged); an error naming both otherwise."""
+        fs, path = self._fs, self._path
         self._stream = None  # 1.
         fs._lease_wait("RECOVERLEASE", path, lambda: fs.recover_lease(path, own=True))  # 2.
         size = fs.status(path).size
-        if size != self._position:  # 3.
-            msg = (
-                f"CLOSE: the NameNode did not complete the file and its lease recovery left "
-                f"{size} bytes of the {self._position} written"
-            )
+        if not self._position <= size <= self._position + unsure:  # 3.
+            expected = f"{self._position}" + (f" to {self._position + unsure}" if unsure else "")
+            msg = f"{op}: {why} its lease recovery left {size} bytes, expected {expected}"
             raise OSError(errno.EIO, msg, fs.display(path))
+        return size
 
     def __enter__(self) -> NativeHdfsWriter:
         return self

@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import posixpath
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from operators.common.background import Background
 from operators.common.errors import BadRecordError, OperatorError
 from operators.common.plugins import load_callable
 from operators.sink.layout import INPROGRESS, MARKER, SinkLayout, norm
@@ -30,7 +30,7 @@ from operators.sink.recovery import (
 )
 from operators.sink.settings import SinkSettings
 from region.errors import ConfigError, permanent
-from region.fs import FileSystem, FileWriter, LaterCloser, LeaseRecoverer
+from region.fs import FileSystem, LaterCloser, LeaseRecoverer
 from region.state import Batch, SinkOperator, State
 
 __all__ = ["HDFS2FileSink", "SinkMetrics"]
@@ -42,31 +42,6 @@ _ROUTED = object()  # stands for a record already routed by on_bad_record
 _NUMBER_HINTS = 4096
 #: Closes of one sink running in the background at once; one more waits for the oldest.
 _MAX_CLOSING = 16
-
-
-class _Closing:
-    """A closed file's writer being closed on a thread of its own: an HDFS close waits until
-    a DataNode has reported the last block (500 ms on one DataNode), which the sink need not
-    wait for until it publishes the file. The file's bytes are synced before (its state is
-    durable); only its completion is pending."""
-
-    def __init__(self, writer: FileWriter) -> None:
-        self.error: Exception | None = None
-        self._thread = threading.Thread(
-            target=self._run, args=(writer,), name=f"sink-close {writer.path}", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self, writer: FileWriter) -> None:
-        try:
-            writer.close()  # bounded by the filesystem's timeout and retries
-        except Exception as exc:  # handed to the thread that publishes the file
-            self.error = exc
-
-    def wait(self) -> Exception | None:
-        """Wait until the close has landed or failed; its error, if any."""
-        self._thread.join()
-        return self.error
 
 
 class HDFS2FileSink(SinkOperator):
@@ -172,7 +147,10 @@ class HDFS2FileSink(SinkOperator):
         self._announced: set[str] = set()
         self._recalled = False
         # Closes still running in the background, by in-progress path, oldest first.
-        self._closing: dict[str, _Closing] = {}
+        # Closes under way: an HDFS close waits until a DataNode has reported the last block (500 ms
+        # on one DataNode), which the sink need not wait for until it publishes the file. The
+        # file's bytes are synced before (its state is durable); only its completion is pending.
+        self._closing: dict[str, Background[None]] = {}
 
     # -- public read-only views ---------------------------------------------------------------
 
@@ -541,7 +519,9 @@ class HDFS2FileSink(SinkOperator):
             if isinstance(cur.writer, LaterCloser):
                 while len(self._closing) >= _MAX_CLOSING:
                     self._settle(next(iter(self._closing)))
-                self._closing[cur.work] = _Closing(cur.writer)
+                self._closing[cur.work] = Background(
+                    cur.writer.close, f"sink-close {cur.writer.path}"
+                )
             else:
                 cur.writer.close()
             cur.writer = None
@@ -560,7 +540,7 @@ class HDFS2FileSink(SinkOperator):
         3. Without leases, a failed close is raised.
         """
         closing = self._closing.pop(work, None)
-        error = closing.wait() if closing is not None else None  # 1.
+        error = closing.error() if closing is not None else None  # 1.
         if error is None and not recovering:
             return
         if not isinstance(self._fs, LeaseRecoverer):
@@ -583,7 +563,7 @@ class HDFS2FileSink(SinkOperator):
         are synced; a reset publishes or deletes them, recovering their leases)."""
         closing, self._closing = self._closing, {}
         for work, pending in closing.items():
-            error = pending.wait()
+            error = pending.error()
             if error is not None:
                 logger.warning(
                     "sink %s: the close of %s failed: %s", self.name, self._fs.display(work), error

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+
+from operators.common.background import Background
 
 __all__ = ["ReadAhead"]
 
@@ -18,32 +19,16 @@ class ReadAhead:
         self, read: Callable[[int, int], bytes], path: str, offset: int, length: int
     ) -> None:
         self.key = (path, offset, length)
-        self._data = b""
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = threading.Thread(
-            target=self._run, args=(read,), name=f"read-ahead {path}", daemon=True
-        )
-        self._thread.start()
+        self._read = Background(lambda: read(offset, length), name=f"read-ahead {path}")
 
     @classmethod
     def ready(cls, path: str, offset: int, length: int, data: bytes) -> ReadAhead:
         """A read already done (``data``): handed on to the reader as if read ahead."""
         done = cls.__new__(cls)
         done.key = (path, offset, length)
-        done._data = data
-        done._error = None
-        done._thread = None
+        done._read = Background.done(data)
         return done
 
-    def _run(self, read: Callable[[int, int], bytes]) -> None:
-        try:
-            self._data = read(*self.key[1:])
-        except BaseException as exc:  # raised to the reader, as its own read would
-            self._error = exc
-
     def result(self) -> bytes:
-        if self._thread is not None:
-            self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._data
+        """The bytes read, or raise what the read raised, as the reader's own read would."""
+        return self._read.result()

@@ -35,7 +35,12 @@ from typing import Any
 from region.atomic import dir_permission, read_whole, write_atomically
 from region.fs import FileSystem, LeaseRecoverer
 
-__all__ = ["SPARK_CONFS", "BatchLog"]
+__all__ = ["PLANS_DIR", "SPARK_CONFS", "SPARK_DIR", "BatchLog"]
+
+#: A pipeline checkpoint on the Spark engine holds Spark's checkpoint (the log above) in this
+#: folder, and the scan's plans, unless the scan names its own, in this one.
+SPARK_DIR = "spark"
+PLANS_DIR = "plans"
 
 logger = logging.getLogger(__name__)
 

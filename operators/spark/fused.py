@@ -37,6 +37,7 @@ import functools
 import gc
 import json
 import logging
+import posixpath
 import re
 import threading
 import time
@@ -46,7 +47,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from operators.source.ledger import Expected
-from operators.spark.batchlog import SPARK_CONFS, BatchLog
+from operators.spark.batchlog import SPARK_CONFS, SPARK_DIR, BatchLog
 from operators.spark.commit import CommitResult, WrittenFile
 from operators.spark.sink import (
     PUNCTUATION,
@@ -361,6 +362,33 @@ class FusedRunner:
     """Runs the pipeline batch after batch until stopped (or, ``available_now``, until what was
     present at start is done). The same surface as :class:`SparkSupervisor`: :meth:`run`,
     :meth:`stop`, ``on_progress`` once per completed batch, ``on_restart`` before a retry."""
+
+    @classmethod
+    def on_checkpoint(
+        cls,
+        spark: SparkSession,
+        scan_options: dict[str, str],
+        sink_options: dict[str, str],
+        checkpoint: tuple[FileSystem, str],
+        settings: RegionSettings,
+        **kwargs: Any,
+    ) -> FusedRunner:
+        """The runner of the pipeline checkpoint ``(fs, folder)``: Spark's checkpoint in its
+        ``spark/`` folder, written with the region's checkpoint permission. The one way both
+        :func:`~operators.spark.query.start_fused` and ``hdfs-region run`` make a runner."""
+        fs, folder = checkpoint
+        log_dir = posixpath.join(folder, SPARK_DIR)
+        permission = settings.checkpoint_permission
+        return cls(
+            spark,
+            scan_options,
+            sink_options,
+            fs,
+            log_dir,
+            settings,
+            **kwargs,
+            permission=permission,
+        )
 
     def __init__(
         self,

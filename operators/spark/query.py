@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from operators.fs import open_filesystem
 from operators.fs.settings import FileSystemSettings, split_uri
+from operators.spark.batchlog import PLANS_DIR, SPARK_DIR
 from operators.spark.fused import FrameTransform, FusedRunner
 from operators.spark.options import sink_config
 from region.lock import CheckpointLock
@@ -48,8 +49,6 @@ logger = logging.getLogger(__name__)
 
 #: Under the checkpoint location, as ``hdfs-region run`` lays it out: Spark's layout of offsets
 #: and commits, and the scan's plan log.
-SPARK_DIR = "spark"
-PLANS_DIR = "plans"
 
 
 class FusedQuery:
@@ -166,16 +165,14 @@ def start_fused(
     sink_options = {"span_batches": "true", **sink}
     sink_options["checkpointLocation"] = cp_settings.display(spark_dir)
     # 1. The runner.
-    runner = FusedRunner(
+    runner = FusedRunner.on_checkpoint(
         spark,
         scan_options,
         sink_options,
-        cp_fs,
-        spark_dir,
+        (cp_fs, cp_dir),
         settings,
         frame=transform,
         available_now=available_now,
-        permission=settings.checkpoint_permission,
     )
     # 2. The lock: another process on this checkpoint would commit the same batches.
     lock = CheckpointLock(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from operators.app.config import load_pipeline
-from operators.app.engine_spark import plan_spark
+from operators.app.spark_plan import plan_spark
 from tests.cli.conftest import ROOT, PipelineDir, cli
 
 CONF = ROOT / "conf"

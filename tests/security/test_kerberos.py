@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from operators.app.config import load_pipeline
-from operators.app.engine_spark import SECRET_ENV, plan_spark
+from operators.app.spark_plan import SECRET_ENV, plan_spark
 from operators.fs import FileSystemSettings, WebHdfsFileSystem, open_path
 from operators.sandbox import Sandbox
 from region.fs import FileSystem

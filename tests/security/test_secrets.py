@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from operators.app.config import load_pipeline
-from operators.app.engine_spark import SECRET_ENV, plan_spark
+from operators.app.spark_plan import SECRET_ENV, plan_spark
 from operators.fs import FileSystemSettings, open_filesystem, open_path
 from operators.fs.errors import SecretScrubFilter, install_log_scrubbing
 from operators.spark.options import scan_config, sink_config

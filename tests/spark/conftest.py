@@ -25,7 +25,7 @@ def connect_server(hdfs_sandbox: Any, tmp_path_factory: pytest.TempPathFactory) 
     """The session's Spark Connect server (``local[2]``), started with pyspark's
     ``start-connect-server.sh``: it acts on the session's HDFS as the test user, and holds a
     password for its tasks by reference only (``HDFS_REGION_SECRET_PASSWORD``)."""
-    from operators.app.engine_spark import SECRET_ENV
+    from operators.app.spark_plan import SECRET_ENV
     from operators.spark.connect import ConnectServer
     from tests.conftest import CLUSTER_USER
 

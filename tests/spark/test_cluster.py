@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from operators.app.config import PipelineConfig
-from operators.app.engine_spark import plan_spark
+from operators.app.spark_plan import plan_spark
 from operators.common.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.spark.commit import IN_PROGRESS_PREFIX
 from operators.spark.executors import MASTER_ENV, versions

@@ -25,7 +25,8 @@ import pytest
 
 from operators.app.cli import main
 from operators.app.config import load_pipeline
-from operators.app.engine_spark import SECRET_ENV, run_spark
+from operators.app.engine_spark import run_spark
+from operators.app.spark_plan import SECRET_ENV
 from operators.spark.commit import IN_PROGRESS_PREFIX
 from operators.spark.connect import ConnectServer, connect_session
 from region.errors import ConfigError
@@ -208,7 +209,7 @@ def test_a_password_reaches_the_servers_tasks_by_reference_only(
             .writeStream.format("hdfs_sink")
             .options(**common, password_env=reference)
             .option("file", out + "/part-%FILENUM.txt")
-            # Spark's own client cannot use webhdfs:// (engine_spark._spark_checkpoint).
+            # Spark's own client cannot use webhdfs:// (spark_plan._spark_checkpoint).
             .option("checkpointLocation", sandbox.info.hdfs + ck + "/spark")
             .trigger(availableNow=True)
             .start()

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
 
 from operators.app.config import load_pipeline
-from operators.app.engine_spark import _check_jvm_environment, hdfs_uri_of_webhdfs, plan_spark
+from operators.app.spark_plan import check_jvm_environment, hdfs_uri_of_webhdfs, plan_spark
 from operators.spark.arrow_io import encode_records
 from operators.spark.options import scan_config, sink_config
 from region.errors import ConfigError
@@ -124,10 +124,10 @@ def test_the_jvm_user_is_the_configured_one_or_the_run_is_refused(
     assert plan.spark_checkpoint == "hdfs://nn:8020/cp/spark"
     assert plan.jvm_env == {"HADOOP_USER_NAME": "etl"}
     monkeypatch.setenv("HADOOP_USER_NAME", "etl")
-    _check_jvm_environment(plan.jvm_env)
+    check_jvm_environment(plan.jvm_env)
     monkeypatch.setenv("HADOOP_USER_NAME", "someone")
     with pytest.raises(ConfigError, match="user: 'etl' conflicts with HADOOP_USER_NAME"):
-        _check_jvm_environment(plan.jvm_env)
+        check_jvm_environment(plan.jvm_env)
     # Kerberos: the JVM logs in on its own; no simple-auth user is forced on it.
     kerberos = fs + '\nkerberos_principal = "etl@EXAMPLE.COM"'
     plan = plan_spark(load_pipeline(write_config(tmp_path, kerberos, "hdfs://nn:8020/cp")))

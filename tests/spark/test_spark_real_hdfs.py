@@ -5,7 +5,7 @@ built-in reader (``spark.read.text`` through Spark's bundled Hadoop client) read
 The command runs in this process on the shared SparkSession (a second JVM would cost ~15 s per
 case); ``tests/spark/test_jvm_hadoop.py`` covers what a fresh JVM inherits (user, Hadoop
 configuration). Spark's bundled client cannot speak ``webhdfs://`` (see
-``operators.app.engine_spark._spark_checkpoint``), so the webhdfs case keeps Spark's checkpoint in
+``operators.app.spark_plan._spark_checkpoint``), so the webhdfs case keeps Spark's checkpoint in
 the same directory of the cluster through ``hdfs://``, and the output is read back through
 ``hdfs://`` in both cases.
 """

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from operators.app.config import PipelineConfig
-from operators.app.engine_spark import plan_spark
+from operators.app.spark_plan import plan_spark
 from operators.common.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.fs import open_path
 from operators.sandbox import Sandbox

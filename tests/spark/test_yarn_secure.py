@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from operators.app.config import PipelineConfig, load_pipeline
-from operators.app.engine_spark import SECRET_ENV, plan_spark
+from operators.app.spark_plan import SECRET_ENV, plan_spark
 from operators.common.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.fs import FileSystemSettings, open_path
 from operators.sandbox import Sandbox
