@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import signal
 import subprocess
 import sys
-import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -24,13 +22,22 @@ import pytest
 from operators.app.config import PipelineConfig
 from operators.app.spark_plan import plan_spark
 from operators.common.faults import FAULT_DIR_ENV, FAULT_ENV
-from operators.spark.commit import IN_PROGRESS_PREFIX
 from operators.spark.executors import MASTER_ENV, versions
 from operators.spark.options import scan_config
 from operators.spark.standalone import children
 from region.errors import ConfigError
 from region.fs import FileSystem
 from tests.conftest import CLUSTER_USER, ROOT, real_fs
+from tests.spark.drivers import (
+    GATED_TRANSFORM,
+    assert_published_once,
+    driver,
+    held_tasks,
+    kill_after_wal_while_landing,
+    land,
+    start_driver,
+    wait_until,
+)
 
 PASSWORD = "cluster-pw-5f2e0c9d"
 MASTER = "spark://127.0.0.1:7077"
@@ -115,30 +122,6 @@ def driver_env(cluster: Any, sandbox: Any, **extra: str) -> dict[str, str]:
     return env
 
 
-def land(fs: FileSystem, landing: str, name: str, lines: list[str]) -> None:
-    """One file written under a hidden name, then renamed (as uploads do)."""
-    fs.mkdirs(landing)
-    tmp = posixpath.join(landing, f".{name}.tmp")
-    writer = fs.create(tmp)
-    writer.write("".join(f"{line}\n" for line in lines).encode())
-    writer.close()
-    fs.rename(tmp, posixpath.join(landing, name))
-    time.sleep(0.005)  # HDFS keeps milliseconds: distinct mtimes
-
-
-def published(fs: FileSystem, out: str) -> list[str]:
-    """What a plain directory reader sees (``_``-names are the sink's own)."""
-    names = sorted(
-        (s.name for s in fs.list_dir(out) if not s.name.startswith(("_", "."))),
-        key=lambda n: int(n.split("-")[1].split(".")[0]),
-    )
-    return [line for n in names for line in fs.read(posixpath.join(out, n)).decode().splitlines()]
-
-
-def orphans(fs: FileSystem, out: str) -> list[str]:
-    return [s.name for s in fs.list_dir(out) if s.name.startswith(IN_PROGRESS_PREFIX)]
-
-
 def other_release(release: Path, out: Path, version: str) -> Path:
     """``release`` (a wheel) relabelled as another version of the project."""
     mine = versions()[0]
@@ -151,52 +134,6 @@ def other_release(release: Path, out: Path, version: str) -> Path:
                 data = data.replace(f"Version: {mine}\n".encode(), f"Version: {version}\n".encode())
             dst.writestr(name, data)
     return target
-
-
-def start_driver(command: list[str], env: dict[str, str], cwd: Path, log: Path) -> Any:
-    """A driver process in its own session (a kill takes its JVM too), output to ``log``."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-
-def kill_after_wal_while_landing(
-    driver: Any,
-    log: Path,
-    faults: Path,
-    fs: FileSystem,
-    landing: str,
-    files: dict[str, list[str]],
-    names: Iterator[str],
-    *,
-    every: float,
-) -> None:
-    """Land the files left in ``names`` one per ``every`` seconds while ``driver`` runs; SIGKILL
-    it once it stopped after a batch's write-ahead entry, then land what is left."""
-    stop_landing = threading.Event()
-
-    def keep_landing() -> None:
-        for name in names:
-            if stop_landing.wait(every):
-                return
-            land(fs, landing, name, files[name])
-
-    lander = threading.Thread(target=keep_landing)
-    lander.start()
-    try:
-        deadline = time.monotonic() + 400
-        while not (faults / "after_wal").exists():
-            assert driver.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait()
-        stop_landing.set()
-        lander.join()
-    for name in names:  # what did not land before the kill lands now
-        land(fs, landing, name, files[name])
 
 
 def no_secret_in(cluster: Any, *secrets: str) -> None:
@@ -303,8 +240,8 @@ def test_run_on_the_cluster_survives_kill_9_of_the_driver_while_files_arrive(
     log = tmp_path / "driver.log"
     env = driver_env(spark_cluster, sandbox, **{FAULT_ENV: "after_wal:1"})
     env[FAULT_DIR_ENV] = str(faults)
-    driver = start_driver(command, env, tmp_path, log)
-    kill_after_wal_while_landing(driver, log, faults, fs, landing, files, names, every=3.0)
+    process = start_driver(command, env, tmp_path, log)
+    kill_after_wal_while_landing(process, log, faults, fs, landing, files, names, every=3.0)
     env.pop(FAULT_ENV)
     rerun = subprocess.run(
         [*command, "--available-now"],
@@ -316,11 +253,7 @@ def test_run_on_the_cluster_survives_kill_9_of_the_driver_while_files_arrive(
         check=False,
     )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    out = posixpath.join(root, "out")
-    expected = [line.upper() for lines in files.values() for line in lines]
-    assert sorted(published(fs, out)) == sorted(expected)
-    assert len(published(fs, out)) == len(expected)
-    assert orphans(fs, out) == []
+    assert_published_once(fs, posixpath.join(root, "out"), files)
     no_secret_in(spark_cluster, PASSWORD)
 
 
@@ -354,24 +287,16 @@ def test_own_job_survives_a_worker_killed_mid_batch(
     }
     log = tmp_path / "driver.log"
     command = [sys.executable, "-m", "tests.spark.cluster_job", json.dumps(args)]
-    driver = start_driver(command, driver_env(spark_cluster, sandbox), tmp_path, log)
     victim = None
     try:
-        victim = _wait_for_a_started_task(spark_cluster, gate, driver, log)
-        spark_cluster.kill_worker(victim)
-        (gate / "go").touch()
-        assert driver.wait(timeout=600) == 0, log.read_text()[-3000:]
+        with driver(command, driver_env(spark_cluster, sandbox), tmp_path, log) as running:
+            victim = _wait_for_a_started_task(spark_cluster, gate, running, log)
+            spark_cluster.kill_worker(victim)
+            (gate / "go").touch()
+            assert running.wait(timeout=600) == 0, log.read_text()[-3000:]
     finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait()
         spark_cluster.restart_worker(victim if victim is not None else 0)
-    out = posixpath.join(root, "out")
-    expected = [line.upper() for lines in files.values() for line in lines]
-    got = published(fs, out)
-    assert sorted(got) == sorted(expected)
-    assert len(got) == len(expected)
-    assert orphans(fs, out) == []
+    assert_published_once(fs, posixpath.join(root, "out"), files)
 
 
 def _descendants(pids: list[int]) -> Iterator[int]:
@@ -383,37 +308,16 @@ def _descendants(pids: list[int]) -> Iterator[int]:
         todo.extend(children(pid))
 
 
-GATED_TRANSFORM = """\
-import os
-import time
-
-GATE = {gate!r}
-
-
-def upper(value):
-    # The first batch's task holds here until the test has killed the worker running it.
-    marker = os.path.join(GATE, "started-%d" % os.getpid())
-    if not os.path.exists(marker):
-        open(marker, "w").close()
-    while not os.path.exists(os.path.join(GATE, "go")):
-        time.sleep(0.05)
-    return value.upper()
-"""
-
-
 def _wait_for_a_started_task(
-    cluster: Any, gate: Path, driver: subprocess.Popen[bytes], log: Path
+    cluster: Any, gate: Path, process: subprocess.Popen[bytes], log: Path
 ) -> int:
     """The index of the worker whose executor runs a task held at ``gate``."""
-    deadline = time.monotonic() + 400
-    while True:
-        assert driver.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        started = {int(p.name.split("-")[1]) for p in gate.glob("started-*")}
-        for index in range(2):
-            if started & set(_descendants(cluster.worker_pids(index))):
-                return index
-        time.sleep(0.1)
+
+    def workers() -> list[int]:
+        held = held_tasks(gate)
+        return [i for i in range(2) if held & set(_descendants(cluster.worker_pids(i)))]
+
+    return int(wait_until(workers, process, log, timeout=400)[0])
 
 
 @pytest.mark.spark
@@ -450,26 +354,17 @@ def test_run_on_the_cluster_survives_a_worker_killed_mid_batch(
         land(fs, landing, name, lines)
     log = tmp_path / "driver.log"
     command = [sys.executable, "-m", "operators.app", "run", str(config), "--no-progress"]
-    driver = start_driver(
-        [*command, "--available-now"], driver_env(spark_cluster, sandbox), tmp_path, log
-    )
+    env = driver_env(spark_cluster, sandbox)
     victim = None
     try:
-        victim = _wait_for_a_started_task(spark_cluster, gate, driver, log)
-        spark_cluster.kill_worker(victim)
-        (gate / "go").touch()
-        assert driver.wait(timeout=600) == 0, log.read_text()[-3000:]
+        with driver([*command, "--available-now"], env, tmp_path, log) as running:
+            victim = _wait_for_a_started_task(spark_cluster, gate, running, log)
+            spark_cluster.kill_worker(victim)
+            (gate / "go").touch()
+            assert running.wait(timeout=600) == 0, log.read_text()[-3000:]
     finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait()
         spark_cluster.restart_worker(victim if victim is not None else 0)
-    out = posixpath.join(root, "out")
-    expected = [line.upper() for lines in files.values() for line in lines]
-    got = published(fs, out)
-    assert sorted(got) == sorted(expected)
-    assert len(got) == len(expected)
-    assert orphans(fs, out) == []
+    assert_published_once(fs, posixpath.join(root, "out"), files)
     no_secret_in(spark_cluster, PASSWORD)
 
 
@@ -505,16 +400,11 @@ def test_own_job_survives_kill_9_of_the_driver_while_files_arrive(
     env = driver_env(spark_cluster, sandbox, **{FAULT_ENV: "after_wal:1"})
     env[FAULT_DIR_ENV] = str(faults)
     log = tmp_path / "driver.log"
-    driver = start_driver(command, env, tmp_path, log)
-    kill_after_wal_while_landing(driver, log, faults, fs, landing, files, names, every=2.0)
+    process = start_driver(command, env, tmp_path, log)
+    kill_after_wal_while_landing(process, log, faults, fs, landing, files, names, every=2.0)
     env.pop(FAULT_ENV)
     rerun = subprocess.run(
         command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
     )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    out = posixpath.join(root, "out")
-    expected = [line.upper() for lines in files.values() for line in lines]
-    got = published(fs, out)
-    assert sorted(got) == sorted(expected)
-    assert len(got) == len(expected)
-    assert orphans(fs, out) == []
+    assert_published_once(fs, posixpath.join(root, "out"), files)

@@ -26,13 +26,15 @@ from operators.sandbox import Sandbox
 from region.errors import ConfigError
 from region.fs import FileSystem
 from tests.conftest import CLUSTER_USER, cluster_settings
-from tests.spark.test_cluster import (
+from tests.spark.drivers import (
     GATED_TRANSFORM,
+    assert_published_once,
+    driver,
+    held_tasks,
     kill_after_wal_while_landing,
     land,
-    orphans,
-    published,
     start_driver,
+    wait_until,
 )
 
 
@@ -183,24 +185,14 @@ class YarnRun:
         return env
 
     def check_exactly_once(self) -> None:
-        out = posixpath.join(self.root, "out")
-        expected = [line.upper() for lines in self.files.values() for line in lines]
-        got = published(self.fs, out)
-        assert sorted(got) == sorted(expected)
-        assert len(got) == len(set(got)) == len(expected)
-        assert orphans(self.fs, out) == []
+        assert_published_once(self.fs, posixpath.join(self.root, "out"), self.files)
 
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_run_on_yarn_in_client_mode_publishes_every_record_once(on_yarn: YarnRun) -> None:
-    """``hdfs-region run`` with ``master = "yarn"``: the executors are YARN containers that
-    import the project from the packed environment (no PYTHONPATH reaches them), landing,
-    output and checkpoints on hdfs://."""
-    on_yarn.land(3)
-    run = on_yarn.run_available_now()
-    assert run.returncode == 0, run.stderr[-3000:]
-    on_yarn.check_exactly_once()
+    def gated(self) -> Path:
+        """The transform made to hold the first batch's task (:data:`GATED_TRANSFORM`); its gate."""
+        gate = self.work / "gate"
+        gate.mkdir()
+        (self.work / "yarn_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
+        return gate
 
 
 def _executor_of(worker: int) -> tuple[str, int]:
@@ -227,52 +219,23 @@ def _descends_from(pid: int, ancestor: int) -> bool:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_run_on_yarn_survives_an_executor_container_killed_mid_batch(on_yarn: YarnRun) -> None:
-    """The executor JVM of the container running the first batch's task is SIGKILLed while the
-    task holds; Spark runs the task again in another container, the driver's commit publishes
-    the batch once and removes the dead attempt's in-progress file."""
-    gate = on_yarn.work / "gate"
-    gate.mkdir()
-    (on_yarn.work / "yarn_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
-    on_yarn.land(3)
-    log = on_yarn.work / "driver.log"
-    driver = start_driver(on_yarn.command("--available-now"), on_yarn.env(), on_yarn.work, log)
-    try:
-        deadline = time.monotonic() + 600
-        while not list(gate.glob("started-*")):
-            assert driver.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
-        worker = int(next(gate.glob("started-*")).name.split("-")[1])
-        _, executor = _executor_of(worker)
-        # A container of the sandbox this session started, nothing else on this host.
-        assert _descends_from(executor, on_yarn.sandbox.process.pid)
-        os.kill(executor, signal.SIGKILL)
-        (gate / "go").touch()
-        assert driver.wait(timeout=900) == 0, log.read_text()[-3000:]
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait()
-    on_yarn.check_exactly_once()
-
-
-@pytest.mark.spark
-@pytest.mark.slow
 def test_run_on_yarn_survives_kill_9_of_the_driver_while_files_arrive(on_yarn: YarnRun) -> None:
-    """The client-mode driver (the ``hdfs-region run`` process and its JVM) is SIGKILLed after
-    a batch's write-ahead entry, before its renames, while files keep landing; the same command
-    started again publishes every record once."""
+    """``hdfs-region run`` with ``master = "yarn"`` in client mode: the executors are YARN
+    containers that import the project from the packed environment (no PYTHONPATH reaches
+    them), landing, output and checkpoints on hdfs://. The driver (the ``hdfs-region run``
+    process and its JVM) is SIGKILLed after a batch's write-ahead entry, before its renames,
+    while files keep landing; the same command started again with ``--available-now``
+    publishes every record once."""
     on_yarn.land(2)
     more = on_yarn.more_files(3)
     faults = on_yarn.work / "faults"
     faults.mkdir()
     env = on_yarn.env(**{FAULT_ENV: "after_wal:1", FAULT_DIR_ENV: str(faults)})
     log = on_yarn.work / "driver.log"
-    driver = start_driver(on_yarn.command(), env, on_yarn.work, log)
+    process = start_driver(on_yarn.command(), env, on_yarn.work, log)
     landing = posixpath.join(on_yarn.root, "landing")
     kill_after_wal_while_landing(
-        driver, log, faults, on_yarn.fs, landing, on_yarn.files, iter(more), every=3.0
+        process, log, faults, on_yarn.fs, landing, on_yarn.files, iter(more), every=3.0
     )
     env.pop(FAULT_ENV)
     rerun = on_yarn.run_available_now(env)
@@ -283,68 +246,33 @@ def test_run_on_yarn_survives_kill_9_of_the_driver_while_files_arrive(on_yarn: Y
 @pytest.mark.spark
 @pytest.mark.slow
 def test_run_on_yarn_survives_a_nodemanager_stopped_mid_batch(on_yarn: YarnRun) -> None:
-    """The NodeManager whose container runs the first batch's task is stopped (its containers
-    end with it) while the task holds. The task runs again on the other NodeManager; when the
-    application master was on the stopped one too, the run ends with an error and the same
-    command run again finishes the job. Either way every record is published once."""
-    gate = on_yarn.work / "gate"
-    gate.mkdir()
-    (on_yarn.work / "yarn_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
+    """The NodeManager whose container runs the first batch's task is stopped while the task
+    holds: the executor's container dies with it. The task runs again on the other
+    NodeManager, and the driver's commit publishes the batch once and removes the dead
+    attempt's in-progress file; when the application master was on the stopped NodeManager
+    too, the run ends with an error and the same command run again finishes the job. Either
+    way every record is published once."""
+    gate = on_yarn.gated()
     on_yarn.land(3)
     log = on_yarn.work / "driver.log"
-    command = on_yarn.command("--available-now")
-    driver = start_driver(command, on_yarn.env(), on_yarn.work, log)
     stopped = None
     try:
-        deadline = time.monotonic() + 600
-        while not list(gate.glob("started-*")):
-            assert driver.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
-        worker = int(next(gate.glob("started-*")).name.split("-")[1])
-        # The container's working directory is under its NodeManager's local directory.
-        found = re.search(r"localDir-nm-(\d+)_", os.readlink(f"/proc/{worker}/cwd"))
-        assert found is not None
-        stopped = int(found.group(1))
-        on_yarn.sandbox.command(f"stop-nodemanager {stopped}")
-        (gate / "go").touch()
-        code = driver.wait(timeout=900)
+        with driver(on_yarn.command("--available-now"), on_yarn.env(), on_yarn.work, log) as run:
+            worker = min(wait_until(lambda: held_tasks(gate), run, log))
+            # The container's working directory is under its NodeManager's local directory.
+            found = re.search(r"localDir-nm-(\d+)_", os.readlink(f"/proc/{worker}/cwd"))
+            assert found is not None
+            stopped = int(found.group(1))
+            on_yarn.sandbox.command(f"stop-nodemanager {stopped}")
+            (gate / "go").touch()
+            code = run.wait(timeout=900)
     finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait()
         if stopped is not None:
             on_yarn.sandbox.command(f"start-nodemanager {stopped}")
     if code != 0:
         rerun = on_yarn.run_available_now()
         assert rerun.returncode == 0, rerun.stderr[-3000:]
     on_yarn.check_exactly_once()
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_run_in_cluster_mode_publishes_once_and_hands_back_exit_code_and_error(
-    on_yarn: YarnRun,
-) -> None:
-    """``deploy_mode = "cluster"``: the command submits itself, the settings file travels with
-    the application and the pipeline runs in the application master: every record once. A run
-    refused there (its checkpoints belong to another pipeline) ends the submitting command with
-    the same exit code and one-line error as a run in place."""
-    text = on_yarn.config.read_text().replace('deploy_mode = "client"', 'deploy_mode = "cluster"')
-    on_yarn.config.write_text(text)
-    on_yarn.land(3)
-
-    run = on_yarn.run_available_now
-
-    done = run()
-    assert done.returncode == 0, done.stderr[-3000:]
-    on_yarn.check_exactly_once()
-    on_yarn.config.write_text('name = "another"\n' + text)
-    refused = run()
-    assert refused.returncode == 1, refused.stderr[-3000:]
-    errors = [line for line in refused.stderr.splitlines() if line.startswith("hdfs-region: ")]
-    assert len(errors) == 1, refused.stderr[-3000:]
-    assert "belongs to pipeline" in errors[0] and "another" in errors[0]
 
 
 def _processes_below(ancestor: int) -> list[int]:
@@ -359,26 +287,23 @@ def _processes_below(ancestor: int) -> list[int]:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_cluster_mode_survives_the_application_master_killed(on_yarn: YarnRun) -> None:
-    """``deploy_mode = "cluster"`` with ``spark.yarn.maxAppAttempts = 2``: the application
-    master's container (its JVM and the driver in it) is SIGKILLed while the first batch's
-    task holds; YARN starts attempt 2, which resumes from the checkpoint: every record once,
-    and the submitting command ends with exit code 0."""
-    gate = on_yarn.work / "gate"
-    gate.mkdir()
-    (on_yarn.work / "yarn_transform.py").write_text(GATED_TRANSFORM.format(gate=str(gate)))
+def test_cluster_mode_survives_the_application_master_killed_and_hands_back_errors(
+    on_yarn: YarnRun,
+) -> None:
+    """``deploy_mode = "cluster"``: the command submits itself, the settings file travels with
+    the application and the pipeline runs in the application master. With
+    ``spark.yarn.maxAppAttempts = 2``, the master's container (its JVM and the driver in it) is
+    SIGKILLed while the first batch's task holds; YARN starts attempt 2, which resumes from the
+    checkpoint: every record once, and the submitting command ends with exit code 0. A run
+    refused there afterwards (its checkpoints belong to another pipeline) ends the submitting
+    command with the same exit code and one-line error as a run in place."""
+    gate = on_yarn.gated()
     text = on_yarn.config.read_text().replace('deploy_mode = "client"', 'deploy_mode = "cluster"')
     on_yarn.config.write_text(text + '"spark.yarn.maxAppAttempts" = "2"\n')
     on_yarn.land(3)
     log = on_yarn.work / "submit.log"
-    submitter = start_driver(on_yarn.command("--available-now"), on_yarn.env(), on_yarn.work, log)
-    try:
-        deadline = time.monotonic() + 600
-        while not list(gate.glob("started-*")):
-            assert submitter.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
-        worker = int(next(gate.glob("started-*")).name.split("-")[1])
+    with driver(on_yarn.command("--available-now"), on_yarn.env(), on_yarn.work, log) as run:
+        worker = min(wait_until(lambda: held_tasks(gate), run, log))
         executor_container, _ = _executor_of(worker)
         # container_<cluster>_<app>_<attempt>_<n>: the first attempt's master is container 1.
         master_container = executor_container.rsplit("_", 1)[0] + "_000001"
@@ -391,16 +316,19 @@ def test_cluster_mode_survives_the_application_master_killed(on_yarn: YarnRun) -
         }
         os.killpg(group, signal.SIGKILL)
         (gate / "go").touch()
-        assert submitter.wait(timeout=900) == 0, log.read_text()[-3000:]
-    finally:
-        if submitter.poll() is None:
-            os.killpg(submitter.pid, signal.SIGKILL)
-            submitter.wait()
+        assert run.wait(timeout=900) == 0, log.read_text()[-3000:]
     # Attempt 2's master ran (its container's log directory, kept by the NodeManager).
     _, stamp, app, _, _ = master_container.split("_")
     second = f"application_{stamp}_{app}/container_{stamp}_{app}_02_000001"
     assert list(Path(on_yarn.sandbox.info.base_dir, "yarn").glob(f"*/*/*logDir*/{second}"))
     on_yarn.check_exactly_once()
+
+    on_yarn.config.write_text('name = "another"\n' + text)
+    refused = on_yarn.run_available_now()
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("hdfs-region: ")]
+    assert len(errors) == 1, refused.stderr[-3000:]
+    assert "belongs to pipeline" in errors[0] and "another" in errors[0]
 
 
 def test_a_streaming_query_on_yarn_is_refused_at_start() -> None:

@@ -19,7 +19,7 @@ from operators.common.faults import FAULT_DIR_ENV, FAULT_ENV
 from operators.fs import FileSystemSettings, open_path
 from operators.sandbox import Sandbox
 from region.errors import ConfigError
-from tests.spark.test_cluster import kill_after_wal_while_landing, start_driver
+from tests.spark.drivers import kill_after_wal_while_landing, start_driver
 from tests.spark.test_yarn import YarnRun
 
 #: Each record takes a moment: a batch of one file lasts seconds, so that the run's batches
