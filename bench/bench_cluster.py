@@ -28,21 +28,20 @@ import posixpath
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_spark import run_api, run_builtin, run_fused, run_ours
+from bench.bench_spark import RUNS
 from bench.bench_spark_hdfs import Uri, cluster, upload, visible_bytes
 from bench.common import (
     REPO,
+    Comparison,
     add_common_args,
     make_text_files,
-    median,
-    print_table,
     scratch,
     write_json,
 )
@@ -52,17 +51,6 @@ from operators.spark.standalone import StandaloneCluster
 
 #: The queries compared, by the tag their output directories are named with: the function that
 #: runs one and returns its seconds, its key in the JSON (as bench_spark.py writes it), its row.
-RUNS: dict[str, tuple[Callable[..., float], str, str]] = {
-    "ours": (run_ours, "hdfs_scan_to_hdfs_sink", "hdfs_scan -> hdfs_sink"),
-    "fused": (run_fused, "fused", "fused (hdfs-region run)"),
-    "api": (run_api, "start_fused", "start_fused + upper(value)"),
-    "spark": (run_builtin, "spark_text_to_text", "Spark text -> text"),
-    "spark-upper": (
-        functools.partial(run_builtin, upper=True),
-        "spark_text_upper_to_text",
-        "Spark text -> upper -> text",
-    ),
-}
 
 
 @contextlib.contextmanager
@@ -104,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(parser, "cluster")
     args = parser.parse_args(argv)
 
-    load_before = [round(x, 2) for x in os.getloadavg()]
     with (
         scratch(args.work, "bench-cluster-") as work,
         cluster(args, work) as (base, conf_dir),
@@ -135,24 +122,23 @@ def main(argv: list[str] | None = None) -> int:
         session_s = time.perf_counter() - started  # executors started, releases checked
         try:
             executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-            for run, _, _ in RUNS.values():
+            race = Comparison(total_bytes / 1e6)
+            for tag, (run, _, label) in RUNS.items():
+                race.add(tag, label, functools.partial(run, spark, remote / "input", remote))
+
+            def check(tag: str, i: str) -> None:
+                written = visible_bytes(fs, posixpath.join(root, f"{tag}-{i}"))
+                if written != total_bytes:
+                    raise RuntimeError(f"{tag} run {i} wrote {written} bytes, read {total_bytes}")
+
+            for run, _, _ in RUNS.values():  # warm on a small input, not the timed one
                 run(spark, remote / "warm", remote, "warm")
-            seconds: dict[str, list[float]] = {tag: [] for tag in RUNS}
-            for i in range(args.repeat):
-                for tag, (run, _, _) in RUNS.items():  # alternating: no side on a warmer cache
-                    seconds[tag].append(run(spark, remote / "input", remote, str(i)))
-                    written = visible_bytes(fs, posixpath.join(root, f"{tag}-{i}"))
-                    if written != total_bytes:
-                        msg = f"{tag} run {i} wrote {written} bytes, read {total_bytes}"
-                        raise RuntimeError(msg)
+            race.race(args.repeat, check=check, warm=False)
         finally:
             spark.stop()
             with contextlib.suppress(OSError):
                 fs.delete(root, recursive=True)
-    load_after = [round(x, 2) for x in os.getloadavg()]
-
-    mb = total_bytes / 1e6
-    medians = {tag: median(runs) for tag, runs in seconds.items()}
+    mb = race.mb
     result = {
         "benchmark": "cluster",
         "master": "given" if args.master else f"started, {args.workers} workers of 1 core",
@@ -162,32 +148,21 @@ def main(argv: list[str] | None = None) -> int:
         "input_files": args.files,
         "repeat": args.repeat,
         "session_start_s": round(session_s, 1),
-        **{
-            RUNS[tag][1]: {"seconds": runs, "mb_per_s": round(mb / medians[tag], 1)}
-            for tag, runs in seconds.items()
-        },
-        "ratio": round(medians["spark"] / medians["ours"], 2),
-        "fused_ratio": round(medians["spark"] / medians["fused"], 2),
-        "start_fused_ratio_same_transform": round(medians["spark-upper"] / medians["api"], 2),
+        **race.figures({tag: json_name for tag, (_, json_name, _) in RUNS.items()}),
+        "ratio": race.ratio("spark", "ours"),
+        "fused_ratio": race.ratio("spark", "fused"),
+        "start_fused_ratio_same_transform": race.ratio("spark-upper", "api"),
         "output_correct": True,
-        "load_average_before": load_before,
-        "load_average_after": load_after,
     }
-    print_table(
+    race.print(
         f"Spark cluster ({executors} executors) on hdfs:// "
-        f"({mb:.0f} MB in {args.files} files, median of {args.repeat})",
-        ["pipeline", "MB/s", "seconds (median)", "runs"],
-        [
-            [RUNS[tag][2], mb / medians[tag], medians[tag], " ".join(f"{s:.2f}" for s in runs)]
-            for tag, runs in seconds.items()
-        ],
+        f"({mb:.0f} MB in {args.files} files, median of {args.repeat})"
     )
     print(
         f"ratio to the built-in: streaming {result['ratio']:.2f}, fused "
         f"{result['fused_ratio']:.2f}, start_fused {result['start_fused_ratio_same_transform']:.2f}"
         f" (to the same upper(value)); session start {session_s:.1f} s"
     )
-    print(f"load average (1, 5, 15 min) before: {load_before}, after: {load_after}")
     write_json(args.json, result)
     return 0
 

@@ -14,21 +14,19 @@ and writes ``bench/results/spark.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
+import functools
 import shutil
-import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import make_text_files, output_bytes
+from bench.common import Comparison, make_text_files, output_bytes, write_json
 from operators.spark.session import build_session
 
 RESULTS = Path(__file__).resolve().parent / "results" / "spark.json"
@@ -102,6 +100,21 @@ def run_builtin(spark: Any, src: Path, work: Path, tag: str, *, upper: bool = Fa
     return elapsed
 
 
+#: Each pipeline: its run, its name in the JSON, its label in the table. The order is the
+#: order of each round (alternating: no side always on a warmer page cache).
+RUNS: dict[str, tuple[Callable[..., float], str, str]] = {
+    "spark": (run_builtin, "spark_text_to_text", "Spark text -> text"),
+    "fused": (run_fused, "fused", "fused (hdfs-region run)"),
+    "api": (run_api, "start_fused", "start_fused + upper(value)"),
+    "spark-upper": (
+        functools.partial(run_builtin, upper=True),
+        "spark_text_upper_to_text",
+        "Spark text -> upper -> text",
+    ),
+    "ours": (run_ours, "hdfs_scan_to_hdfs_sink", "hdfs_scan -> hdfs_sink"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=200.0, help="input size in MB (default 200)")
@@ -115,7 +128,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     conf = dict(item.split("=", 1) for item in args.conf)
 
-    load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=args.work))
     try:
         src = work / "input"
@@ -126,37 +138,23 @@ def main(argv: list[str] | None = None) -> int:
         warm = work / "warm"
         make_text_files(warm, max(4.0, min(20.0, args.mb / 10)), 2, seed=1)
         spark = build_session("bench-spark", conf=conf)
-        run_ours(spark, warm, work, "warm")
-        run_fused(spark, warm, work, "warm")
-        run_api(spark, warm, work, "warm")
-        run_builtin(spark, warm, work, "warm")
-        run_builtin(spark, warm, work, "warm", upper=True)
-        ours: list[float] = []
-        fused: list[float] = []
-        api: list[float] = []
-        builtin: list[float] = []
-        builtin_upper: list[float] = []
-        for i in range(args.repeat):
-            # Alternate so that no side always runs on a warmer page cache.
-            builtin.append(run_builtin(spark, src, work, str(i)))
-            fused.append(run_fused(spark, src, work, str(i)))
-            api.append(run_api(spark, src, work, str(i)))
-            builtin_upper.append(run_builtin(spark, src, work, str(i), upper=True))
-            ours.append(run_ours(spark, src, work, str(i)))
-            for tag in ("ours", "fused", "api", "spark", "spark-upper"):
-                written = output_bytes(work / f"{tag}-{i}")
-                if written != total_bytes:
-                    raise RuntimeError(f"{tag} run {i} wrote {written} bytes, read {total_bytes}")
-                shutil.rmtree(work / f"{tag}-{i}")  # a large input would fill the disk
+        race = Comparison(total_bytes / 1e6)
+        for tag, (run, _, label) in RUNS.items():
+            run(spark, warm, work, "warm")
+            race.add(tag, label, functools.partial(run, spark, src, work))
+
+        def check(tag: str, i: str) -> None:
+            written = output_bytes(work / f"{tag}-{i}")
+            if written != total_bytes:
+                raise RuntimeError(f"{tag} run {i} wrote {written} bytes, read {total_bytes}")
+            shutil.rmtree(work / f"{tag}-{i}")  # a large input would fill the disk
+
+        race.race(args.repeat, check=check, warm=False)
         spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    load_after = os.getloadavg()
-    mb = total_bytes / 1e6
-    ours_s, builtin_s = statistics.median(ours), statistics.median(builtin)
-    fused_s, api_s = statistics.median(fused), statistics.median(api)
-    upper_s = statistics.median(builtin_upper)
+    mb = race.mb
     result = {
         "input_mb": round(mb, 1),
         "input_lines": total_lines,
@@ -164,41 +162,19 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": args.repeat,
         "conf": conf,
         "work": str(args.work or tempfile.gettempdir()),
-        "hdfs_scan_to_hdfs_sink": {"seconds": ours, "mb_per_s": round(mb / ours_s, 1)},
-        "fused": {"seconds": fused, "mb_per_s": round(mb / fused_s, 1)},
-        "start_fused": {"seconds": api, "mb_per_s": round(mb / api_s, 1)},
-        "spark_text_to_text": {"seconds": builtin, "mb_per_s": round(mb / builtin_s, 1)},
-        "spark_text_upper_to_text": {
-            "seconds": builtin_upper,
-            "mb_per_s": round(mb / upper_s, 1),
-        },
-        "ratio": round(builtin_s / ours_s, 2),
-        "fused_ratio": round(builtin_s / fused_s, 2),
-        "start_fused_ratio": round(builtin_s / api_s, 2),
-        "start_fused_ratio_same_transform": round(upper_s / api_s, 2),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            # Other work on the machine skews the figures: compare runs at similar loads.
-            "load_average_before": [round(x, 2) for x in load_before],
-            "load_average_after": [round(x, 2) for x in load_after],
-        },
+        **race.figures({tag: json_name for tag, (_, json_name, _) in RUNS.items()}),
+        "ratio": race.ratio("spark", "ours"),
+        "fused_ratio": race.ratio("spark", "fused"),
+        "start_fused_ratio": race.ratio("spark", "api"),
+        "start_fused_ratio_same_transform": race.ratio("spark-upper", "api"),
     }
-    print(f"{'pipeline':<28} {'MB/s':>8} {'seconds (median)':>18}")
-    print(f"{'hdfs_scan -> hdfs_sink':<28} {mb / ours_s:>8.1f} {ours_s:>18.2f}")
-    print(f"{'fused (hdfs-region run)':<28} {mb / fused_s:>8.1f} {fused_s:>18.2f}")
-    print(f"{'start_fused + upper(value)':<28} {mb / api_s:>8.1f} {api_s:>18.2f}")
-    print(f"{'Spark text -> text':<28} {mb / builtin_s:>8.1f} {builtin_s:>18.2f}")
-    print(f"{'Spark text -> upper -> text':<28} {mb / upper_s:>8.1f} {upper_s:>18.2f}")
+    race.print(f"Spark, local disk ({mb:.0f} MB in {args.files} files, median of {args.repeat})")
     print(
         f"ratio to built-in: streaming {result['ratio']:.2f}, fused {result['fused_ratio']:.2f}, "
         f"start_fused {result['start_fused_ratio']:.2f} (to the same upper(value): "
-        f"{result['start_fused_ratio_same_transform']:.2f})   ({mb:.0f} MB, {total_lines} lines)"
+        f"{result['start_fused_ratio_same_transform']:.2f})"
     )
-    before, after = (" ".join(f"{x:.2f}" for x in load) for load in (load_before, load_after))
-    print(f"load average (1, 5, 15 min) before: {before}, after: {after}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.json, result)
     return 0
 
 

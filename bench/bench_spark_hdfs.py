@@ -25,6 +25,7 @@ import posixpath
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +35,9 @@ if __package__ in (None, ""):
 from bench.bench_spark import run_builtin, run_ours
 from bench.common import (
     RESULTS_DIR,
+    Comparison,
     add_common_args,
     make_text_files,
-    median,
-    print_table,
     scratch,
     write_json,
 )
@@ -122,7 +122,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.connect and args.json == RESULTS_DIR / "spark_hdfs.json":
         args.json = RESULTS_DIR / "spark_hdfs_connect.json"
 
-    load_before = [round(x, 2) for x in os.getloadavg()]
     with scratch(args.work, "bench-spark-hdfs-") as work, cluster(args, work) as (base, conf):
         if conf is not None:
             os.environ.setdefault("HADOOP_CONF_DIR", conf)  # for Spark's JVM, started below
@@ -146,28 +145,29 @@ def main(argv: list[str] | None = None) -> int:
         else:
             spark = build_session("bench-spark-hdfs")
         try:
+            race = Comparison(total_bytes / 1e6)
+            race.add(
+                "spark", "Spark text -> text", partial(run_builtin, spark, remote / "input", remote)
+            )
+            race.add(
+                "ours", "hdfs_scan -> hdfs_sink", partial(run_ours, spark, remote / "input", remote)
+            )
+
+            def check(tag: str, i: str) -> None:
+                written = visible_bytes(fs, posixpath.join(root, f"{tag}-{i}"))
+                if written != total_bytes:
+                    raise RuntimeError(f"{tag} run {i} wrote {written} bytes, read {total_bytes}")
+
             run_ours(spark, remote / "warm", remote, "warm")
             run_builtin(spark, remote / "warm", remote, "warm")
-            ours: list[float] = []
-            builtin: list[float] = []
-            for i in range(args.repeat):
-                builtin.append(run_builtin(spark, remote / "input", remote, str(i)))
-                ours.append(run_ours(spark, remote / "input", remote, str(i)))
-                for tag in ("ours", "spark"):
-                    written = visible_bytes(fs, posixpath.join(root, f"{tag}-{i}"))
-                    if written != total_bytes:
-                        msg = f"{tag} run {i} wrote {written} bytes, read {total_bytes}"
-                        raise RuntimeError(msg)
+            race.race(args.repeat, check=check, warm=False)
         finally:
             spark.stop()
             if server is not None:
                 server.stop()
             with contextlib.suppress(OSError):
                 fs.delete(root, recursive=True)
-    load_after = [round(x, 2) for x in os.getloadavg()]
-
-    mb = total_bytes / 1e6
-    ours_s, builtin_s = median(ours), median(builtin)
+    mb = race.mb
     result = {
         "cluster": "sandbox" if not args.hdfs else "given",
         "session": "spark connect (local[2] server)" if args.connect else "local[2]",
@@ -176,28 +176,14 @@ def main(argv: list[str] | None = None) -> int:
         "input_lines": total_lines,
         "input_files": args.files,
         "repeat": args.repeat,
-        "hdfs_scan_to_hdfs_sink": {"seconds": ours, "mb_per_s": round(mb / ours_s, 1)},
-        "spark_text_to_text": {"seconds": builtin, "mb_per_s": round(mb / builtin_s, 1)},
-        "ratio": round(builtin_s / ours_s, 2),
-        "load_average_before": load_before,
-        "load_average_after": load_after,
+        **race.figures({"ours": "hdfs_scan_to_hdfs_sink", "spark": "spark_text_to_text"}),
+        "ratio": race.ratio("spark", "ours"),
     }
-    print_table(
+    race.print(
         f"Spark{' through Connect' if args.connect else ''} on hdfs:// ({mb:.0f} MB in "
-        f"{args.files} files, median of {args.repeat})",
-        ["pipeline", "MB/s", "seconds (median)", "runs"],
-        [
-            ["hdfs_scan -> hdfs_sink", mb / ours_s, ours_s, " ".join(f"{s:.2f}" for s in ours)],
-            [
-                "Spark text -> text",
-                mb / builtin_s,
-                builtin_s,
-                " ".join(f"{s:.2f}" for s in builtin),
-            ],
-        ],
+        f"{args.files} files, median of {args.repeat})"
     )
     print(f"ratio (ours / built-in): {result['ratio']:.2f}")
-    print(f"load average (1, 5, 15 min) before: {load_before}, after: {load_after}")
     write_json(args.json, result)
     return 0
 

@@ -19,12 +19,14 @@ import statistics
 import string
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "RESULTS_DIR",
+    "Comparison",
     "add_common_args",
     "concat_files",
     "machine",
@@ -176,3 +178,76 @@ def write_json(path: Path, result: dict[str, Any]) -> Path:
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(f"results: {path}")
     return path
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+@dataclass
+class Comparison:
+    """Whole runs of several pipelines over one input of ``mb`` MB, timed alternately: the part
+    every speed benchmark shares. A benchmark adds its pipelines (``add``: a function that runs
+    one whole pipeline for a tag and returns its seconds), races them, and keeps only what it
+    measures; the table, the medians, the ratios and the load beside them come from here."""
+
+    mb: float
+    entrants: dict[str, tuple[str, Callable[[str], float]]] = field(default_factory=dict)
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    load_before: list[float] = field(default_factory=load_average)
+    load_after: list[float] = field(default_factory=list)
+
+    def add(self, key: str, label: str, run: Callable[[str], float]) -> None:
+        """``run(tag)``: the pipeline ``key`` (shown as ``label``) once, writing under ``tag``."""
+        self.entrants[key] = (label, run)
+
+    def race(
+        self, repeat: int, *, check: Callable[[str, str], None] | None = None, warm: bool = True
+    ) -> None:
+        """Each pipeline once untimed (``warm``: JVM, workers, caches), then ``repeat`` rounds of
+        each in turn, so that no side always runs on a warmer page cache; ``check(key, tag)``
+        after each timed run raises when its output is wrong."""
+        if warm:
+            for _, run in self.entrants.values():
+                run("warm")
+        self.seconds = {key: [] for key in self.entrants}
+        for i in range(repeat):
+            for key, (_, run) in self.entrants.items():
+                self.seconds[key].append(run(str(i)))
+                if check is not None:
+                    check(key, str(i))
+        self.load_after = load_average()
+
+    def median(self, key: str) -> float:
+        return median(self.seconds[key])
+
+    def ratio(self, baseline: str, key: str) -> float:
+        """How many times faster ``key`` ran than ``baseline`` (medians; above 1: faster)."""
+        return round(self.median(baseline) / self.median(key), 2)
+
+    def figures(self, names: dict[str, str] | None = None) -> dict[str, Any]:
+        """For the JSON: each pipeline's runs and rate (under ``names[key]`` when given), and
+        the load before and after."""
+        names = names or {}
+        out: dict[str, Any] = {
+            names.get(key, key): {
+                "seconds": runs,
+                "mb_per_s": round(self.mb / self.median(key), 1),
+            }
+            for key, runs in self.seconds.items()
+        }
+        out["load_average_before"] = self.load_before
+        out["load_average_after"] = self.load_after
+        return out
+
+    def print(self, title: str) -> None:
+        print_table(
+            title,
+            ["pipeline", "MB/s", "seconds (median)", "runs"],
+            [
+                [label, self.mb / self.median(key), self.median(key), runs]
+                for key, (label, _) in self.entrants.items()
+                for runs in [" ".join(f"{s:.2f}" for s in self.seconds[key])]
+            ],
+        )
+        print(f"load average (1, 5, 15 min) before: {self.load_before}, after: {self.load_after}")

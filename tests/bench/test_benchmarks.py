@@ -287,3 +287,41 @@ def test_cluster_benchmark_runs_on_the_sessions_spark_cluster_and_hdfs(
     assert data["executors"] == 2  # one per worker: the runs were distributed
     for key in ("hdfs_scan_to_hdfs_sink", "fused", "start_fused", "spark_text_to_text"):
         assert data[key]["mb_per_s"] > 0, key  # each run checked to write every byte it read
+
+
+def test_the_shared_harness_alternates_checks_each_run_and_reports_medians() -> None:
+    """bench/common.Comparison, the part every speed benchmark shares: a warm-up of each, then
+    rounds of each in turn; a wrong output stops the race; ratios of medians."""
+    from bench.common import Comparison
+
+    calls: list[str] = []
+    times = {"a": iter([9.0, 1.0, 2.0, 3.0]), "b": iter([9.0, 2.0, 4.0, 6.0])}
+
+    def entrant(key: str) -> Any:
+        def run(tag: str) -> float:
+            calls.append(f"{key}:{tag}")
+            return next(times[key])
+
+        return run
+
+    race = Comparison(mb=12.0)
+    race.add("a", "pipeline A", entrant("a"))
+    race.add("b", "pipeline B", entrant("b"))
+    checked: list[tuple[str, str]] = []
+    race.race(3, check=lambda key, tag: checked.append((key, tag)))
+    assert calls == ["a:warm", "b:warm", "a:0", "b:0", "a:1", "b:1", "a:2", "b:2"]
+    assert checked == [("a", "0"), ("b", "0"), ("a", "1"), ("b", "1"), ("a", "2"), ("b", "2")]
+    assert race.median("a") == 2.0 and race.median("b") == 4.0
+    assert race.ratio("b", "a") == 2.0  # A ran twice as fast as B
+    figures = race.figures({"a": "ours"})
+    assert figures["ours"] == {"seconds": [1.0, 2.0, 3.0], "mb_per_s": 6.0}
+    assert figures["b"]["mb_per_s"] == 3.0
+    assert len(figures["load_average_before"]) == len(figures["load_average_after"]) == 3
+
+    def wrong(key: str, tag: str) -> None:
+        raise RuntimeError(f"{key} run {tag} wrote 0 bytes")
+
+    failing = Comparison(mb=1.0)
+    failing.add("a", "A", lambda tag: 1.0)
+    with pytest.raises(RuntimeError, match="a run 0 wrote 0 bytes"):
+        failing.race(2, check=wrong)
