@@ -18,6 +18,7 @@ from operators.common.plugins import load_callable
 from operators.sink.owner import SINK_DIR
 from operators.spark.batchlog import PLANS_DIR, SPARK_DIR
 from operators.spark.executors import check_shared_path
+from operators.spark.options import FILE_FIELDS, SCAN_FIELDS
 from region.errors import ConfigError
 
 __all__ = [
@@ -144,19 +145,8 @@ class SparkPlan:
         scan, source = config.scan, config.source
         options = self._fs_options()
         options["directory"] = self._without_password("[scan] directory", config.scan_directory)
-        for field in (
-            "pattern",
-            "strict_mode",
-            "min_file_age",
-            "late_window",
-            "on_late_file",
-            "on_modified",
-            "remember_files",
-            "remember_for",
-            "content_check",
-            "hold_partial_line",
-            "after_read",
-        ):
+        paths = ("directory", "archive_dir")  # as given, each checked for a password below
+        for field in (f for f in SCAN_FIELDS if f not in paths):
             if field in scan.model_fields_set and getattr(scan, field) is not None:
                 options[field] = _text(getattr(scan, field))
         if scan.archive_dir is not None:
@@ -178,7 +168,7 @@ class SparkPlan:
         for field in ("init_delay", "roots"):
             if field in scan.model_fields_set:
                 logger.warning("[scan] %s is not used by the spark engine", field)
-        for field in ("format", "encoding", "on_decode_error", "block_size", "read_chunk"):
+        for field in FILE_FIELDS:
             options[field] = _text(getattr(source, field))
         if "init_delay" in source.model_fields_set:
             logger.warning("[source] init_delay is not used by the spark engine")

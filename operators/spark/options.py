@@ -31,7 +31,9 @@ from operators.spark.executors import check_shared_path
 from region.errors import ConfigError
 
 __all__ = [
+    "FILE_FIELDS",
     "FS_FIELDS",
+    "SCAN_FIELDS",
     "ScanOptions",
     "SinkOptions",
     "build",
@@ -210,7 +212,9 @@ class SinkOptions(BaseModel):
 _NS = 1_000_000_000
 _SOURCE = "hdfs_scan"
 _SINK = "hdfs_sink"
-_SCAN_FIELDS = (
+#: The scan and file-source settings that travel as options of ``hdfs_scan`` (the engine's
+#: plan passes those a pipeline sets; the source reads them back).
+SCAN_FIELDS = (
     "directory",
     "pattern",
     "strict_mode",
@@ -225,7 +229,7 @@ _SCAN_FIELDS = (
     "after_read",
     "archive_dir",
 )
-_FILE_FIELDS = ("format", "encoding", "on_decode_error", "block_size", "read_chunk")
+FILE_FIELDS = ("format", "encoding", "on_decode_error", "block_size", "read_chunk")
 _SINK_FIELDS = (
     "file",
     "directory",
@@ -292,8 +296,8 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
     routed = route_options(
         options,
         {
-            "scan": (ScanSettings, _SCAN_FIELDS),
-            "file": (SourceSettings, _FILE_FIELDS),
+            "scan": (ScanSettings, SCAN_FIELDS),
+            "file": (SourceSettings, FILE_FIELDS),
             "spark": (ScanOptions, tuple(ScanOptions.model_fields)),
             "fs": (FileSystemSettings, FS_FIELDS),
         },
