@@ -25,7 +25,7 @@ from operators.fs import open_path
 from operators.sandbox import Sandbox
 from region.errors import ConfigError
 from region.fs import FileSystem
-from tests.conftest import CLUSTER_USER, cluster_settings
+from tests.conftest import CLUSTER_USER, SPARK_TEST_JVM, cluster_settings
 from tests.spark.drivers import (
     GATED_TRANSFORM,
     assert_published_once,
@@ -102,6 +102,8 @@ max_files_per_trigger = 1
 "spark.executor.cores" = "1"
 "spark.executor.memory" = "512m"
 "spark.yarn.am.memory" = "384m"
+"spark.executor.extraJavaOptions" = "{jvm}"
+"spark.yarn.am.extraJavaOptions" = "{jvm}"
 "spark.yarn.submit.waitAppCompletion" = "true"
 "spark.submit.pyFiles" = "{transform}"
 """
@@ -125,6 +127,7 @@ class YarnRun:
                 root=root,
                 jars=Path(pyspark.__file__).parent / "jars",
                 transform=transform,
+                jvm=SPARK_TEST_JVM,
             )
         )
         self.files: dict[str, list[str]] = {}
