@@ -439,7 +439,9 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalo
     executors lack this project unless a job ships it (operators.spark.standalone). Drivers of
     it run in their own processes (a process has one SparkContext, the local ``spark``)."""
     require_java_and_maven()
-    cluster = StandaloneCluster.start(tmp_path_factory.mktemp("spark-cluster"), workers=2)
+    cluster = StandaloneCluster.start(
+        tmp_path_factory.mktemp("spark-cluster"), workers=2, java_options=SPARK_TEST_JVM
+    )
     try:
         yield cluster
     finally:
