@@ -409,7 +409,7 @@ def test_a_refused_block_is_asked_for_again_and_every_byte_lands_once(
     DataNode holds and writes the rest, once."""
     fs, root, _ = _root(request, "hdfs")
     assert isinstance(fs, NativeHdfsFileSystem)
-    monkeypatch.setattr("operators.fs.native._WRITE_AT", 1)  # each write is one client call
+    monkeypatch.setattr("operators.fs.native_writer._WRITE_AT", 1)  # each write is one client call
     fs.client = _Client(fs.client, refuse_at=2, sent=1000, always=False)
     path = posixpath.join(root, "refused")
     chunks = [bytes([n]) * 300_000 for n in range(4)]
@@ -427,7 +427,7 @@ def test_a_block_refused_at_every_try_fails_naming_the_namenodes_error(
 ) -> None:
     fs, root, _ = _root(request, "hdfs")
     assert isinstance(fs, NativeHdfsFileSystem)
-    monkeypatch.setattr("operators.fs.native._REPLICATION_FIRST_DELAY", 0.01)
+    monkeypatch.setattr("operators.fs.native_writer._REPLICATION_FIRST_DELAY", 0.01)
     fs.client = _Client(fs.client, refuse_at=1, sent=10, always=True)
     path = posixpath.join(root, "refused")
     w = fs.create(path)
@@ -449,7 +449,7 @@ def test_small_writes_reach_the_client_in_few_calls_and_a_failed_one_is_raised_l
     """A sink writes a batch of lines at a time: each client call was a hand-off to the
     writer's thread. Written bytes are gathered up to _WRITE_AT and sent while the caller goes
     on; a send that failed is raised by the next send, sync or close."""
-    from operators.fs import native
+    from operators.fs import native_writer
 
     fs, root, _ = _root(request, "hdfs")
     assert isinstance(fs, NativeHdfsFileSystem)
@@ -464,10 +464,10 @@ def test_small_writes_reach_the_client_in_few_calls_and_a_failed_one_is_raised_l
     w.close()
     (stream,) = fs.client.streams
     assert stream.writes == 3  # 1 MiB, 1 MiB, and the rest at the sync
-    monkeypatch.setattr(native, "_REPLICATION_FIRST_DELAY", 0.01)
+    monkeypatch.setattr(native_writer, "_REPLICATION_FIRST_DELAY", 0.01)
     fs.client = _Client(fs.client.real, refuse_at=1, sent=0, always=True)
     w = fs.create(path + ".2")
-    w.write(b"y" * native._WRITE_AT)  # handed to the client: refused meanwhile
+    w.write(b"y" * native_writer._WRITE_AT)  # handed to the client: refused meanwhile
     w.write(b"z")
     with pytest.raises(OSError, match="refused a new block 5 times"):
         w.sync()
@@ -485,7 +485,7 @@ def test_a_close_the_namenode_could_not_complete_is_not_asked_again_but_recovere
     w = fs.create(path)
     w.write(b"data")
     client.streams[0].close_fails = 5  # the old code asked 5 times, then failed
-    with caplog.at_level(logging.INFO, logger="operators.fs.native"):
+    with caplog.at_level(logging.INFO, logger="operators.fs.native_writer"):
         w.close()
     assert fs.read(path) == b"data"
     assert "recovering this writer's own lease" in caplog.text
@@ -512,7 +512,7 @@ def test_a_close_the_namenode_cannot_complete_ends_by_a_lease_recovery(
         sandbox.command(f"pause-ibr {index}")
     guard.start()
     try:
-        with caplog.at_level(logging.INFO, logger="operators.fs.native"):
+        with caplog.at_level(logging.INFO, logger="operators.fs.native_writer"):
             w.close()
         assert not _still_open(fs, path)
     finally:
@@ -612,7 +612,7 @@ def _resume_reports(sandbox: Sandbox) -> None:
 KILLED_BEFORE_CLOSES = """\
 import sys, time
 from operators.fs import FileSystemSettings, open_path
-from operators.fs.native import NativeHdfsWriter
+from operators.fs.native_writer import NativeHdfsWriter
 from region.checkpoint import CheckpointStore
 from region.lock import CheckpointLock
 # Killed before any close lands: the published files stay open with this process's lease.
@@ -653,7 +653,7 @@ def test_a_cut_and_a_lock_left_open_by_a_killed_process_are_read_at_the_restart(
 KILLED_WITH_ITS_BATCH_LOG_OPEN = """\
 import sys, time
 from operators.fs import FileSystemSettings, open_path
-from operators.fs.native import NativeHdfsWriter
+from operators.fs.native_writer import NativeHdfsWriter
 from operators.spark.batchlog import BatchLog
 # Killed before the background closes land: the entries stay open with this process's lease.
 held = []
@@ -792,7 +792,7 @@ def test_the_exit_leaves_a_close_the_namenode_cannot_complete_to_the_next_reader
     as when a report is lost while the NameNode restarts) holds the exit up for its stall time
     only, not for the minute the exit allows all closes; its bytes are durable, and the close
     lands once the reports flow."""
-    from operators.fs import native
+    from operators.fs import native_writer
 
     fs, root, sandbox = _root(request, "hdfs")
     assert isinstance(fs, NativeHdfsFileSystem)
@@ -807,7 +807,7 @@ def test_the_exit_leaves_a_close_the_namenode_cannot_complete_to_the_next_reader
         writer.sync()
         writer.close_later()
         # No deadline: only the stall rule can end this wait while the reports are held.
-        left = native._background.settle(None, stall=0.5)
+        left = native_writer._background.settle(None, stall=0.5)
         assert left == [fs.display(path)]
     finally:
         guard.cancel()
@@ -819,8 +819,8 @@ def test_the_exit_leaves_a_close_the_namenode_cannot_complete_to_the_next_reader
 
 CLOSED_AT_EXIT = """\
 import sys
-from operators.fs import FileSystemSettings, native, open_path
-native._CLOSE_AFTER = 1.0  # the close starts while the exit waits for it
+from operators.fs import FileSystemSettings, native_writer, open_path
+native_writer._CLOSE_AFTER = 1.0  # the close starts while the exit waits for it
 settings = FileSystemSettings(uri=sys.argv[1], user=sys.argv[3], config_dir=sys.argv[4], timeout=5)
 fs, _ = open_path(sys.argv[1], settings)
 writer = fs.create(sys.argv[2])
@@ -834,8 +834,8 @@ def test_a_close_handed_to_the_background_just_before_the_exit_lands(
     request: pytest.FixtureRequest,
 ) -> None:
     """The exit waits for the background closes, including one not started yet (a young file's
-    close waits a moment after its opening, see operators.fs.native): the writer's call thread
-    must still answer then, so the file is closed and no close fails."""
+    close waits a moment after its opening, see operators.fs.native_writer): the writer's call
+    thread must still answer then, so the file is closed and no close fails."""
     fs, root, sandbox = _root(request, "hdfs")
     path = posixpath.join(root, "cut.json")
     done = subprocess.run(
@@ -863,12 +863,12 @@ def test_a_young_file_is_closed_in_the_background_a_moment_after_its_opening(
 ) -> None:
     """On one DataNode a close asked within moments of the file's opening mostly meets
     hdfs-native's 500 ms wait; asked _CLOSE_AFTER after it, mostly not (measured, see
-    operators.fs.native). A background close of a young file waits out the rest of that time;
-    an older file's is asked at once."""
-    from operators.fs import native
+    operators.fs.native_writer). A background close of a young file waits out the rest of that
+    time; an older file's is asked at once."""
+    from operators.fs import native_writer
 
     slept: list[float] = []
-    monkeypatch.setattr(native.time, "sleep", slept.append)
+    monkeypatch.setattr(native_writer.time, "sleep", slept.append)
 
     class _Writer:
         path = "/ck/cut.json"
@@ -882,12 +882,12 @@ def test_a_young_file_is_closed_in_the_background_a_moment_after_its_opening(
             self.closed = True
 
     young, old = _Writer(0.0), _Writer(5.0)
-    closes = native._BackgroundCloses()
+    closes = native_writer._BackgroundCloses()
     closes.submit(young)  # type: ignore[arg-type]
     closes.submit(old)  # type: ignore[arg-type]
     assert closes.settle(10.0) == []  # every close landed
     assert young.closed and old.closed
-    assert len(slept) == 1 and 0 < slept[0] <= native._CLOSE_AFTER
+    assert len(slept) == 1 and 0 < slept[0] <= native_writer._CLOSE_AFTER
 
 
 def _sink(fs: FileSystem, root: str) -> HDFS2FileSink:
