@@ -14,16 +14,40 @@ import time
 import weakref
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
+
+from region.fs import FileStatus
 
 from .claims import WriterClaim
-
-if TYPE_CHECKING:
-    from .native import NativeHdfsFileSystem
+from .settings import FileSystemSettings
 
 __all__ = ["NOT_REPLICATED", "NativeHdfsWriter", "await_closes", "settle_closes"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class _Host(Protocol):
+    """What a writer uses of its filesystem (:class:`~.native.NativeHdfsFileSystem`): its
+    client and settings, and its calls bounded by the settings' retries and lease waits."""
+
+    @property
+    def client(self) -> Any: ...
+
+    @property
+    def settings(self) -> FileSystemSettings: ...
+
+    def display(self, path: str) -> str: ...
+
+    def status(self, path: str) -> FileStatus: ...
+
+    def recover_lease(self, path: str, *, own: bool = False) -> float: ...
+
+    def _call(self, op: str, path: str, fn: Callable[[], T]) -> T: ...
+
+    def _lease_wait(self, op: str, path: str, fn: Callable[[], T]) -> T: ...
+
 
 #: The NameNode refuses a new block (addBlock) until the block before the last one has its
 #: minimum replicas reported; under load the DataNodes' reports lag. Hadoop's client asks again
@@ -45,7 +69,7 @@ class NativeHdfsWriter:
     """An HDFS output stream; the NameNode's lease makes it the file's only writer."""
 
     def __init__(
-        self, fs: NativeHdfsFileSystem, path: str, stream: Any, claim: WriterClaim, position: int
+        self, fs: _Host, path: str, stream: Any, claim: WriterClaim, position: int
     ) -> None:
         self._fs = fs
         self._path = path
