@@ -52,6 +52,17 @@ SCRIPTS = {
 }
 
 
+def failed(done: subprocess.CompletedProcess[str]) -> str:
+    """Why a benchmark failed: the lines naming an exception (a Java one's first line comes
+    long before the end of its stack), then the ends of both streams."""
+    said = [
+        line
+        for line in (done.stdout + done.stderr).splitlines()
+        if ("Exception" in line or "Error" in line) and not line.lstrip().startswith("at ")
+    ]
+    return "\n".join([*said[:10], done.stdout[-2000:], done.stderr[-2000:]])
+
+
 def run_script(script: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(BENCH / script), *args],
@@ -196,7 +207,7 @@ def test_hdfs_benchmark_runs_every_part_on_the_real_cluster(
         *("--json", str(tmp_path / "hdfs.json"), "--work", str(work)),
         timeout=600,
     )
-    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, failed(done)
     assert "load average before" in done.stdout and "results:" in done.stdout
     assert not any(work.iterdir()), "the benchmark left its scratch files behind"
     data = load(tmp_path, "hdfs")
@@ -280,7 +291,7 @@ def test_cluster_benchmark_runs_on_the_sessions_spark_cluster_and_hdfs(
         *("--json", str(tmp_path / "cluster.json"), "--work", str(work)),
         timeout=600,
     )
-    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, failed(done)
     assert "load average (1, 5, 15 min) before" in done.stdout
     data = load(tmp_path, "cluster")
     assert data["output_correct"] is True and data["master"] == "given"
