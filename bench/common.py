@@ -42,18 +42,22 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
 
 
+def load_average() -> list[float]:
+    """The load average over 1, 5 and 15 minutes (empty where the system gives none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
 def machine() -> dict[str, Any]:
     """What the figures were measured on (the load average says how shared the machine was)."""
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = []
     return {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "load_average": load,
+        "load_average": load_average(),
     }
 
 
@@ -178,10 +182,6 @@ def write_json(path: Path, result: dict[str, Any]) -> Path:
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(f"results: {path}")
     return path
-
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 @dataclass

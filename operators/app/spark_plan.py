@@ -34,7 +34,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-#: Region checkpoint layout under ``checkpoint_dir``.
 #: Secrets reach the data sources through these environment variables, never as option values:
 #: Spark keeps options in its query plans (shown by explain, the UI and event logs). A name
 #: containing "SECRET" is hidden by Spark's default ``spark.redaction.regex`` wherever it

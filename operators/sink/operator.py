@@ -146,10 +146,10 @@ class HDFS2FileSink(SinkOperator):
         # announces neither again.
         self._announced: set[str] = set()
         self._recalled = False
-        # Closes still running in the background, by in-progress path, oldest first.
-        # Closes under way: an HDFS close waits until a DataNode has reported the last block (500 ms
-        # on one DataNode), which the sink need not wait for until it publishes the file. The
-        # file's bytes are synced before (its state is durable); only its completion is pending.
+        # Closes still running in the background, by in-progress path, oldest first: an HDFS
+        # close waits until a DataNode has reported the last block (500 ms on one DataNode),
+        # which the sink need not wait for until it publishes the file. The file's bytes are
+        # synced before (its state is durable); only its completion is pending.
         self._closing: dict[str, Background[None]] = {}
 
     # -- public read-only views ---------------------------------------------------------------

@@ -378,17 +378,8 @@ class FusedRunner:
         :func:`~operators.spark.query.start_fused` and ``hdfs-region run`` make a runner."""
         fs, folder = checkpoint
         log_dir = posixpath.join(folder, SPARK_DIR)
-        permission = settings.checkpoint_permission
-        return cls(
-            spark,
-            scan_options,
-            sink_options,
-            fs,
-            log_dir,
-            settings,
-            **kwargs,
-            permission=permission,
-        )
+        kwargs["permission"] = settings.checkpoint_permission
+        return cls(spark, scan_options, sink_options, fs, log_dir, settings, **kwargs)
 
     def __init__(
         self,

@@ -47,9 +47,6 @@ __all__ = ["FusedQuery", "start_fused"]
 
 logger = logging.getLogger(__name__)
 
-#: Under the checkpoint location, as ``hdfs-region run`` lays it out: Spark's layout of offsets
-#: and commits, and the scan's plan log.
-
 
 class FusedQuery:
     """A running fused pipeline: the handle :func:`start_fused` returns."""
