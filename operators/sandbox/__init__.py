@@ -23,6 +23,7 @@ Steps of a start:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -115,6 +116,18 @@ def _prepare() -> tuple[Path, str]:
     if problem:
         raise SandboxSetupError(problem)
     cache.mkdir(parents=True, exist_ok=True)
+    # One process builds at a time (test workers start their sandboxes together on a clean
+    # machine): two Mavens filling one local repository, or a launcher class replaced while
+    # another JVM loads it, fail now and then. The second waits, then finds the first's work.
+    with open(cache / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if cp_file.exists() and (classes / "hdfsregion" / "Sandbox.class").exists():
+            return classes, cp_file.read_text().strip()
+        return _build(cache, cp_file, classes)
+
+
+def _build(cache: Path, cp_file: Path, classes: Path) -> tuple[Path, str]:
+    """Steps 1 and 2 of :func:`_prepare`, under its lock."""
     if not cp_file.exists():
         # 1. Resolve with Maven, in the cache (the package directory may be read-only).
         shutil.copyfile(_POM, cache / "pom.xml")
@@ -144,9 +157,7 @@ def _prepare() -> tuple[Path, str]:
     if done.returncode != 0:
         raise SandboxError(f"javac failed on {_SOURCE}:\n{done.stderr.strip()}")
     shutil.rmtree(classes, ignore_errors=True)
-    with contextlib.suppress(OSError):  # another process won the race: its classes are the same
-        os.replace(tmp_classes, classes)
-    shutil.rmtree(tmp_classes, ignore_errors=True)
+    os.replace(tmp_classes, classes)
     return classes, classpath
 
 
