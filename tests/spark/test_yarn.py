@@ -222,13 +222,25 @@ def _descends_from(pid: int, ancestor: int) -> bool:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_run_on_yarn_survives_kill_9_of_the_driver_while_files_arrive(on_yarn: YarnRun) -> None:
+def test_run_on_yarn_survives_kill_9_of_the_driver_then_a_nodemanager_stopped_mid_batch(
+    on_yarn: YarnRun,
+) -> None:
     """``hdfs-region run`` with ``master = "yarn"`` in client mode: the executors are YARN
     containers that import the project from the packed environment (no PYTHONPATH reaches
-    them), landing, output and checkpoints on hdfs://. The driver (the ``hdfs-region run``
-    process and its JVM) is SIGKILLed after a batch's write-ahead entry, before its renames,
-    while files keep landing; the same command started again with ``--available-now``
-    publishes every record once."""
+    them), landing, output and checkpoints on hdfs://.
+
+    1. The driver (the ``hdfs-region run`` process and its JVM) is SIGKILLed after a batch's
+       write-ahead entry, before its renames, while files keep landing.
+    2. The same command started again with ``--available-now`` has the NodeManager whose
+       container runs its first batch's task stopped while the task holds: the executor's
+       container dies with it. The task runs again on the other NodeManager, and the driver's
+       commit publishes the batch once and removes the dead attempt's in-progress file; when
+       the application master was on the stopped NodeManager too, the run ends with an error
+       and the same command run again finishes the job.
+
+    Either way every record is published once."""
+    gate = on_yarn.gated()
+    (gate / "go").touch()  # 1 holds no task
     on_yarn.land(2)
     more = on_yarn.more_files(3)
     faults = on_yarn.work / "faults"
@@ -240,24 +252,10 @@ def test_run_on_yarn_survives_kill_9_of_the_driver_while_files_arrive(on_yarn: Y
     kill_after_wal_while_landing(
         process, log, faults, on_yarn.fs, landing, on_yarn.files, iter(more), every=3.0
     )
-    env.pop(FAULT_ENV)
-    rerun = on_yarn.run_available_now(env)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    on_yarn.check_exactly_once()
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_run_on_yarn_survives_a_nodemanager_stopped_mid_batch(on_yarn: YarnRun) -> None:
-    """The NodeManager whose container runs the first batch's task is stopped while the task
-    holds: the executor's container dies with it. The task runs again on the other
-    NodeManager, and the driver's commit publishes the batch once and removes the dead
-    attempt's in-progress file; when the application master was on the stopped NodeManager
-    too, the run ends with an error and the same command run again finishes the job. Either
-    way every record is published once."""
-    gate = on_yarn.gated()
-    on_yarn.land(3)
-    log = on_yarn.work / "driver.log"
+    # 2: the gate closed again; the markers of 1's tasks went with their containers.
+    for marker in gate.iterdir():
+        marker.unlink()
+    log = on_yarn.work / "rerun.log"
     stopped = None
     try:
         with driver(on_yarn.command("--available-now"), on_yarn.env(), on_yarn.work, log) as run:
