@@ -214,11 +214,49 @@ INTEGRATION_TESTS = {
 }
 
 
+#: The heavy fixtures in the order their tests are handed out when a run is spread over workers
+#: (``pytest -n 2``, .ci/run): each starts on one worker only, the longest group first, so that
+#: the last minutes of a run are not one worker's YARN tests while the other idles.
+HEAVY_FIXTURES = (
+    "yarn_sandbox",
+    "secure_yarn_sandbox",
+    "spark_cluster",
+    "connect_server",
+    "secure_sandbox",
+)
+
+
+def _worker_group(item: pytest.Item) -> str | None:
+    """The tests that must run on one worker, by what they share: a heavy session fixture
+    (started once, not once per worker), or a fixture of their module or class (set up once
+    for them). None: the test goes wherever a worker is free."""
+    names = set(getattr(item, "fixturenames", ()))
+    for heavy in HEAVY_FIXTURES:
+        if heavy in names:
+            return heavy
+    # The fixtures an item resolved, with their scopes (pytest keeps them on the item only).
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in getattr(info, "name2fixturedefs", {}).values():
+        if any(d.scope in ("module", "class", "package") for d in defs):
+            return item.nodeid.split("::")[0]
+    return None
+
+
+def _heavy_rank(item: pytest.Item) -> int:
+    group = _worker_group(item)
+    return HEAVY_FIXTURES.index(group) if group in HEAVY_FIXTURES else len(HEAVY_FIXTURES)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the integration tier before ``-m`` selects: the tests of the heavy fixtures
-    (whatever module they are in) and :data:`INTEGRATION_TESTS`."""
+    (whatever module they are in) and :data:`INTEGRATION_TESTS`. Group the tests for workers
+    (:func:`_worker_group`), the heavy groups first."""
+    items.sort(key=_heavy_rank)  # stable: the order within each group stays
     for item in items:
+        group = _worker_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         if (
             INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ()))
             or item.nodeid in INTEGRATION_TESTS
