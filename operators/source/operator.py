@@ -13,7 +13,6 @@ the same missing file until the region gives up. In single-file mode a missing f
 
 from __future__ import annotations
 
-import codecs
 import collections
 import functools
 import logging
@@ -27,15 +26,10 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from operators.common.errors import OperatorError
 from operators.scan.cursor import OnModified
 from operators.scan.housekeeping import ReadFile
-from operators.source.decoding import (
-    EncodedLines,
-    LineDecoder,
-    OnDecodeError,
-    line_encoding_problem,
-    same_codec,
-)
+from operators.source.decoding import OnDecodeError, line_encoding_problem
 from operators.source.ledger import EDGE, HEAD, Read, ReadLedger, may_grow, prefix_crc
 from operators.source.readahead import ReadAhead
+from operators.source.records import Blocks, Lines
 from region.activity import doing
 from region.errors import permanent
 from region.fs import FileStatus, FileSystem, file_identity, mtime_tracks_writes
@@ -46,9 +40,6 @@ __all__ = ["FileFeed", "FileNameList", "HDFS2FileSource", "SourceSettings"]
 
 logger = logging.getLogger(__name__)
 
-#: Bytes of lines decoded and split at once (a piece of a read chunk): small enough that the
-#: lines are still in the CPU cache when their batch goes out (4 MB at once was 30% slower).
-_PIECE = 1 << 18
 #: Leading bytes of each file whose CRC-32 the state keeps: a file resumed after a cut must
 #: still begin with them (:meth:`HDFS2FileSource._same_head`).
 _HEAD = HEAD
@@ -214,20 +205,15 @@ class HDFS2FileSource(StartOperator):
         self._clock = clock
         self._not_before = clock() + settings.init_delay
         self._binary = settings.format == "binary"
-        # Codecs whose valid text has one LF character per LF byte and, when all ASCII, one
-        # character per byte: a piece of lines is decoded at once (see _split_piece).
-        codec = codecs.lookup(settings.encoding).name
-        self._text_codec = codec if codec in ("utf-8", "ascii") else None
-        self._encoded = (
-            not self._binary
-            and self._text_codec is not None
-            and encoded_for is not None
-            and same_codec(encoded_for, self._text_codec)
+        # The bytes read ahead of the offset, as the records they become.
+        self._pending: Lines | Blocks = (
+            Blocks(settings.block_size)
+            if self._binary
+            else Lines(settings.encoding, settings.on_decode_error, encoded_for)
         )
         self.files_opened = 0
         self.records = 0
         self.bytes = 0
-        self._decoder = LineDecoder(settings.encoding, settings.on_decode_error)
         self.files_vanished = 0
         self.files_modified = 0
         #: What a file replaced since the cut does (the scan's ``on_modified``).
@@ -265,22 +251,7 @@ class HDFS2FileSource(StartOperator):
         self._eof = False
         self._read_pos = self._offset
         self._ahead: ReadAhead | None = None  # a read of the next chunk under way
-        # Complete lines read ahead, without their LF: decoded (_text) when their piece decoded
-        # strictly as UTF-8 or ASCII, else as bytes (_lines), decoded batch by batch. At most
-        # one of the two holds lines; _li is the next unconsumed index. With _encoded, _text
-        # holds the lines of valid pieces as bytes, not decoded.
-        self._text: list[Any] = []
-        self._lines: list[bytes] = []
-        self._li = 0
-        self._sizes: list[int] | None = None  # bytes of each line of _text, unless all ASCII
-        self._cr = False  # a line of _text may end with CR
-        # Complete lines not yet split: _block[_block_pos:_block_end], _block[_block_end] is LF.
-        self._block = b""
-        self._block_pos = 0
-        self._block_end = -1
-        self._tail: list[bytes] = []  # pieces of an unterminated line after _lines
-        self._buf = b""  # binary mode: bytes read ahead
-        self._bpos = 0
+        self._pending.clear()
         # ``continue``: the chunks read from EDGE bytes before the offset on, (start offset,
         # bytes): what is remembered of a file ends at the offset (the chunks are held for
         # their lines anyway, but for the one before).
@@ -315,9 +286,7 @@ class HDFS2FileSource(StartOperator):
                     return Batch([], punctuation=True, origin=path)
                 continue
             start = self._offset
-            records = (
-                self._read_blocks(max_records) if self._binary else self._read_lines(max_records)
-            )
+            records = self._read_records(max_records)
             size = self._offset - start
             at_end = self._at_end()
             if at_end:
@@ -436,6 +405,7 @@ class HDFS2FileSource(StartOperator):
             return False
         self._open = True
         self._read_pos = self._offset
+        self._pending.reading(path, self._fs.display(path))
         self.files_opened += 1
         logger.debug("%s: reading %s from byte %s", self.name, path, self._offset)
         return True
@@ -694,17 +664,19 @@ class HDFS2FileSource(StartOperator):
                 raise
             self._vanished(self._path)
             self._eof = True
-            self._drop_unfinished()
+            # The rest of the file is gone: an unfinished piece is no record (the complete
+            # ones read ahead still go out).
+            self._pending.drop_unfinished()
             return b""
         # Reads go by name: a file written over meanwhile must not lend this read its bytes,
         # nor its end to a record left unfinished at the old file's end.
         if (
             self._read_pos > 0
-            and (data or self._unfinished())
+            and (data or self._pending.unfinished())
             and (self._written_over() or (not data and self._shrunk()))
         ):
             self._eof = True
-            self._drop_unfinished()
+            self._pending.drop_unfinished()
             return b""
         if self._read_pos == 0 and self._head is None and self._head_bytes is None:
             self._head_bytes = data[:_HEAD]
@@ -720,19 +692,6 @@ class HDFS2FileSource(StartOperator):
             read = functools.partial(self._fs.read, self._path)
             self._ahead = ReadAhead(read, self._path, self._read_pos, want)
         return data
-
-    def _unfinished(self) -> bool:
-        """Whether an unterminated line, or a short block, was read before this point."""
-        if self._binary:
-            return (len(self._buf) - self._bpos) % self.settings.block_size != 0
-        return bool(self._tail)
-
-    def _drop_unfinished(self) -> None:
-        """The rest of the file is gone: an unterminated piece is not a line, nor a short
-        block a record (the complete ones read ahead still go out)."""
-        self._tail = []
-        whole = (len(self._buf) - self._bpos) // self.settings.block_size
-        self._buf = self._buf[: self._bpos + whole * self.settings.block_size]
 
     def _written_over(self) -> bool:
         """Whether the file no longer begins with the bytes read at its start: another file
@@ -792,211 +751,35 @@ class HDFS2FileSource(StartOperator):
         return True
 
     def _at_end(self) -> bool:
-        if not self._eof:
-            return False
-        if self._binary:
-            return self._bpos >= len(self._buf)
-        return not self._lines_pending() and not self._tail
+        return self._eof and self._pending.empty()
 
-    def _lines_pending(self) -> bool:
-        return (
-            self._li < len(self._text)
-            or self._li < len(self._lines)
-            or self._block_pos <= self._block_end
-        )
-
-    def _read_lines(self, max_records: int) -> list[Any]:
-        out: list[Any] = EncodedLines() if self._encoded else []
+    def _read_records(self, max_records: int) -> list[Any]:
+        """Up to ``max_records`` records from the offset on, chunks read as they are needed;
+        the offset moves past each record taken (a line that fails to decode takes none)."""
+        pending = self._pending
+        out = pending.batch()
         while len(out) < max_records:
-            if self._li < len(self._text):
-                out += self._take_text(max_records - len(out))
-            elif self._li < len(self._lines):
-                take = self._lines[self._li : self._li + max_records - len(out)]
-                # May raise: nothing consumed.
-                out.extend(self._as_records(self._decode(take, terminated=True)))
-                self._li += len(take)
-                self._consumed(sum(map(len, take)) + len(take))
-                if self._li == len(self._lines):
-                    self._lines, self._li = [], 0
-            elif self._block_pos <= self._block_end:
-                self._split_piece()
-            elif self._eof:
-                if not self._tail:
+            taken = pending.take(max_records - len(out), self._offset)
+            if taken is None and not self._eof:
+                pending.push(self._read_chunk())
+                continue
+            if taken is None:
+                # The end of the file as read: an unfinished record left is its last one (a
+                # line without newline, a short block), unless the line is held back.
+                if not pending.unfinished():
                     break
-                if self._hold_tail():
-                    self._tail = []  # read again, whole, when its newline lands or it is due
+                if not self._binary and self._hold_tail():
+                    # Read again, whole, when its newline lands or it is due.
+                    pending.drop_unfinished()
                     break
-                last = b"".join(self._tail)
-                out.extend(self._as_records(self._decode([last], terminated=False)))
-                self._tail = []
-                self._consumed(len(last))
-            else:
-                self._split_chunk(self._read_chunk())
+                taken = pending.take_unfinished(self._offset)
+            records, size = taken
+            out += records
+            self._consumed(size)
         self.records += len(out)
-        return out
-
-    def _take_text(self, want: int) -> list[str]:
-        """Up to ``want`` lines of ``_text``, consumed."""
-        li = self._li
-        take = self._text[li : li + want]
-        n = len(take)
-        sizes = self._sizes
-        self._consumed((sum(map(len, take)) if sizes is None else sum(sizes[li : li + n])) + n)
-        self._li = li + n
-        if self._li == len(self._text):
-            self._text, self._li, self._sizes = [], 0, None
-        if self._cr:
-            cr = b"\r" if self._encoded else "\r"
-            take = [line[:-1] if line.endswith(cr) else line for line in take]
-        return take
-
-    def _as_records(self, lines: list[str]) -> list[Any]:
-        """Decoded ``lines`` as this source's records: encoded again for
-        :class:`~operators.source.decoding.EncodedLines` (only lines a bad byte sent down the slow
-        path); a line the encoding cannot hold stays ``str``, for the sink to report."""
-        if not self._encoded:
-            return lines
-        out: list[Any] = []
-        for line in lines:
-            try:
-                out.append(line.encode(self.settings.encoding))
-            except UnicodeEncodeError:
-                out.append(line)
         return out
 
     def _consumed(self, n: int) -> None:
-        self._offset += n
-        self.bytes += n
-
-    def _split_chunk(self, data: bytes) -> None:
-        end = data.rfind(b"\n")
-        if end < 0:
-            if data:
-                self._tail.append(data)  # a long line: keep pieces, join once it ends
-            return
-        start = 0
-        if self._tail and self._text_codec is not None:
-            # The line this chunk ends goes first, joined alone: the chunk is not copied.
-            start = data.find(b"\n") + 1
-            self._tail.append(data[: start - 1])
-            self._lines, self._li = [b"".join(self._tail)], 0
-            self._tail = []
-        elif self._tail:
-            head = b"".join(self._tail)
-            self._tail = []
-            data = head + data
-            end += len(head)
-        if end + 1 < len(data):
-            self._tail.append(data[end + 1 :])
-        if self._text_codec is None:
-            lines = data.split(b"\n")
-            lines.pop()  # the unterminated rest, in _tail
-            self._lines, self._li = lines, 0
-        else:
-            self._block, self._block_pos, self._block_end = data, start, end
-
-    def _split_piece(self) -> None:
-        """Lines of the next piece of ``_block``, about ``_PIECE`` bytes ending at a line end.
-
-        The piece is decoded in one call and split once, when it is valid: no join and decode
-        per batch, and its lines are still in the CPU cache when the batches use them. Else
-        the rest of the block becomes lines of bytes, decoded batch by batch, so that a bad
-        line fails (or is replaced or skipped) when it is reached, named by its byte offset.
-        """
-        assert self._text_codec is not None
-        data, pos, end = self._block, self._block_pos, self._block_end
-        stop = end
-        if end - pos > _PIECE:
-            stop = data.rfind(b"\n", pos, pos + _PIECE)
-            if stop < 0:  # a line longer than a piece
-                stop = data.find(b"\n", pos + _PIECE, end + 1)
-        self._li = 0
-        try:
-            if self._encoded:
-                piece = data[pos:stop]
-                if not piece.isascii():  # ASCII is valid in both codecs: nothing to check
-                    str(piece, self._text_codec)
-            else:
-                text = str(memoryview(data)[pos:stop], self._text_codec)
-        except UnicodeDecodeError:
-            self._lines = data[pos:end].split(b"\n")
-            self._block, self._block_pos, self._block_end = b"", 0, -1
-            return
-        if self._encoded:
-            self._text, self._sizes = piece.split(b"\n"), None  # lengths are bytes
-        else:
-            self._text = text.split("\n")
-            # Characters are bytes in ASCII; else count the bytes of each line.
-            self._sizes = None if text.isascii() else list(map(len, data[pos:stop].split(b"\n")))
-        self._cr = data.find(b"\r", pos, stop) >= 0
-        self._block_pos = stop + 1
-        if self._block_pos > end:
-            self._block, self._block_pos, self._block_end = b"", 0, -1
-
-    def _decode(self, lines: list[bytes], *, terminated: bool) -> list[str]:
-        """Decode ``lines`` (starting at ``_offset``) in one call; CR before LF is dropped. The
-        rule and its errors are :class:`~operators.source.decoding.LineDecoder`'s."""
-        decoder = self._decoder
-        raw = b"\n".join(lines)
-        try:
-            text = raw.decode(decoder.encoding, decoder.errors)
-        except UnicodeDecodeError as exc:
-            if decoder.on_decode_error == "fail":
-                line_start = self._offset + raw.rfind(b"\n", 0, exc.start) + 1
-                self._name_file()
-                raise decoder.error(line_start, exc, self._offset + exc.start) from None
-            return self._decode_each(lines, terminated=terminated)
-        if terminated and "\r" in text:
-            text = text.replace("\r\n", "\n")
-            if text.endswith("\r"):
-                text = text[:-1]
-        out = text.split("\n")
-        if len(out) != len(lines):  # a codec's replacement swallowed an LF: go line by line
-            return self._decode_each(lines, terminated=terminated)
-        return out
-
-    def _decode_each(self, lines: list[bytes], *, terminated: bool) -> list[str]:
-        starts = []
-        offset = self._offset
-        for line in lines:
-            starts.append(offset)
-            offset += len(line) + 1
-        if terminated:  # a CR right before the LF is part of the line end
-            lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
-        self._name_file()
-        out, _ = self._decoder.decode_lines(lines, starts)
-        return out
-
-    def _name_file(self) -> None:
-        assert self._path is not None
-        self._decoder.reading(self._path, self._fs.display(self._path))
-
-    def _read_blocks(self, max_records: int) -> list[bytes]:
-        size = self.settings.block_size
-        out: list[bytes] = []
-        while len(out) < max_records:
-            available = len(self._buf) - self._bpos
-            whole = min(available // size, max_records - len(out))
-            if whole:
-                start = self._bpos
-                out.extend(
-                    self._buf[p : p + size] for p in range(start, start + whole * size, size)
-                )
-                self._advance_blocks(whole * size)
-            elif self._eof:
-                if available:
-                    out.append(self._buf[self._bpos :])
-                    self._advance_blocks(available)
-                break
-            else:
-                data = self._read_chunk()
-                self._buf = self._buf[self._bpos :] + data
-                self._bpos = 0
-        self.records += len(out)
-        return out
-
-    def _advance_blocks(self, n: int) -> None:
-        self._bpos += n
         self._offset += n
         self.bytes += n
 
@@ -1015,7 +798,7 @@ class HDFS2FileSource(StartOperator):
     @property
     def records_skipped(self) -> int:
         """Lines dropped by ``on_decode_error = "skip"`` (each logged)."""
-        return self._decoder.skipped
+        return self._pending.skipped
 
     def reading(self) -> tuple[int, int] | None:
         """``(mtime_ns, bytes not read yet)`` of the file being read, or ``None`` between files.
