@@ -140,7 +140,17 @@ class _Writer:
     def close(self) -> None:
         if self.closed:
             return
-        self._fs.call("close", self.path, self._inner.close)
+        try:
+            self._fs.call("close", self.path, self._inner.close)
+        except OSError:
+            # A real writer's close ends it even when it fails: its claim on the path is
+            # released (every writer's close does so in a finally) and it writes no more. A
+            # fault fired before the inner close ran would leave the inner writer's claim held
+            # for ever, refusing the retry's create of the same path in this process, which no
+            # real close does: the inner writer is ended as a dead process's is.
+            self.kill()
+            self._fs.writers.discard(self)
+            raise
         self.closed = True
         self._fs.writers.discard(self)
 
