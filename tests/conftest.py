@@ -152,17 +152,6 @@ def _test_dir_name(request: pytest.FixtureRequest) -> str:
     return f"{next(_counter):04d}-{os.getpid()}-{name}"
 
 
-#: Session fixtures that start a heavy part: a test that uses one belongs to the integration tier
-#: (``pytest -m integration``, run by .ci/run after the README's command).
-INTEGRATION_FIXTURES = {
-    "spark_cluster",
-    "secure_sandbox",
-    "connect_server",
-    "yarn_sandbox",
-    "secure_yarn_sandbox",
-}
-
-
 #: The longest process-level runs whose promise the default run already covers with another
 #: test (named after each): they run in the integration tier, so that the README's command
 #: stays short. Node ids, as ``pytest`` prints them (tests/test_tiers.py checks they exist).
@@ -214,9 +203,12 @@ INTEGRATION_TESTS = {
 }
 
 
-#: The heavy fixtures in the order their tests are handed out when a run is spread over workers
-#: (``pytest -n 2``, .ci/run): each starts on one worker only, the longest group first, so that
-#: the last minutes of a run are not one worker's YARN tests while the other idles.
+#: The session fixtures that start a heavy part, in the order their tests run. A test that
+#: uses one belongs to the integration tier (``pytest -m integration``, run by .ci/run after the
+#: README's command). When a run is spread over workers (``pytest -n 2``), their tests are one
+#: group: one worker runs them one part at a time, handed out first, while the other takes
+#: everything else. Two heavy parts at once (a YARN cluster beside a Kerberized one) are more
+#: than 2 cores carry within their timeouts.
 HEAVY_FIXTURES = (
     "yarn_sandbox",
     "secure_yarn_sandbox",
@@ -226,14 +218,19 @@ HEAVY_FIXTURES = (
 )
 
 
-def _worker_group(item: pytest.Item) -> str | None:
-    """The tests that must run on one worker, by what they share: a heavy session fixture
-    (started once, not once per worker), or a fixture of their module or class (set up once
-    for them). None: the test goes wherever a worker is free."""
+def _heavy_rank(item: pytest.Item) -> int:
+    """The first heavy fixture ``item`` uses, by its place in :data:`HEAVY_FIXTURES`; past
+    its end for a test that uses none."""
     names = set(getattr(item, "fixturenames", ()))
-    for heavy in HEAVY_FIXTURES:
-        if heavy in names:
-            return heavy
+    return next((i for i, f in enumerate(HEAVY_FIXTURES) if f in names), len(HEAVY_FIXTURES))
+
+
+def _worker_group(item: pytest.Item) -> str | None:
+    """The tests that must run on one worker, by what they share: the heavy parts, or a
+    fixture of their module or class (set up once for them). None: the test goes wherever a
+    worker is free."""
+    if _heavy_rank(item) < len(HEAVY_FIXTURES):
+        return "heavy"
     # The fixtures an item resolved, with their scopes (pytest keeps them on the item only).
     info = getattr(item, "_fixtureinfo", None)
     for defs in getattr(info, "name2fixturedefs", {}).values():
@@ -242,25 +239,17 @@ def _worker_group(item: pytest.Item) -> str | None:
     return None
 
 
-def _heavy_rank(item: pytest.Item) -> int:
-    group = _worker_group(item)
-    return HEAVY_FIXTURES.index(group) if group in HEAVY_FIXTURES else len(HEAVY_FIXTURES)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the integration tier before ``-m`` selects: the tests of the heavy fixtures
     (whatever module they are in) and :data:`INTEGRATION_TESTS`. Group the tests for workers
-    (:func:`_worker_group`), the heavy groups first."""
+    (:func:`_worker_group`), the heavy parts first."""
     items.sort(key=_heavy_rank)  # stable: the order within each group stays
     for item in items:
         group = _worker_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-        if (
-            INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ()))
-            or item.nodeid in INTEGRATION_TESTS
-        ):
+        if group == "heavy" or item.nodeid in INTEGRATION_TESTS:
             item.add_marker(pytest.mark.integration)
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             # Property tests: sized by the profile (HYPOTHESIS_PROFILE); the tier runs them
