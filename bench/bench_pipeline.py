@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,11 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
+    Comparison,
+    Timing,
     add_common_args,
     concat_files,
     make_text_files,
-    median,
-    print_table,
     published_files,
     scratch,
     write_json,
@@ -187,24 +188,29 @@ def scrape_cost(work: Path, src: Path, *, period: float, scrapes: int = 500) -> 
 
 def compare_metrics(
     src: Path, work: Path, expected: bytes, *, period: float, repeat: int
-) -> dict[str, Any]:
-    """Metrics off and on, alternating, ``repeat`` runs of each; outputs checked."""
-    runs: dict[str, dict[str, list[float]]] = {
-        name: {"seconds": [], "cpu_seconds": [], "scrapes": []} for name in ("off", "on")
-    }
-    for i in range(repeat):
-        order = ("off", "on") if i % 2 == 0 else ("on", "off")
-        for name in order:
-            out, ck = work / f"job-{name}-{i}", work / f"job-{name}-{i}-ck"
+) -> Comparison:
+    """The job with metrics off and on, alternating, ``repeat`` runs of each; outputs checked."""
+
+    def job(name: str) -> Callable[[str], Timing]:
+        def run(tag: str) -> Timing:
+            out, ck = work / f"job-{name}-{tag}", work / f"job-{name}-{tag}-ck"
             out.mkdir()
             seconds, cpu, scrapes = run_job(src, out, ck, period=period, metrics=name == "on")
-            if concat_files(published_files(out)) != expected:
-                raise RuntimeError(f"job run {i} (metrics {name}): output differs from the input")
-            shutil.rmtree(out)
-            runs[name]["seconds"].append(seconds)
-            runs[name]["cpu_seconds"].append(cpu)
-            runs[name]["scrapes"].append(scrapes)
-    return runs
+            return {"seconds": seconds, "cpu_seconds": cpu, "scrapes": scrapes}
+
+        return run
+
+    def check(name: str, tag: str) -> None:
+        out = work / f"job-{name}-{tag}"
+        if concat_files(published_files(out)) != expected:
+            raise RuntimeError(f"job run {tag} (metrics {name}): output differs from the input")
+        shutil.rmtree(out)
+
+    race = Comparison(len(expected) / 1e6)
+    race.add("off", "metrics off", job("off"))
+    race.add("on", "metrics on, /metrics scraped every 1 s", job("on"))
+    race.race(repeat, check=check, warm=False)
+    return race
 
 
 def profile_pipeline(src: Path, work: Path, *, period: float, batch_size: int) -> str:
@@ -242,35 +248,40 @@ def main(argv: list[str] | None = None) -> int:
         total_bytes, total_lines = make_text_files(src, args.mb, args.files)
         inputs = sorted(src.iterdir())
         expected = concat_files(inputs)
-        plain_s: list[float] = []
-        ours_s: list[float] = []
-        plain_cpu: list[float] = []
-        ours_cpu: list[float] = []
-        cuts: list[int] = []
-        for i in range(args.repeat):
-            # Alternate, so that neither side always runs on a warmer page cache.
-            plain_out = work / f"plain-{i}.txt"
-            seconds, cpu = run_plain(inputs, plain_out)
-            plain_s.append(seconds)
-            plain_cpu.append(cpu)
-            if plain_out.read_bytes() != expected:
-                raise RuntimeError(f"plain loop run {i}: output differs from the input")
-            plain_out.unlink()
-            out, ck = work / f"out-{i}", work / f"ck-{i}"
+
+        def plain(tag: str) -> Timing:
+            seconds, cpu = run_plain(inputs, work / f"plain-{tag}.txt")
+            return {"seconds": seconds, "cpu_seconds": cpu}
+
+        def pipeline(tag: str) -> Timing:
+            out = work / f"out-{tag}"
             out.mkdir()
-            seconds, cpu, n_cuts = run_pipeline(
-                src, out, ck, period=args.period, batch_size=args.batch_size
+            seconds, cpu, cuts = run_pipeline(
+                src, out, work / f"ck-{tag}", period=args.period, batch_size=args.batch_size
             )
-            ours_s.append(seconds)
-            ours_cpu.append(cpu)
-            cuts.append(n_cuts)
-            published = published_files(out)
+            return {"seconds": seconds, "cpu_seconds": cpu, "cuts": cuts}
+
+        def check(key: str, tag: str) -> None:
+            if key == "plain_loop":
+                copied = work / f"plain-{tag}.txt"
+                if copied.read_bytes() != expected:
+                    raise RuntimeError(f"plain loop run {tag}: output differs from the input")
+                copied.unlink()
+                return
+            published = published_files(work / f"out-{tag}")
             if concat_files(published) != expected:
                 raise RuntimeError(
-                    f"pipeline run {i}: published output ({len(published)} files) differs "
+                    f"pipeline run {tag}: published output ({len(published)} files) differs "
                     "from the input"
                 )
-            shutil.rmtree(out)  # the files and the sink's own folder: disk space back
+            shutil.rmtree(work / f"out-{tag}")  # the files and the sink's own folder: disk back
+
+        race = Comparison(total_bytes / 1e6)
+        race.add("plain_loop", "plain Python loop + fsync", plain)
+        race.add("pipeline", "scan -> source -> sink (exactly once)", pipeline)
+        # No warm-up: nothing to start (no JVM, no workers), the input was just written (in the
+        # page cache), and the figures stay comparable with those measured before.
+        race.race(args.repeat, check=check, warm=False)
         per_scrape = None if args.no_metrics else scrape_cost(work, src, period=args.period)
         job = (
             None
@@ -285,11 +296,8 @@ def main(argv: list[str] | None = None) -> int:
             else None
         )
 
-    mb = total_bytes / 1e6
-    plain_mbs, ours_mbs = mb / median(plain_s), mb / median(ours_s)
-    ratio = ours_mbs / plain_mbs
-    # CPU time is less disturbed by other processes on a shared machine than wall time.
-    cpu_ratio = median(plain_cpu) / median(ours_cpu)
+    mb = race.mb
+    ratio = race.median("plain_loop") / race.median("pipeline")
     result: dict[str, Any] = {
         "benchmark": "pipeline",
         "input_mb": round(mb, 1),
@@ -298,88 +306,52 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": args.repeat,
         "period_s": args.period,
         "batch_size": args.batch_size,
-        "pipeline": {
-            "seconds": ours_s,
-            "cpu_seconds": ours_cpu,
-            "mb_per_s": round(ours_mbs, 1),
-            "cuts": cuts,
-        },
-        "plain_loop": {
-            "seconds": plain_s,
-            "cpu_seconds": plain_cpu,
-            "mb_per_s": round(plain_mbs, 1),
-        },
+        **race.figures(),
         "ratio": round(ratio, 3),
-        "cpu_ratio": round(cpu_ratio, 3),
+        # CPU time is less disturbed by other processes on a shared machine than wall time.
+        "cpu_ratio": race.ratio("plain_loop", "pipeline", figure="cpu_seconds", digits=3),
         "target": f"ratio >= {TARGET}",
         "target_met": ratio >= TARGET,
         "output_correct": True,
     }
-    print_table(
+    race.print(
         f"Benchmark 1: in-process pipeline vs plain loop ({mb:.0f} MB, {total_lines} lines, "
         f"{args.files} files, median of {args.repeat})",
-        ["copy", "MB/s", "seconds", "CPU seconds", "cuts"],
-        [
-            [
-                "scan -> source -> sink (exactly once)",
-                ours_mbs,
-                median(ours_s),
-                median(ours_cpu),
-                max(cuts),
-            ],
-            ["plain Python loop + fsync", plain_mbs, median(plain_s), median(plain_cpu), "-"],
-        ],
+        columns={"CPU seconds": "cpu_seconds", "cuts": "cuts"},
     )
-    print(f"ratio pipeline / plain: {ratio:.2f} (target >= {TARGET}); by CPU time: {cpu_ratio:.2f}")
+    print(
+        f"ratio pipeline / plain: {ratio:.2f} (target >= {TARGET}); by CPU time: "
+        f"{result['cpu_ratio']:.2f}"
+    )
     if job is not None:
-        off_mbs, on_mbs = (mb / median(job[n]["seconds"]) for n in ("off", "on"))
-        metrics_ratio = on_mbs / off_mbs
-        cpu_metrics_ratio = median(job["off"]["cpu_seconds"]) / median(job["on"]["cpu_seconds"])
+        metrics_ratio = job.median("off") / job.median("on")
         # The fastest run of each: what is left when the other processes on a shared machine
         # happened to leave it alone (the median moves with them by more than 2%).
-        best_ratio = min(job["off"]["seconds"]) / min(job["on"]["seconds"])
+        best_ratio = min(job.samples["off"]["seconds"]) / min(job.samples["on"]["seconds"])
+        figures = job.figures()
+        figures["on"]["scrape_interval_s"] = 1.0
         result["metrics"] = {
-            "off": {**job["off"], "mb_per_s": round(off_mbs, 1)},
-            "on": {**job["on"], "mb_per_s": round(on_mbs, 1), "scrape_interval_s": 1.0},
+            **figures,
             "ratio": round(metrics_ratio, 3),
-            "cpu_ratio": round(cpu_metrics_ratio, 3),
+            "cpu_ratio": job.ratio("off", "on", figure="cpu_seconds", digits=3),
             "best_ratio": round(best_ratio, 3),
             "scrape_cpu_ms": round((per_scrape or 0.0) * 1000, 3),
             # One scrape a second against the CPU the job spends in a second.
             "scrape_cpu_share": round(
-                (per_scrape or 0.0)
-                * median(job["on"]["seconds"])
-                / median(job["on"]["cpu_seconds"]),
-                5,
+                (per_scrape or 0.0) * job.median("on") / job.median("on", "cpu_seconds"), 5
             ),
             "target": f"ratio >= {METRICS_TARGET}",
             "target_met": metrics_ratio >= METRICS_TARGET,
         }
-        print()
-        print_table(
+        job.print(
             f"Metrics cost: the job as `hdfs-region run --engine local` runs it ({mb:.0f} MB, "
             f"median of {args.metrics_repeat}, alternating)",
-            ["metrics", "MB/s", "seconds", "CPU seconds", "scrapes"],
-            [
-                [
-                    "off",
-                    off_mbs,
-                    median(job["off"]["seconds"]),
-                    median(job["off"]["cpu_seconds"]),
-                    "-",
-                ],
-                [
-                    "on, /metrics scraped every 1 s",
-                    on_mbs,
-                    median(job["on"]["seconds"]),
-                    median(job["on"]["cpu_seconds"]),
-                    max(job["on"]["scrapes"]),
-                ],
-            ],
+            columns={"CPU seconds": "cpu_seconds", "scrapes": "scrapes"},
         )
         print(
             f"ratio on / off: {metrics_ratio:.3f} (target >= {METRICS_TARGET}); "
-            f"by CPU time: {cpu_metrics_ratio:.3f}; fastest run of each: {best_ratio:.3f}"
+            f"by CPU time: {result['metrics']['cpu_ratio']:.3f}; fastest run of each: "
+            f"{best_ratio:.3f}"
         )
         print(
             f"one /metrics answer: {result['metrics']['scrape_cpu_ms']:.3f} ms of CPU; at one "

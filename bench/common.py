@@ -27,6 +27,7 @@ from typing import Any
 __all__ = [
     "RESULTS_DIR",
     "Comparison",
+    "Timing",
     "add_common_args",
     "concat_files",
     "machine",
@@ -184,20 +185,27 @@ def write_json(path: Path, result: dict[str, Any]) -> Path:
     return path
 
 
+#: What one run of a pipeline returns: its seconds, or its figures by name with its seconds under
+#: ``"seconds"`` and others the benchmark keeps per run beside them (CPU seconds, cuts...).
+Timing = float | dict[str, float]
+
+
 @dataclass
 class Comparison:
     """Whole runs of several pipelines over one input of ``mb`` MB, timed alternately: the part
     every speed benchmark shares. A benchmark adds its pipelines (``add``: a function that runs
-    one whole pipeline for a tag and returns its seconds), races them, and keeps only what it
-    measures; the table, the medians, the ratios and the load beside them come from here."""
+    one whole pipeline for a tag and returns its seconds, or its figures), races them, and keeps
+    only what it measures; the table, the medians, the ratios and the load beside them come from
+    here."""
 
     mb: float
-    entrants: dict[str, tuple[str, Callable[[str], float]]] = field(default_factory=dict)
-    seconds: dict[str, list[float]] = field(default_factory=dict)
+    entrants: dict[str, tuple[str, Callable[[str], Timing]]] = field(default_factory=dict)
+    #: Each pipeline's figures by name, one value per timed run; ``"seconds"`` always.
+    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     load_before: list[float] = field(default_factory=load_average)
     load_after: list[float] = field(default_factory=list)
 
-    def add(self, key: str, label: str, run: Callable[[str], float]) -> None:
+    def add(self, key: str, label: str, run: Callable[[str], Timing]) -> None:
         """``run(tag)``: the pipeline ``key`` (shown as ``label``) once, writing under ``tag``."""
         self.entrants[key] = (label, run)
 
@@ -210,44 +218,57 @@ class Comparison:
         if warm:
             for _, run in self.entrants.values():
                 run("warm")
-        self.seconds = {key: [] for key in self.entrants}
+        self.samples = {key: {"seconds": []} for key in self.entrants}
         for i in range(repeat):
             for key, (_, run) in self.entrants.items():
-                self.seconds[key].append(run(str(i)))
+                timing = run(str(i))
+                figures = timing if isinstance(timing, dict) else {"seconds": timing}
+                for name, value in figures.items():
+                    self.samples[key].setdefault(name, []).append(value)
                 if check is not None:
                     check(key, str(i))
         self.load_after = load_average()
 
-    def median(self, key: str) -> float:
-        return median(self.seconds[key])
+    def median(self, key: str, figure: str = "seconds") -> float:
+        return median(self.samples[key][figure])
 
-    def ratio(self, baseline: str, key: str) -> float:
-        """How many times faster ``key`` ran than ``baseline`` (medians; above 1: faster)."""
-        return round(self.median(baseline) / self.median(key), 2)
+    def ratio(self, baseline: str, key: str, *, figure: str = "seconds", digits: int = 2) -> float:
+        """How many times faster ``key`` ran than ``baseline`` (medians of ``figure``, a time;
+        above 1: faster)."""
+        return round(self.median(baseline, figure) / self.median(key, figure), digits)
 
     def figures(self, names: dict[str, str] | None = None) -> dict[str, Any]:
-        """For the JSON: each pipeline's runs and rate (under ``names[key]`` when given), and
-        the load before and after."""
+        """For the JSON: each pipeline's runs (every figure) and rate (under ``names[key]`` when
+        given), and the load before and after."""
         names = names or {}
         out: dict[str, Any] = {
-            names.get(key, key): {
-                "seconds": runs,
-                "mb_per_s": round(self.mb / self.median(key), 1),
-            }
-            for key, runs in self.seconds.items()
+            names.get(key, key): {**runs, "mb_per_s": round(self.mb / self.median(key), 1)}
+            for key, runs in self.samples.items()
         }
         out["load_average_before"] = self.load_before
         out["load_average_after"] = self.load_after
         return out
 
-    def print(self, title: str) -> None:
-        print_table(
-            title,
-            ["pipeline", "MB/s", "seconds (median)", "runs"],
-            [
-                [label, self.mb / self.median(key), self.median(key), runs]
-                for key, (label, _) in self.entrants.items()
-                for runs in [" ".join(f"{s:.2f}" for s in self.seconds[key])]
-            ],
-        )
+    def print(
+        self, title: str, *, baseline: str | None = None, columns: dict[str, str] | None = None
+    ) -> None:
+        """The table: each pipeline's rate and median seconds; with ``baseline``, its ratio to
+        that pipeline; ``columns`` (header -> figure): the median of other figures its runs
+        returned."""
+        columns = columns or {}
+        headers = ["pipeline", "MB/s", "seconds (median)"]
+        if baseline is not None:
+            headers.append(f"ratio to {self.entrants[baseline][0]}")
+        rows = []
+        for key, (label, _) in self.entrants.items():
+            row: list[object] = [label, self.mb / self.median(key), self.median(key)]
+            if baseline is not None:
+                row.append(self.ratio(baseline, key))
+            row += [
+                self.median(key, figure) if figure in self.samples[key] else "-"
+                for figure in columns.values()
+            ]
+            row.append(" ".join(f"{s:.2f}" for s in self.samples[key]["seconds"]))
+            rows.append(row)
+        print_table(title, [*headers, *columns, "runs"], rows)
         print(f"load average (1, 5, 15 min) before: {self.load_before}, after: {self.load_after}")

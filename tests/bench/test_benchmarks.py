@@ -336,3 +336,29 @@ def test_the_shared_harness_alternates_checks_each_run_and_reports_medians() -> 
     failing.add("a", "A", lambda tag: 1.0)
     with pytest.raises(RuntimeError, match="a run 0 wrote 0 bytes"):
         failing.race(2, check=wrong)
+
+
+def test_the_shared_harness_keeps_each_runs_other_figures(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run may return figures besides its seconds (CPU seconds, cuts): they are kept per run,
+    their medians and ratios computed like the seconds', and shown as columns of the table."""
+    from bench.common import Comparison
+
+    cpu = {"a": iter([1.0, 2.0, 3.0]), "b": iter([4.0, 4.0, 5.0])}
+    race = Comparison(mb=4.0)
+    race.add("a", "pipeline A", lambda tag: {"seconds": 2.0, "cpu_seconds": next(cpu["a"])})
+    race.add("b", "pipeline B", lambda tag: {"seconds": 4.0, "cpu_seconds": next(cpu["b"])})
+    race.race(3, warm=False)
+    assert race.median("a", "cpu_seconds") == 2.0
+    assert race.ratio("b", "a", figure="cpu_seconds") == 2.0
+    assert race.figures()["a"] == {
+        "seconds": [2.0, 2.0, 2.0],
+        "cpu_seconds": [1.0, 2.0, 3.0],
+        "mb_per_s": 2.0,
+    }
+    race.print("two pipelines", baseline="b", columns={"CPU seconds": "cpu_seconds"})
+    header, _, row_a, row_b = capsys.readouterr().out.splitlines()[2:6]
+    assert header.split("  ")[0] == "pipeline" and "ratio to pipeline B" in header
+    assert row_a.split() == ["pipeline", "A", "2", "2", "2", "2", "2.00", "2.00", "2.00"]
+    assert row_b.split() == ["pipeline", "B", "1", "4", "1", "4", "4.00", "4.00", "4.00"]
