@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import math
 import os
 import posixpath
 import shutil
@@ -41,12 +43,10 @@ from bench.bench_spark_hdfs import upload, visible_bytes
 from bench.common import (
     REPO,
     RESULTS_DIR,
+    Comparison,
     add_common_args,
-    machine,
     make_text_files,
-    median,
     output_bytes,
-    print_table,
     scratch,
     write_json,
 )
@@ -130,21 +130,23 @@ class Place:
 
 
 def run(kind: str, place: Place, work: Path, tag: str) -> float:
+    """One whole process of ``kind``, its output and checkpoints named ``{kind}-{tag}``."""
+    name = f"{kind}-{tag}"
     log = work / f"{kind}.log"
     if kind.startswith("builtin"):
         script = work / "builtin.py"
         script.write_text(BUILTIN.format(conf=DEFAULT_CONF))
-        out, ck = f"{place.root}/out-{tag}", f"{place.root}/ck-{tag}"
+        out, ck = f"{place.root}/out-{name}", f"{place.root}/ck-{name}"
         sql = ["sql"] if kind.endswith("-sql") else []
         command = [sys.executable, str(script), place.src, out, ck, *sql]
         return timed(command, log, place.env)
     execution = "streaming" if kind.startswith("streaming") else "auto"
     transform = f'[transform]\nsql = "{SQL}"\n' if kind.endswith("-sql") else ""
-    config = work / f"{tag}.toml"
+    config = work / f"{name}.toml"
     config.write_text(
         SETTINGS.format(
             work=place.root,
-            tag=tag,
+            tag=name,
             src=place.src,
             execution=execution,
             transform=transform,
@@ -233,45 +235,38 @@ def main(argv: list[str] | None = None) -> int:
         kinds = ["fused", "builtin"]
     else:
         kinds = [k for k in args.only.split(",") if k]
-    before = machine()
-    print(f"load average before: {before['load_average']}", flush=True)
-    times: dict[str, list[float]] = {k: [] for k in kinds}
     with scratch(args.work, "bench-spark-engine-") as work, places(args, work) as located:
         place, warm, info = located
         total, lines = info["input_bytes"], info["input_lines"]
         if args.hdfs:
             for kind in kinds:  # the JVM's jars and the DataNode's blocks read once
-                run(kind, warm, work, f"{kind}-warm")
+                run(kind, warm, work, "warm")
                 warm.clean(f"{kind}-warm")
-        for i in range(args.repeat):
-            for kind in kinds:  # alternating: no contender always gets the warmer page cache
-                tag = f"{kind}-{i}"
-                times[kind].append(run(kind, place, work, tag))
-                written = place.output_bytes(tag)
-                if written != total:
-                    raise RuntimeError(f"{tag} wrote {written} bytes of {total}")
-                place.clean(tag)
+        race = Comparison(total / 1e6)
+        for kind in kinds:
+            race.add(kind, kind, functools.partial(run, kind, place, work))
+
+        def check(kind: str, i: str) -> None:
+            written = place.output_bytes(f"{kind}-{i}")
+            if written != total:
+                raise RuntimeError(f"{kind}-{i} wrote {written} bytes of {total}")
+            place.clean(f"{kind}-{i}")
+
+        race.race(args.repeat, check=check, warm=False)
         if args.keep_logs is not None:
             args.keep_logs.mkdir(parents=True, exist_ok=True)
             for log in work.glob("*.log"):
                 shutil.copy(log, args.keep_logs / log.name)
-    mb = total / 1e6
+    mb = race.mb
     builtin = "builtin-sql" if args.sql else "builtin"
-    base = median(times[builtin]) if builtin in times else float("nan")
-    rows = []
-    for kind in kinds:
-        seconds = median(times[kind])
-        rows.append([kind, f"{seconds:.2f}", f"{mb / seconds:.1f}", f"{base / seconds:.2f}"])
+    baseline = builtin if builtin in kinds else None
     where = (
         f"on hdfs:// (sandbox, {args.block_size / 2**20:g} MiB blocks)" if args.hdfs else "local"
     )
-    print_table(
+    race.print(
         f"whole process {where}, {mb:.0f} MB in {args.files} files, median of {args.repeat}",
-        ["run", "seconds", "MB/s", "ratio to built-in"],
-        rows,
+        baseline=baseline,
     )
-    after = machine()
-    print(f"load average before {before['load_average']}, after {after['load_average']}")
     result = {
         "input_mb": round(mb, 1),
         "input_lines": lines,
@@ -280,11 +275,13 @@ def main(argv: list[str] | None = None) -> int:
         "hdfs": {k: v for k, v in info.items() if k not in ("input_bytes", "input_lines")}
         if args.hdfs
         else None,
-        "seconds": times,
-        "median_seconds": {k: round(median(v), 3) for k, v in times.items()},
-        "ratio_to_builtin": {k: round(base / median(v), 2) for k, v in times.items()},
-        "machine_before": before,
-        "machine_after": after,
+        "seconds": {kind: race.samples[kind]["seconds"] for kind in kinds},
+        "median_seconds": {kind: round(race.median(kind), 3) for kind in kinds},
+        "ratio_to_builtin": {
+            kind: race.ratio(baseline, kind) if baseline else math.nan for kind in kinds
+        },
+        "load_average_before": race.load_before,
+        "load_average_after": race.load_after,
     }
     write_json(args.json, result)
     return 0
