@@ -59,7 +59,10 @@ from bench import bench_cut_latency, bench_pipeline, bench_recovery
 from bench.campaign import Arrivals, Workspace, kill_all
 from bench.common import (
     REPO,
+    Comparison,
+    Timing,
     add_common_args,
+    load_average,
     make_text_files,
     median,
     percentile,
@@ -203,70 +206,75 @@ def run_pipeline_part(
     started = time.perf_counter()
     upload(c.open("hdfs", root), local, remote_in)
     upload_s = time.perf_counter() - started
-    results: dict[str, Any] = {
+    return {
         "input_mb": round(total_bytes / 1e6, 1),
         "input_files": args.files,
         "input_lines": total_lines,
         "upload_seconds": round(upload_s, 2),
-        "backends": {},
+        "backends": {
+            backend: _pipeline_race(c, backend, root, remote_in, data, args)
+            for backend in args.backends
+        },
     }
-    for backend in args.backends:
-        fs = c.open(backend, root)
-        # The scan's order: (mtime, name).
-        statuses = sorted(visible_files(fs, remote_in), key=lambda s: (s.mtime_ns, s.name))
-        inputs = [s.path for s in statuses]
-        expected = b"".join(data[s.name] for s in statuses)
-        plain_s: list[float] = []
-        plain_cpu: list[float] = []
-        ours_s: list[float] = []
-        ours_cpu: list[float] = []
-        cuts: list[int] = []
-        out_files: list[int] = []
-        for i in range(args.repeat):
-            base = f"{root}/pipeline/{backend}-{i}"
-            plain_out = f"{base}/plain.txt"
-            seconds, cpu = plain_copy(fs, inputs, plain_out)
-            plain_s.append(seconds)
-            plain_cpu.append(cpu)
-            if fs.read(plain_out) != expected:
-                raise RuntimeError(f"{backend}: plain copy run {i}: output differs from the input")
-            out, ck = f"{base}/out", f"{base}/ck"
-            fs.mkdirs(out)
-            seconds, cpu, n_cuts = bench_pipeline.run_pipeline(
-                remote_in, out, ck, period=args.period, batch_size=args.batch_size, fs=fs
-            )
-            ours_s.append(seconds)
-            ours_cpu.append(cpu)
-            cuts.append(n_cuts)
-            got, files = published_bytes(fs, out)
-            out_files.append(files)
-            if got != expected:
+
+
+def _pipeline_race(
+    c: Cluster,
+    backend: str,
+    root: str,
+    remote_in: str,
+    data: dict[str, bytes],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Plain copy and pipeline through one backend; each output checked against the input."""
+    fs = c.open(backend, root)
+    # The scan's order: (mtime, name).
+    statuses = sorted(visible_files(fs, remote_in), key=lambda s: (s.mtime_ns, s.name))
+    inputs = [s.path for s in statuses]
+    expected = b"".join(data[s.name] for s in statuses)
+
+    def plain(tag: str) -> Timing:
+        seconds, cpu = plain_copy(fs, inputs, f"{root}/pipeline/{backend}-plain-{tag}")
+        return {"seconds": seconds, "cpu_seconds": cpu}
+
+    def pipeline(tag: str) -> Timing:
+        out, ck = f"{root}/pipeline/{backend}-{tag}/out", f"{root}/pipeline/{backend}-{tag}/ck"
+        fs.mkdirs(out)
+        seconds, cpu, cuts = bench_pipeline.run_pipeline(
+            remote_in, out, ck, period=args.period, batch_size=args.batch_size, fs=fs
+        )
+        files = len(visible_files(fs, out))
+        return {"seconds": seconds, "cpu_seconds": cpu, "cuts": cuts, "output_files": files}
+
+    def check(key: str, tag: str) -> None:
+        if key == "plain_copy":
+            copied = f"{root}/pipeline/{backend}-plain-{tag}"
+            if fs.read(copied) != expected:
                 raise RuntimeError(
-                    f"{backend}: pipeline run {i}: published output ({files} files, {len(got)} "
-                    f"bytes) differs from the input ({len(expected)} bytes)"
+                    f"{backend}: plain copy run {tag}: output differs from the input"
                 )
-            fs.delete(base, recursive=True)
-        mb = total_bytes / 1e6
-        plain_mbs, ours_mbs = mb / median(plain_s), mb / median(ours_s)
-        results["backends"][backend] = {
-            "uri": c.hdfs if backend == "hdfs" else c.webhdfs,
-            "pipeline": {
-                "seconds": [round(s, 3) for s in ours_s],
-                "cpu_seconds": [round(s, 3) for s in ours_cpu],
-                "mb_per_s": round(ours_mbs, 1),
-                "cuts": cuts,
-                "output_files": out_files,
-            },
-            "plain_copy": {
-                "seconds": [round(s, 3) for s in plain_s],
-                "cpu_seconds": [round(s, 3) for s in plain_cpu],
-                "mb_per_s": round(plain_mbs, 1),
-            },
-            "ratio": round(ours_mbs / plain_mbs, 3),
-            "cpu_ratio": round(median(plain_cpu) / median(ours_cpu), 3),
-            "output_correct": True,
-        }
-    return results
+            fs.delete(copied)
+            return
+        base = f"{root}/pipeline/{backend}-{tag}"
+        got, files = published_bytes(fs, f"{base}/out")
+        if got != expected:
+            raise RuntimeError(
+                f"{backend}: pipeline run {tag}: published output ({files} files, {len(got)} "
+                f"bytes) differs from the input ({len(expected)} bytes)"
+            )
+        fs.delete(base, recursive=True)
+
+    race = Comparison(len(expected) / 1e6)
+    race.add("plain_copy", "plain copy", plain)
+    race.add("pipeline", "pipeline", pipeline)
+    race.race(args.repeat, check=check, warm=False)
+    return {
+        "uri": c.hdfs if backend == "hdfs" else c.webhdfs,
+        **race.figures(),
+        "ratio": race.ratio("plain_copy", "pipeline", digits=3),
+        "cpu_ratio": race.ratio("plain_copy", "pipeline", figure="cpu_seconds", digits=3),
+        "output_correct": True,
+    }
 
 
 # -- 2. cut latency vs one durable write -------------------------------------------------------
@@ -475,10 +483,8 @@ def run_process_part(c: Cluster, root: str, work: Path, args: argparse.Namespace
     upload(fs, local, landing)
     expected = b"".join(p.read_bytes() for p in sorted(local.iterdir()))
     env = {**os.environ, "HADOOP_USER_NAME": c.user, "HADOOP_CONF_DIR": c.conf_dir or ""}
-    ours: list[float] = []
-    plain: list[float] = []
-    for n in range(args.repeat):
-        run_root = f"{root}/process/run-{n}"
+
+    def ours(n: str) -> float:
         config = work / f"process-{n}.toml"
         config.write_text(
             PROCESS_CONFIG.format(
@@ -486,35 +492,49 @@ def run_process_part(c: Cluster, root: str, work: Path, args: argparse.Namespace
                 user=c.user,
                 conf_dir=c.conf_dir or "",
                 period=args.period,
-                root=run_root,
+                root=f"{root}/process/run-{n}",
                 landing=landing,
             )
         )
         command = [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
         started = time.perf_counter()
         subprocess.run(command, check=True, env=env, capture_output=True)
-        ours.append(time.perf_counter() - started)
-        got, _ = published_bytes(fs, f"{run_root}/out")
-        if sorted(got.splitlines()) != sorted(expected.splitlines()):
-            raise SystemExit(f"bench_hdfs: run {n}: the output is not the input, line for line")
+        return time.perf_counter() - started
+
+    def plain(n: str) -> float:
         out = f"{root}/process/copy-{n}"
         copy = [sys.executable, "-c", PLAIN_COPY_PROCESS, c.hdfs + "/", landing, out]
         started = time.perf_counter()
         subprocess.run(copy, check=True, env=env, capture_output=True, cwd=REPO)
-        plain.append(time.perf_counter() - started)
+        return time.perf_counter() - started
+
+    def check(key: str, n: str) -> None:
+        if key == "ours":
+            got, _ = published_bytes(fs, f"{root}/process/run-{n}/out")
+            if sorted(got.splitlines()) != sorted(expected.splitlines()):
+                raise SystemExit(f"bench_hdfs: run {n}: the output is not the input, line for line")
+            return
+        out = f"{root}/process/copy-{n}"
         if fs.status(out).size != total_bytes:
             raise SystemExit(f"bench_hdfs: copy {n}: {out} is not {total_bytes} bytes")
-    ours_s, plain_s = round(median(ours), 2), round(median(plain), 2)
+
+    race = Comparison(total_bytes / 1e6)
+    race.add("ours", "hdfs-region run", ours)
+    race.add("plain_copy", "plain copy process", plain)
+    race.race(args.repeat, check=check, warm=False)
+    ours_s, plain_s = round(race.median("ours"), 2), round(race.median("plain_copy"), 2)
     return {
-        "input_mb": round(total_bytes / 1e6, 1),
+        "input_mb": round(race.mb, 1),
         "input_files": args.files,
         "ours_s": ours_s,
         "plain_copy_s": plain_s,
+        # Of the rounded medians, as the table shows them.
         "ratio": round(plain_s / ours_s, 2),
         "samples": {
-            "ours": [round(x, 2) for x in ours],
-            "plain_copy": [round(x, 2) for x in plain],
+            key: [round(x, 2) for x in runs["seconds"]] for key, runs in race.samples.items()
         },
+        "load_average_before": race.load_before,
+        "load_average_after": race.load_after,
     }
 
 
@@ -724,13 +744,6 @@ def run_steady_part(c: Cluster, root: str, work: Path, args: argparse.Namespace)
 
 
 # -- main -------------------------------------------------------------------------------------
-
-
-def load_average() -> list[float]:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
 
 
 def _choices(value: str, known: tuple[str, ...], flag: str) -> list[str]:
