@@ -53,8 +53,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_hdfs import cluster
 from bench.common import add_common_args, machine, median, print_table, scratch, write_json
+from bench.real_hdfs.cluster import cluster
 from operators.fs import LocalFileSystem
 from operators.fs.webhdfs import _list_batch_request
 from operators.sandbox import SandboxSetupError

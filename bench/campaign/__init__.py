@@ -1,9 +1,9 @@
 """The fault campaign: crash and break the real ``hdfs-region run`` command, count every record.
 
 The shared setup lives in four modules, re-exported here for the benchmarks that reuse it
-(bench_hdfs.py, bench_recovery.py): :mod:`~bench.campaign.workspace` (a pipeline in a work
-directory and its runs), :mod:`~bench.campaign.arrivals` (input files as landing directories
-see them), :mod:`~bench.campaign.processes` (tracking and killing runs) and
+(bench_recovery.py, bench/real_hdfs/recovery.py): :mod:`~bench.campaign.workspace` (a pipeline
+in a work directory and its runs), :mod:`~bench.campaign.arrivals` (input files as landing
+directories see them), :mod:`~bench.campaign.processes` (tracking and killing runs) and
 :mod:`~bench.campaign.outcome` (a table row; output compared with input record by record).
 Each scenario family has its module, named as its ``--only`` name (``kills`` also runs
 ``spark``); :mod:`~bench.campaign.cli` holds the registry and the command line that
