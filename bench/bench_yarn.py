@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import json
 import os
 import posixpath
@@ -48,11 +49,10 @@ if __package__ in (None, ""):
 
 from bench.bench_spark_hdfs import upload, visible_bytes
 from bench.common import (
+    Comparison,
+    Timing,
     add_common_args,
-    machine,
     make_text_files,
-    median,
-    print_table,
     scratch,
     write_json,
 )
@@ -169,8 +169,9 @@ def yarn_cluster(args: argparse.Namespace, work: Path) -> Iterator[tuple[str, st
 def run_one(
     kind: str, args: argparse.Namespace, where: dict[str, Any], work: Path, tag: str
 ) -> dict[str, float]:
-    """One application, from its process's start to its exit: ``{"total", "session", "job"}``
-    in seconds (``job``: from the session's start to the query's or last batch's end)."""
+    """One application, from its process's start to its exit: ``{"seconds", "session", "job"}``
+    (``seconds``: the whole process; ``job``: from the session's start to the query's or last
+    batch's end)."""
     src, root, conf = where["src"], where["root"], where["conf"]
     log = work / f"{tag}.log"
     if kind == KINDS[0]:
@@ -223,7 +224,7 @@ def run_one(
             raise RuntimeError(f"{kind} ({tag}): no TIMES line:\n{text[-3000:]}")
         times = json.loads(found.group(1))
         ready, end = times["ready"], times["done"]
-    return {"total": total, "session": ready - launched, "job": end - ready}
+    return {"seconds": total, "session": ready - launched, "job": end - ready}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,9 +251,6 @@ def main(argv: list[str] | None = None) -> int:
     if bool(args.hdfs) != bool(args.conf_dir):
         parser.error("--hdfs and --conf-dir go together")
 
-    before = machine()
-    print(f"load average before: {before['load_average']}", flush=True)
-    samples: dict[str, list[dict[str, float]]] = {k: [] for k in KINDS}
     with scratch(args.work, "bench-yarn-") as work:
         total_bytes, total_lines = make_text_files(work / "input", args.mb, args.files)
         make_text_files(work / "warm", max(2.0, min(10.0, args.mb / 10)), 2, seed=1)
@@ -272,65 +270,69 @@ def main(argv: list[str] | None = None) -> int:
                 "env": driver_env(conf_dir, args.user),
                 "src": f"{hdfs}{base}/warm",
             }
+
+            def application(kind: str, i: str) -> Timing:
+                one = run_one(kind, args, where, work, f"{KINDS.index(kind)}-{i}")
+                print(f"{kind} run {i}: {one['seconds']:.1f} s", flush=True)
+                return one
+
+            def check(kind: str, i: str) -> None:
+                tag = f"{KINDS.index(kind)}-{i}"
+                written = visible_bytes(fs, f"{base}/out-{tag}")
+                if written != total_bytes:
+                    raise RuntimeError(f"{kind} ({tag}) wrote {written} of {total_bytes} bytes")
+                for name in (f"out-{tag}", f"ck-{tag}"):
+                    fs.delete(posixpath.join(base, name), recursive=True)
+
             try:
                 for k, kind in enumerate(KINDS if args.warmup else ()):
                     # The packed environment staged, the NodeManagers' caches filled.
                     run_one(kind, args, where, work, f"warm-{k}")
                 where["src"] = f"{hdfs}{base}/input"
-                for i in range(args.repeat):
-                    for k, kind in enumerate(KINDS):  # alternating
-                        tag = f"{k}-{i}"
-                        one = run_one(kind, args, where, work, tag)
-                        samples[kind].append(one)
-                        written = visible_bytes(fs, f"{base}/out-{tag}")
-                        if written != total_bytes:
-                            msg = f"{kind} ({tag}) wrote {written} of {total_bytes} bytes"
-                            raise RuntimeError(msg)
-                        for name in (f"out-{tag}", f"ck-{tag}"):
-                            fs.delete(posixpath.join(base, name), recursive=True)
-                        print(f"{kind} run {i}: {one['total']:.1f} s", flush=True)
+                race = Comparison(total_bytes / 1e6)
+                for kind in KINDS:
+                    race.add(kind, kind, functools.partial(application, kind))
+                race.race(args.repeat, check=check, warm=False)
             finally:
                 with contextlib.suppress(OSError):
                     fs.delete(base, recursive=True)
-    after = machine()
 
-    mb = total_bytes / 1e6
+    mb = race.mb
+    builtin = KINDS[2]
     figures: dict[str, dict[str, Any]] = {}
-    for kind, runs in samples.items():
-        total = median([r["total"] for r in runs])
-        job = median([r["job"] for r in runs])
+    for kind in KINDS:
+        total, job = race.median(kind), race.median(kind, "job")
+        samples = race.samples[kind]
         figures[kind] = {
             "total_s": round(total, 2),
-            "session_s": round(median([r["session"] for r in runs]), 2),
+            "session_s": round(race.median(kind, "session"), 2),
             "job_s": round(job, 2),
             "mb_per_s": round(mb / total, 2),
             "job_mb_per_s": round(mb / job, 1),
-            "samples": [{k: round(v, 2) for k, v in r.items()} for r in runs],
+            "samples": [
+                {"total": round(t, 2), "session": round(s, 2), "job": round(j, 2)}
+                for t, s, j in zip(
+                    samples["seconds"], samples["session"], samples["job"], strict=True
+                )
+            ],
+            "ratio_to_builtin": race.ratio(builtin, kind),
+            "job_ratio_to_builtin": race.ratio(builtin, kind, figure="job"),
         }
-    builtin = figures[KINDS[2]]
-    for fig in figures.values():
-        fig["ratio_to_builtin"] = round(builtin["total_s"] / fig["total_s"], 2)
-        fig["job_ratio_to_builtin"] = round(builtin["job_s"] / fig["job_s"], 2)
-    print_table(
+    race.print(
         f"On YARN (sandbox, {args.nodemanagers} NodeManagers, {args.executors} executors of 1 "
         f"core), client mode, whole process; {mb:.0f} MB in {args.files} files on hdfs://, "
         f"median of {args.repeat}",
-        ["run", "seconds", "MB/s", "ratio", "session start s", "job s", "job MB/s", "job ratio"],
-        [
-            [
-                kind,
-                f["total_s"],
-                f["mb_per_s"],
-                f["ratio_to_builtin"],
-                f["session_s"],
-                f["job_s"],
-                f["job_mb_per_s"],
-                f["job_ratio_to_builtin"],
-            ]
-            for kind, f in figures.items()
-        ],
+        baseline=builtin,
+        columns={"session start s": "session", "job s": "job"},
     )
-    print(f"load average before {before['load_average']}, after {after['load_average']}")
+    print(
+        "the job alone (from the session's start): "
+        + ", ".join(
+            f"{kind} {mb / race.median(kind, 'job'):.3g} MB/s, ratio "
+            f"{f['job_ratio_to_builtin']:.2f}"
+            for kind, f in figures.items()
+        )
+    )
     write_json(
         args.json,
         {
@@ -347,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
             "warmup": args.warmup,
             "runs": figures,
             "output_correct": True,
-            "machine_before": before,
-            "machine_after": after,
+            "load_average_before": race.load_before,
+            "load_average_after": race.load_after,
         },
     )
     return 0
