@@ -36,13 +36,14 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_spark import RUNS
-from bench.bench_spark_hdfs import Uri, cluster, upload, visible_bytes
+from bench.bench_spark_hdfs import Uri, cluster, visible_bytes
 from bench.common import (
     REPO,
     Comparison,
     add_common_args,
     make_text_files,
     scratch,
+    upload,
     write_json,
 )
 from operators.fs import FileSystemSettings, open_path

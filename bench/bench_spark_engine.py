@@ -39,7 +39,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_spark_hdfs import upload, visible_bytes
+from bench.bench_spark_hdfs import visible_bytes
 from bench.common import (
     REPO,
     RESULTS_DIR,
@@ -48,6 +48,7 @@ from bench.common import (
     make_text_files,
     output_bytes,
     scratch,
+    upload,
     write_json,
 )
 from operators.fs import FileSystemSettings, open_path

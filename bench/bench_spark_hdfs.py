@@ -39,6 +39,7 @@ from bench.common import (
     add_common_args,
     make_text_files,
     scratch,
+    upload,
     write_json,
 )
 from operators.fs import FileSystemSettings, open_path
@@ -66,34 +67,6 @@ def cluster(args: argparse.Namespace, work: Path) -> Iterator[tuple[str, str | N
         return
     with Sandbox.start(work / "sandbox", datanodes=args.datanodes) as sandbox:
         yield sandbox.info.hdfs + "/bench", sandbox.info.conf_dir
-
-
-def upload(local: Path, fs: FileSystem, remote: str, attempts: int = 5) -> None:
-    """Copy the files of ``local`` to ``remote`` in name order (distinct mtimes: scan order).
-
-    A file is written again after an ``OSError``: hdfs-native does not retry the NameNode's
-    ``NotReplicatedYetException`` (a new block asked for before the previous one is reported
-    replicated; Hadoop's client retries it), which the sandbox's 1 MiB blocks make frequent.
-    """
-    fs.mkdirs(remote)
-    for path in sorted(local.iterdir()):
-        target = posixpath.join(remote, path.name)
-        for attempt in range(attempts):
-            tmp = posixpath.join(remote, f".{path.name}.{attempt}.tmp")  # a fresh lease each
-            try:
-                writer = fs.create(tmp, overwrite=True)
-                with path.open("rb") as f:
-                    while chunk := f.read(4 << 20):
-                        writer.write(chunk)
-                writer.close()
-                fs.rename(tmp, target)
-                break
-            except OSError as err:
-                if attempt == attempts - 1:
-                    raise
-                print(f"upload of {path.name} failed, again: {err}", file=sys.stderr)
-                time.sleep(0.5 * 2**attempt)
-        time.sleep(0.002)  # HDFS keeps milliseconds
 
 
 def visible_bytes(fs: FileSystem, directory: str) -> int:

@@ -47,13 +47,14 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_spark_hdfs import upload, visible_bytes
+from bench.bench_spark_hdfs import visible_bytes
 from bench.common import (
     Comparison,
     Timing,
     add_common_args,
     make_text_files,
     scratch,
+    upload,
     write_json,
 )
 from operators.fs import FileSystemSettings, open_path

@@ -13,16 +13,21 @@ import json
 import math
 import os
 import platform
+import posixpath
 import random
 import shutil
 import statistics
 import string
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from region.fs import FileSystem
 
 __all__ = [
     "RESULTS_DIR",
@@ -36,6 +41,7 @@ __all__ = [
     "print_table",
     "published_files",
     "scratch",
+    "upload",
     "write_json",
 ]
 
@@ -109,6 +115,34 @@ def make_text_files(
         total_bytes += len(data)
         total_lines += len(lines)
     return total_bytes, total_lines
+
+
+def upload(local: Path, fs: FileSystem, remote: str, attempts: int = 5) -> None:
+    """Copy the files of ``local`` to ``remote`` in name order (distinct mtimes: scan order).
+
+    A file is written again after an ``OSError``: hdfs-native does not retry the NameNode's
+    ``NotReplicatedYetException`` (a new block asked for before the previous one is reported
+    replicated; Hadoop's client retries it), which the sandbox's 1 MiB blocks make frequent.
+    """
+    fs.mkdirs(remote)
+    for path in sorted(local.iterdir()):
+        target = posixpath.join(remote, path.name)
+        for attempt in range(attempts):
+            tmp = posixpath.join(remote, f".{path.name}.{attempt}.tmp")  # a fresh lease each
+            try:
+                writer = fs.create(tmp, overwrite=True)
+                with path.open("rb") as f:
+                    while chunk := f.read(4 << 20):
+                        writer.write(chunk)
+                writer.close()
+                fs.rename(tmp, target)
+                break
+            except OSError as err:
+                if attempt == attempts - 1:
+                    raise
+                print(f"upload of {path.name} failed, again: {err}", file=sys.stderr)
+                time.sleep(0.5 * 2**attempt)
+        time.sleep(0.002)  # HDFS keeps milliseconds
 
 
 def concat_files(paths: Sequence[Path]) -> bytes:

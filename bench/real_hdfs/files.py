@@ -7,7 +7,6 @@ import contextlib
 import re
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
 from region.fs import FileStatus, FileSystem
 
@@ -26,13 +25,6 @@ def write_file(fs: FileSystem, path: str, chunks: Iterable[bytes], *, sync: bool
             writer.close()
         raise
     writer.close()
-
-
-def upload(fs: FileSystem, local: Path, remote: str) -> None:
-    """Every file of ``local`` into the directory ``remote``, in name order."""
-    fs.mkdirs(remote)
-    for path in sorted(local.iterdir()):
-        write_file(fs, f"{remote}/{path.name}", [path.read_bytes()])
 
 
 def visible_files(fs: FileSystem, directory: str) -> list[FileStatus]:

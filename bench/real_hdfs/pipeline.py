@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import bench_pipeline
-from bench.common import Comparison, Timing, make_text_files, print_table
+from bench.common import Comparison, Timing, make_text_files, print_table, upload
 from bench.real_hdfs.cluster import Cluster
-from bench.real_hdfs.files import plain_copy, published_bytes, upload, visible_files
+from bench.real_hdfs.files import plain_copy, published_bytes, visible_files
 
 
 def measure(c: Cluster, root: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def measure(c: Cluster, root: str, work: Path, args: argparse.Namespace) -> dict
     data = {p.name: p.read_bytes() for p in local.iterdir()}
     remote_in = f"{root}/pipeline/input"
     started = time.perf_counter()
-    upload(c.open("hdfs", root), local, remote_in)
+    upload(local, c.open("hdfs", root), remote_in)
     upload_s = time.perf_counter() - started
     return {
         "input_mb": round(total_bytes / 1e6, 1),

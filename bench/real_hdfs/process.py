@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Comparison, make_text_files, print_table
+from bench.common import REPO, Comparison, make_text_files, print_table, upload
 from bench.real_hdfs.cluster import Cluster
-from bench.real_hdfs.files import published_bytes, upload
+from bench.real_hdfs.files import published_bytes
 
 PROCESS_CONFIG = """\
 engine = "local"
@@ -52,7 +52,7 @@ def measure(c: Cluster, root: str, work: Path, args: argparse.Namespace) -> dict
     total_bytes, _ = make_text_files(local, args.mb, args.files)
     landing = f"{root}/process/input"
     fs = c.open("hdfs", root)
-    upload(fs, local, landing)
+    upload(local, fs, landing)
     expected = b"".join(p.read_bytes() for p in sorted(local.iterdir()))
     env = {**os.environ, "HADOOP_USER_NAME": c.user, "HADOOP_CONF_DIR": c.conf_dir or ""}
 
