@@ -67,7 +67,11 @@ except LockedError as exc:
 
 def delivery_switch(work: Path, args: argparse.Namespace) -> Outcome:
     """exactly_once killed mid-run, at_least_once killed after one cut, exactly_once to the
-    end: the switches never cut into a record, and the last run leaves each record once."""
+    end: the switches never cut into a record and nothing is lost. The at_least_once run may
+    repeat records, as its setting allows: its start keeps what the killed exactly_once run
+    wrote after its cut (append on reset, IBM's behaviour) and reads those records again. How
+    many depends on what reached the disk before the kill; none, when the kill came before the
+    writer's buffer was flushed (as it did on a quiet machine)."""
     rng = random.Random(args.seed + 60)
     ws = Workspace(work / "delivery-switch", records_per_s=8000, bytes_per_file=400_000)
     arrivals = Arrivals(ws.landing, rng)
@@ -90,12 +94,12 @@ def delivery_switch(work: Path, args: argparse.Namespace) -> Outcome:
         fault="delivery switched on existing checkpoints (kill -9 each time)",
         engine="local",
         delivery="exactly_once → at_least_once → exactly_once",
-        expected="each run follows its setting; the last leaves every record once",
+        expected="each run follows its setting (at_least_once may repeat); no loss",
         outcome="; ".join(steps) + f"; final exactly_once run exit {code}",
         lost=result.lost,
         duplicated=result.duplicated,
         corrupt=result.corrupt,
-        ok=code == 0 and result.exactly_once(),
+        ok=code == 0 and result.at_least_once(),
         message=last_error(text) if code else "",
         details={"records": result.expected, "examples": result.examples},
     )

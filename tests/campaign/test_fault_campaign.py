@@ -93,8 +93,11 @@ def test_errors_name_what_failed(campaign: dict[str, Any]) -> None:
 
 
 def test_everyday_operations_lose_and_duplicate_nothing(campaign: dict[str, Any]) -> None:
+    (switched,) = rows(campaign, "delivery switched")
+    # Its at_least_once run may repeat records (its start appends after what the killed
+    # exactly_once run wrote after its cut); nothing is lost or torn by the switches.
+    assert (switched["lost"], switched["corrupt"]) == (0, 0) and switched["ok"], switched
     for prefix in (
-        "delivery switched",
         "a second Python API runner",
         "a file appended to while read",
         "a file replaced while the job was down",
