@@ -39,6 +39,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -205,10 +206,7 @@ INTEGRATION_TESTS = {
 
 #: The session fixtures that start a heavy part, in the order their tests run. A test that
 #: uses one belongs to the integration tier (``pytest -m integration``, run by .ci/run after the
-#: README's command). When a run is spread over workers (``pytest -n 2``), their tests are one
-#: group: one worker runs them one part at a time, handed out first, while the other takes
-#: everything else. Two heavy parts at once (a YARN cluster beside a Kerberized one) are more
-#: than 2 cores carry within their timeouts.
+#: README's command).
 HEAVY_FIXTURES = (
     "yarn_sandbox",
     "secure_yarn_sandbox",
@@ -216,6 +214,20 @@ HEAVY_FIXTURES = (
     "connect_server",
     "secure_sandbox",
 )
+
+#: The test modules that use them. When a run is spread over workers (``pytest -n 2``), these
+#: modules are one unit of work: one worker runs the heavy parts one at a time, handed out
+#: first, while the other takes the rest module by module. Two heavy parts at once (a YARN
+#: cluster beside a Kerberized one) are more than 2 cores carry within their timeouts. The
+#: collection checks the list (:func:`pytest_collection_modifyitems`).
+HEAVY_MODULES = {
+    "tests/spark/test_yarn.py",
+    "tests/spark/test_yarn_secure.py",
+    "tests/spark/test_cluster.py",
+    "tests/bench/test_benchmarks.py",
+    "tests/spark/test_connect.py",
+    "tests/security/test_kerberos.py",
+}
 
 
 def _heavy_rank(item: pytest.Item) -> int:
@@ -225,31 +237,42 @@ def _heavy_rank(item: pytest.Item) -> int:
     return next((i for i, f in enumerate(HEAVY_FIXTURES) if f in names), len(HEAVY_FIXTURES))
 
 
-def _worker_group(item: pytest.Item) -> str | None:
-    """The tests that must run on one worker, by what they share: the heavy parts, or a
-    fixture of their module or class (set up once for them). None: the test goes wherever a
-    worker is free."""
-    if _heavy_rank(item) < len(HEAVY_FIXTURES):
-        return "heavy"
-    # The fixtures an item resolved, with their scopes (pytest keeps them on the item only).
-    info = getattr(item, "_fixtureinfo", None)
-    for defs in getattr(info, "name2fixturedefs", {}).values():
-        if any(d.scope in ("module", "class", "package") for d in defs):
-            return item.nodeid.split("::")[0]
-    return None
+def _work_unit(nodeid: str) -> str:
+    """The unit of work a test is handed out in: its module (whose fixtures it may share), or
+    ``"heavy"`` for the modules of the heavy parts."""
+    module = nodeid.split("::", 1)[0]
+    return "heavy" if module in HEAVY_MODULES else module
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Units of work by :func:`_work_unit`, handed out in the order of the collection, which
+    puts the heavy parts first. (A name known from the node id alone: the scheduler runs in
+    the controlling process, which collects nothing.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # the collection's order, not the units' sizes
+    return Scheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the integration tier before ``-m`` selects: the tests of the heavy fixtures
-    (whatever module they are in) and :data:`INTEGRATION_TESTS`. Group the tests for workers
-    (:func:`_worker_group`), the heavy parts first."""
-    items.sort(key=_heavy_rank)  # stable: the order within each group stays
+    (whatever module they are in) and :data:`INTEGRATION_TESTS`. The heavy parts' tests come
+    first, in the order of :data:`HEAVY_FIXTURES`; each is in one of :data:`HEAVY_MODULES`."""
+    items.sort(key=_heavy_rank)  # stable: the order within each part stays
     for item in items:
-        group = _worker_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-        if group == "heavy" or item.nodeid in INTEGRATION_TESTS:
+        heavy = _heavy_rank(item) < len(HEAVY_FIXTURES)
+        if heavy and _work_unit(item.nodeid) != "heavy":
+            raise pytest.UsageError(
+                f"{item.nodeid} uses a heavy fixture ({', '.join(HEAVY_FIXTURES)}): add its "
+                "module to HEAVY_MODULES in tests/conftest.py, or two workers start that part"
+            )
+        if heavy or item.nodeid in INTEGRATION_TESTS:
             item.add_marker(pytest.mark.integration)
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             # Property tests: sized by the profile (HYPOTHESIS_PROFILE); the tier runs them
