@@ -100,7 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     ):
         if conf_dir is not None:
             os.environ.setdefault("HADOOP_CONF_DIR", conf_dir)  # for Spark's JVM, started below
-        settings: dict[str, Any] = {"uri": base}
+        # One HDFS user for this client, the driver's JVM and every Python worker, executors
+        # included (the data sources' hdfs-native reads it): the one asked for, else the login
+        # (a webhdfs:// path without a user acts as the login). An inherited HADOOP_USER_NAME
+        # made this client's input directory another user's than Spark's first mkdirs under it.
+        user = args.user or getpass.getuser()
+        os.environ["HADOOP_USER_NAME"] = user
+        settings: dict[str, Any] = {"uri": base, "user": user}
         if conf_dir is not None:
             settings["config_dir"] = conf_dir
         fs, root = open_path(base, FileSystemSettings.model_validate(settings))
@@ -112,10 +118,6 @@ def main(argv: list[str] | None = None) -> int:
         upload(work / "warm", fs, posixpath.join(root, "warm"))
         remote: Any = Uri(fs.display(root))
         conf = {**conf, "spark.submit.pyFiles": str(project_zip(work))}
-        # One HDFS user for the driver's JVM and every Python worker, executors included (the
-        # data sources' hdfs-native reads it); the workers' own environment does not decide.
-        user = args.user or getpass.getuser()
-        os.environ["HADOOP_USER_NAME"] = user
         started = time.perf_counter()
         spark = build_session(
             "bench-cluster", master=master, conf=conf, environment={"HADOOP_USER_NAME": user}
