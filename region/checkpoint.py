@@ -54,7 +54,7 @@ _DONE_NAME = re.compile(r"^cut-(\d{12,})\.done$")
 # Every file this module writes starts with these bytes; a damaged file that still does is
 # reported as truncated rather than as foreign garbage.
 _PREFIX = b'{"format":'
-# A listing can race with retention on another reader's side: retry a scan that lost files.
+# A listing can race with a writer's rename and retention: retry a scan that lost files.
 _SCAN_ATTEMPTS = 10
 
 
@@ -379,6 +379,12 @@ class CheckpointStore:
                 newest = max(i for i, _ in cuts + temps)
                 self._last_cut_id = max(self._last_cut_id, newest)
             if not cuts:
+                # A directory listed while a writer renames a cut in and retires an older one
+                # may show neither (readdir promises nothing for entries changed during it):
+                # list again when a cut was seen before or one is being written.
+                raced = self._last_cut_id > 0 or bool(temps) or _attempt == 0
+                if raced and _attempt < _SCAN_ATTEMPTS - 1:
+                    continue
                 if not rejected:
                     return None
                 break
