@@ -212,8 +212,9 @@ def test_every_setting_says_what_it_means() -> None:
     assert not missing, f"settings without a `#:` comment above them: {missing}"
 
 
-#: Exceptions that never leave the code that raises them (control flow, caught nearby).
-INTERNAL = {"NotVerbatim", "FileMoved"}
+#: Exceptions that never leave the code that raises them (control flow, caught nearby; a
+#: value that does not fit its column becomes the BadRecordError of its record).
+INTERNAL = {"NotVerbatim", "FileMoved", "BadValue"}
 
 
 def _exception_classes() -> set[str]:

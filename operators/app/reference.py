@@ -146,12 +146,14 @@ def markdown() -> str:
             out.append("")
         out.append("| key | IBM name | type | default | meaning |")
         out.append("|---|---|---|---|---|")
-        for name, field in model.model_fields.items():
+        for attr, field in model.model_fields.items():
+            # A field whose name would shadow pydantic's (``schema``) is spelt by its alias.
+            name = field.alias or attr
             if field.exclude and name != "credentials":
                 continue
             if table == "(top level)" and _type(field.annotation).startswith("table"):
                 continue  # the tables below
-            meaning = _cell(comments.get(name, field.description or ""))
+            meaning = _cell(comments.get(attr, field.description or ""))
             out.append(
                 f"| `{name}` | {_ibm_name(name, field)} | {_type(field.annotation)} | "
                 f"{_default(field)} | {meaning} |"

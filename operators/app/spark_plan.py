@@ -217,6 +217,12 @@ class SparkPlan:
                 f"[sink] publish: the spark engine publishes by rename only (got {sink.publish!r})"
             )
             raise ConfigError(msg)
+        if sink.format not in ("line", "binary"):
+            msg = (
+                f"[sink] format = {sink.format!r}: the spark engine writes lines and blocks only "
+                "so far; records with columns are written by the local engine (engine = 'local')"
+            )
+            raise ConfigError(msg)
         options = self._fs_options()
         if sink.file is not None:
             options["file"] = self._without_password("[sink] file", sink.file)

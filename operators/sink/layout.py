@@ -7,7 +7,9 @@ Side names of a final name ``dir/name``, owned by the sink called ``sink``:
 - ``dir/.name~sink.inprogress`` — the file while it is written (``publish="atomic"``);
 - ``dir/.name~sink.open`` — an empty marker standing for a visible file no completed cut
   covers yet (``publish="visible"``);
-- ``dir/.name~sink.rewrite`` — a prefix being copied where the filesystem cannot truncate.
+- ``dir/.name~sink.rewrite`` — a prefix being copied where the filesystem cannot truncate;
+- ``dir/.name~sink.arrow`` — a Parquet or ORC file while it is written, as an Arrow stream
+  (:mod:`operators.sink.formats`).
 
 ``~`` cannot occur in sink names, so ``~<sink><suffix>`` identifies the sink exactly.
 """
@@ -32,6 +34,7 @@ __all__ = [
     "INPROGRESS",
     "MARKER",
     "REWRITE",
+    "STAGED",
     "SinkLayout",
     "below",
     "final_of",
@@ -44,6 +47,8 @@ __all__ = [
 INPROGRESS = ".inprogress"
 MARKER = ".open"
 REWRITE = ".rewrite"
+STAGED = ".arrow"
+_SUFFIXES = (INPROGRESS, MARKER, REWRITE, STAGED)
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
@@ -106,7 +111,7 @@ class SinkLayout:
         #: The directory of the rejects files, which record-named files must stay out of.
         self.rejects_dir: str | None = None
         # Side names add ".", "~<sink name>" and a suffix to a final name: keep room for them.
-        self._reserve = 2 + len(name) + max(len(INPROGRESS), len(MARKER), len(REWRITE))
+        self._reserve = 2 + len(name) + max(map(len, _SUFFIXES))
         self._permission = settings.permission
         self._dir_permission = dir_permission(settings.permission)
         self._dirs: set[str] = set()  # output directories known to exist
@@ -266,7 +271,7 @@ def parse_side_name(name: str, sink: str) -> tuple[str, str] | None:
     """``(suffix, final base name)`` when ``name`` is a side file of ``sink``."""
     if not name.startswith("."):
         return None
-    for suffix in (INPROGRESS, MARKER, REWRITE):
+    for suffix in _SUFFIXES:
         tail = f"~{sink}{suffix}"
         if name.endswith(tail) and len(name) > len(tail) + 1:
             return suffix, name[1 : -len(tail)]

@@ -14,7 +14,8 @@ from typing import Any
 from operators.common.background import Background
 from operators.common.errors import BadRecordError, OperatorError
 from operators.common.plugins import load_callable
-from operators.sink.layout import INPROGRESS, MARKER, SinkLayout, norm
+from operators.sink.formats import TableEncoder, convert
+from operators.sink.layout import INPROGRESS, MARKER, STAGED, SinkLayout, norm
 from operators.sink.manifest import MANIFEST_DIR, Published, write_manifest
 from operators.sink.metrics import SinkMetrics
 from operators.sink.owner import Owner, claim_output
@@ -30,7 +31,7 @@ from operators.sink.recovery import (
 )
 from operators.sink.settings import SinkSettings
 from region.errors import ConfigError, permanent
-from region.fs import FileSystem, LaterCloser, LeaseRecoverer
+from region.fs import FileSystem, FileWriter, LaterCloser, LeaseRecoverer
 from region.state import Batch, SinkOperator, State
 
 __all__ = ["HDFS2FileSink", "SinkMetrics"]
@@ -100,7 +101,11 @@ class HDFS2FileSink(SinkOperator):
         self._numbers: dict[str, int] = {}
         self._rolling = settings.rolling
         self._layout = layout
-        self._encoder = RecordEncoder(settings, fs, self._rolling)
+        self._encoder: RecordEncoder | TableEncoder = (
+            RecordEncoder(settings, fs, self._rolling)
+            if settings.format in ("line", "binary")
+            else TableEncoder(settings, fs, self._rolling)
+        )
         self._recovery = Recovery(name, settings, fs, layout, self._encoder)
         self.metrics = SinkMetrics()
         # Rejected records go to a second, internal sink inside the base directory, whose
@@ -151,6 +156,10 @@ class HDFS2FileSink(SinkOperator):
         # which the sink need not wait for until it publishes the file. The file's bytes are
         # synced before (its state is durable); only its completion is pending.
         self._closing: dict[str, Background[None]] = {}
+        # Staged Arrow streams already converted (Parquet, ORC): the last cut's state may still
+        # name one as open, so each is deleted once a cut taken after its conversion completes.
+        self._spent: list[str] = []
+        self._spent_at: dict[int, list[str]] = {}
 
     # -- public read-only views ---------------------------------------------------------------
 
@@ -421,7 +430,8 @@ class HDFS2FileSink(SinkOperator):
             final, asked = self._returning(final), final
             if final == asked:
                 asked = None
-        work = layout.side(final, INPROGRESS) if self._atomic else final
+        staged = isinstance(self._encoder, TableEncoder) and self._encoder.bulk
+        work = layout.side(final, STAGED if staged else INPROGRESS) if self._atomic else final
         permission = self.settings.permission
         layout.ensure_dir(posixpath.dirname(final))
         if not self._atomic:
@@ -438,10 +448,11 @@ class HDFS2FileSink(SinkOperator):
         writer = self._fs.create(work, overwrite=self._overwrite, permission=permission)
         self._next_filenum = filenum + 1
         cur = OpenFile(final, work, 0, 0, now, filenum, asked, writer, written_at=now)
-        bom = self._encoder.bom
-        if bom:
-            writer.write(bom)
-            cur.size = len(bom)
+        cur.form = self._encoder.form
+        header = self._encoder.header
+        if header:
+            writer.write(header)
+            cur.size = len(header)
         # Opened for a record: its records come after the last cut taken (published_through).
         cur.open_after = self._last_cut
         self._cur = cur
@@ -516,18 +527,54 @@ class HDFS2FileSink(SinkOperator):
             if cur.dirty:
                 cur.writer.sync()  # pending files must survive a crash: the cut promises them
                 cur.dirty = False
-            if isinstance(cur.writer, LaterCloser):
-                while len(self._closing) >= _MAX_CLOSING:
-                    self._settle(next(iter(self._closing)))
-                self._closing[cur.work] = Background(
-                    cur.writer.close, f"sink-close {cur.writer.path}"
-                )
-            else:
-                cur.writer.close()
+            self._close_writer(cur.work, cur.writer)
             cur.writer = None
-        self._closed.append(ClosedFile(cur.final, cur.work, cur.size, cur.tuples, cur.opened_at))
+        closed = ClosedFile(cur.final, cur.work, cur.size, cur.tuples, cur.opened_at)
+        if cur.work.endswith(STAGED):
+            closed = self._convert(cur)
+        self._closed.append(closed)
         self.metrics.files_written += 1
         logger.debug("sink %s: closed %s (%s bytes)", self.name, cur.work, cur.size)
+
+    def _close_writer(self, work: str, writer: FileWriter) -> None:
+        """Close the synced writer of ``work``, in the background where its close may wait on
+        the storage (:meth:`_publish` waits for it: a published file is a closed one)."""
+        if isinstance(writer, LaterCloser):
+            while len(self._closing) >= _MAX_CLOSING:
+                self._settle(next(iter(self._closing)))
+            self._closing[work] = Background(writer.close, f"sink-close {writer.path}")
+        else:
+            writer.close()
+
+    def _convert(self, cur: OpenFile) -> ClosedFile:
+        """A Parquet or ORC file from its staged Arrow stream (closed and synced above), as
+        the in-progress file the publish renames. What a crash leaves at each step:
+
+        1. Its close lands (settled here). The last cut's state names the staged file as
+           open, or no cut does (then it is deleted at the reset and its records replayed).
+        2. The Parquet or ORC file is written and synced as ``.<name>~<sink>.inprogress``. A
+           crash while it is written leaves a partial file no state names as a work file:
+           the reset deletes it, cuts the staged file back to the last cut and goes on.
+        3. The staged file is spent, deleted once a cut taken from now on completes (that cut
+           names the converted file as pending). A crash before leaves it beside the pending
+           file, and the reset deletes it: the state names the converted file instead.
+        """
+        self._settle(cur.work)  # 1.
+        target = self._layout.side(cur.final, INPROGRESS)
+        writer, size = convert(  # 2.
+            self._fs, cur.work, target, cur.form, self.settings.permission
+        )
+        self._close_writer(target, writer)
+        self._spent.append(cur.work)  # 3.
+        logger.debug(
+            "sink %s: converted %s (%s bytes) into %s (%s bytes)",
+            self.name,
+            cur.work,
+            cur.size,
+            target,
+            size,
+        )
+        return ClosedFile(cur.final, target, size, cur.tuples, cur.opened_at)
 
     def _settle(self, work: str, *, recovering: bool = False) -> None:
         """Make sure the closed file ``work`` is closed on the storage before it is published:
@@ -648,6 +695,8 @@ class HDFS2FileSink(SinkOperator):
         self._pending.extend((cut_id, c) for c in self._closed)
         self._closed = []
         self._cut_open[cut_id] = [f.final for f in self._open_files()]
+        if self._spent:
+            self._spent_at[cut_id], self._spent = self._spent, []
         state = state_value(
             self._next_filenum,
             self._cur,
@@ -676,6 +725,9 @@ class HDFS2FileSink(SinkOperator):
                     self._fs.delete(self._layout.side(final, MARKER))
                     self._marked.discard(final)
         self._cut_open = {k: v for k, v in self._cut_open.items() if k > cut_id}
+        for taken in [k for k in self._spent_at if k <= cut_id]:
+            for staged in self._spent_at.pop(taken):
+                self._fs.delete(staged)
         if self._rejects is not None:
             self._rejects.on_cut_completed(cut_id)
 
@@ -706,8 +758,9 @@ class HDFS2FileSink(SinkOperator):
         # 2. Delete this sink's files the cut does not know (opened after it).
         opened = [*restored.others, *([restored.current] if restored.current else [])]
         keep = {c.final for c in restored.pending} | {f.final for f in opened}
+        works = {c.work for c in restored.pending} | {f.work for f in opened}
         extra_dirs = {posixpath.dirname(final) for final in keep}
-        self._recovery.delete_orphans(keep, extra_dirs)
+        self._recovery.delete_orphans(keep, works, extra_dirs)
         # 3. Bring each open file back to its size at the cut (at_least_once goes on with a
         #    new file when a lost newer cut published it; exactly_once raises).
         current = restored.current
@@ -728,7 +781,27 @@ class HDFS2FileSink(SinkOperator):
         self._marked = set()
         self._cut_open = {}
         self._numbers = {}
+        self._spent = []
+        self._spent_at = {}
         self._ready = True
+        # 5. A file of another form (format, compression or header changed since the cut) is
+        #    not appended to: it is closed as it is, published by the next cut.
+        for f in self._open_files():
+            if f.form != self._encoder.form:
+                logger.warning(
+                    "sink %s: %s was written as %s, and this run writes %s: it is closed as it "
+                    "is, and the records go on in a new file",
+                    self.name,
+                    self._fs.display(f.final),
+                    f.form or "line",
+                    self._encoder.form or "line",
+                )
+        for name, f in list(self._idle.items()):
+            if f.form != self._encoder.form:
+                self._close_file(f)
+                del self._idle[name]
+        if self._cur is not None and self._cur.form != self._encoder.form:
+            self._close_current()
         if self._rejects is not None:
             rejects = state.get("rejects")
             if isinstance(rejects, dict):

@@ -46,6 +46,9 @@ class RecordEncoder:
         self.encoding = settings.encoding
         #: Written once at the start of each file by encodings that have one.
         self.bom = "".encode(self.encoding)
+        self.header = self.bom
+        #: Lines and blocks have no form to keep (see operators.sink.formats).
+        self.form = ""
 
     @property
     def line_encoding(self) -> str | None:

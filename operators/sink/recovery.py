@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.common.errors import OperatorError
+from operators.sink.formats import TableEncoder
 from operators.sink.layout import MARKER, REWRITE, SinkLayout, final_of, side_name
 from operators.sink.records import RecordEncoder
 from operators.sink.settings import SinkSettings
@@ -41,10 +42,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: 2: the state names other open files (``others``); written only when there are some, so a
-#: release that knows version 1 only refuses it rather than forgetting them.
-STATE_VERSION = 2
-_VERSIONS = (1, 2)
+#: 2: the state names other open files (``others``); 3: an open file has a form (a format
+#: with columns, :mod:`operators.sink.formats`). Each is written only when needed, so a release
+#: that knows an older version only refuses the state rather than misreading its files.
+STATE_VERSION = 3
+_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,9 @@ class OpenFile:
     written_at: float = 0.0
     #: The last cut taken before its first record (-1: none, or not known after a reset).
     open_after: int = -1
+    #: Its format, compression and header (``""``: lines or blocks), see
+    #: :class:`~operators.sink.formats.TableEncoder`.
+    form: str = ""
 
     @property
     def name(self) -> str:
@@ -103,6 +108,8 @@ class OpenFile:
         }
         if self.asked is not None:
             state["asked"] = self.asked
+        if self.form:
+            state["form"] = self.form
         return state
 
 
@@ -128,8 +135,10 @@ def state_value(
     cut whose completion publishes them names their manifest)."""
     files = [c.to_dict() for c in pending]
     idle = [f.to_dict() for f in others]
+    opened = [*([current] if current is not None else []), *others]
+    version = 3 if any(f.form for f in opened) else 2 if idle else 1
     state: dict[str, Any] = {
-        "version": STATE_VERSION if idle else 1,
+        "version": version,
         "next_filenum": next_filenum,
         "current": current.to_dict() if current is not None else None,
         "pending": files,
@@ -180,6 +189,7 @@ def _open_file(value: Any) -> OpenFile:
         float(value["opened_at"]),
         int(value["filenum"]),
         str(value["asked"]) if value.get("asked") is not None else None,
+        form=str(value.get("form", "")),
     )
 
 
@@ -192,7 +202,7 @@ class Recovery:
         settings: SinkSettings,
         fs: FileSystem,
         layout: SinkLayout,
-        encoder: RecordEncoder,
+        encoder: RecordEncoder | TableEncoder,
     ) -> None:
         self._name = name
         self._settings = settings
@@ -200,15 +210,18 @@ class Recovery:
         self._layout = layout
         self._encoder = encoder
 
-    def delete_orphans(self, keep: set[str], extra_dirs: set[str]) -> None:
-        """Delete in-progress files and marked visible files of this sink not in ``keep``."""
+    def delete_orphans(self, keep: set[str], works: set[str], extra_dirs: set[str]) -> None:
+        """Delete marked visible files of this sink whose final name is not in ``keep``, and
+        its side files that are not the work file of a file of the state (``works``): an
+        in-progress or staged file of work after the cut, or the Parquet file of a conversion
+        the crash cut short, or a staged file already converted."""
         for suffix, final, side in self._layout.side_files(extra_dirs):
             if suffix == MARKER:
                 # 1. The file first: the marker is what lets a retry find it.
                 if final not in keep and self._fs.delete(final):
                     logger.info("sink %s: deleted %s (after the cut)", self._name, final)
                 self._fs.delete(side)
-            elif suffix == REWRITE or final not in keep:
+            elif side not in works:
                 self._fs.delete(side)
                 logger.info("sink %s: deleted %s (after the cut)", self._name, side)
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from operators.common.safepath import name_problem
+from operators.common.schema import schema_problem
 from operators.sink.owner import SINK_DIR
 from operators.sink.rolling import RollingPolicy
 from operators.sink.templating import FileNameTemplate
@@ -112,8 +113,24 @@ class SinkSettings(BaseModel):
     close_on_punct: bool = Field(False, validation_alias=_alias("close_on_punct", "closeOnPunct"))
     #: Character encoding of line-mode output.
     encoding: Encoding = "utf-8"
-    #: "line": each record as text plus a newline; "binary": the bytes as they are.
-    format: Literal["line", "binary"] = "line"
+    #: "line": each record as text plus a newline; "binary": the bytes as they are. Records
+    #: with columns (mappings of column to value): "jsonl" (one JSON object per line), "csv",
+    #: "parquet" and "orc" (written as an Arrow stream, converted when the file rolls; see
+    #: docs/curated.md). CSV, Parquet and ORC need ``[sink.schema]``.
+    format: Literal["line", "binary", "jsonl", "csv", "parquet", "orc"] = "line"
+    #: Column name to type (``string``, ``int64``, ``int32``, ``double``, ``float``, ``bool``,
+    #: ``date``, ``timestamp``, ``binary``, ``decimal(p,s)``), in the order of the columns. A
+    #: record's value is converted without loss or the record is bad (``on_bad_record``).
+    schema_: dict[str, str] | None = Field(None, alias="schema")
+    #: The codec: inside Parquet (``snappy``, the default, ``zstd``, ``gzip``, ``none``) and
+    #: ORC (``zstd``, the default, ``snappy``, ``gzip``, ``none``); of the whole file for
+    #: JSON lines and CSV (``gzip``, ``zstd``; default ``none``), one gzip member or zstd frame
+    #: per write so that the file can be cut back to any cut.
+    compression: Literal["none", "snappy", "zstd", "gzip"] | None = None
+    #: CSV: a header row of the column names at the start of each file.
+    header: bool = True
+    #: CSV: the field separator (one character).
+    delimiter: str = Field(",", min_length=1, max_length=1)
     #: "exactly_once": a reset truncates to the cut (no record twice); "at_least_once":
     #: IBM's append on reset (records after the last cut may repeat).
     delivery: Literal["exactly_once", "at_least_once"] = "exactly_once"
@@ -163,6 +180,54 @@ class SinkSettings(BaseModel):
             msg = f"rejects_file={rejects!r} needs %FILENUM (files are never overwritten)"
             raise ValueError(msg)
         return self
+
+    @model_validator(mode="after")
+    def _table(self) -> SinkSettings:
+        fmt = self.format
+        if self.schema_ is not None:
+            problem = schema_problem(self.schema_)
+            if problem is not None:
+                raise ValueError(f"[sink.schema] {problem}")
+            if fmt in ("line", "binary"):
+                msg = f"[sink.schema] is for records with columns; format={fmt!r} writes {fmt}s"
+                raise ValueError(msg)
+        elif fmt in ("csv", "parquet", "orc"):
+            msg = (
+                f"format={fmt!r} needs [sink.schema], the type of each column, e.g. "
+                'schema = { id = "int64", name = "string", day = "date" }'
+            )
+            raise ValueError(msg)
+        codec = self.compression
+        if codec not in (None, "none"):
+            allowed = {
+                "line": (),
+                "binary": (),
+                "jsonl": ("gzip", "zstd"),
+                "csv": ("gzip", "zstd"),
+                "parquet": ("snappy", "zstd", "gzip"),
+                "orc": ("snappy", "zstd", "gzip"),
+            }[fmt]
+            if codec not in allowed:
+                known = ", ".join([*allowed, "none"])
+                msg = f"compression={codec!r} cannot be used with format={fmt!r} (known: {known})"
+                raise ValueError(msg)
+        if fmt in ("parquet", "orc") and self.publish == "visible":
+            msg = (
+                f"format={fmt!r} cannot be read while it is written: publish='visible' would "
+                "show readers a file that is not one; use publish='atomic'"
+            )
+            raise ValueError(msg)
+        return self
+
+    @property
+    def compression_codec(self) -> str | None:
+        """The codec used (``None``: none): the format's default when not given."""
+        codec: str | None = self.compression
+        if codec is None:
+            codec = {"parquet": "snappy", "orc": "zstd"}.get(self.format, "none")
+        if self.format == "orc" and codec == "gzip":
+            return "zlib"  # ORC's name for gzip's deflate
+        return None if codec == "none" else codec
 
     @model_validator(mode="after")
     def _consistent(self) -> SinkSettings:

@@ -399,6 +399,12 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
             "not in its directory"
         )
         raise ConfigError(msg)
+    if sink.format not in ("line", "binary"):
+        msg = (
+            f"{_SINK}: format={sink.format!r}: hdfs_sink writes lines and blocks only so far; "
+            "write records with columns with the local engine"
+        )
+        raise ConfigError(msg)
     spark = build(SinkOptions, routed["spark"], source=_SINK)
     if spark.log_dir is not None:
         log_fs, log_dir = resolve(spark.log_dir, routed["fs"], source=_SINK)

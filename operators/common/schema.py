@@ -1,0 +1,131 @@
+"""Column types of records with a schema, by the names users write in ``[sink.schema]``.
+
+A schema is an ordered mapping of column name to type name: ``string``, ``int64``, ``int32``,
+``double``, ``float``, ``bool``, ``date``, ``timestamp`` (microseconds, no time zone),
+``binary`` and ``decimal(p,s)``. :func:`arrow_schema` turns it into the ``pyarrow.Schema``
+every format writes; :func:`column` converts one column's values under the one rule of both
+the text and the bulk formats: a value is kept only when it converts without loss (``1.5``
+is not an ``int64``; ``"12"`` is), else the record is bad and its column and value are named.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = [
+    "SCHEMA_TYPES",
+    "BadValue",
+    "arrow_schema",
+    "arrow_type",
+    "column",
+    "schema_problem",
+    "type_name",
+]
+
+_SIMPLE: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "int64": pa.int64(),
+    "int32": pa.int32(),
+    "double": pa.float64(),
+    "float": pa.float32(),
+    "bool": pa.bool_(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us"),
+    "binary": pa.binary(),
+}
+_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+#: The type names, for messages and the configuration reference.
+SCHEMA_TYPES = (*_SIMPLE, "decimal(p,s)")
+
+
+def arrow_type(name: str) -> pa.DataType:
+    """The Arrow type of a type name; ValueError naming the name and the ones known."""
+    key = name.strip().lower()
+    if key in _SIMPLE:
+        return _SIMPLE[key]
+    if match := _DECIMAL.fullmatch(key):
+        precision, scale = int(match.group(1)), int(match.group(2))
+        if not 1 <= precision <= 38 or scale > precision:
+            msg = f"{name!r}: a decimal needs 1 <= precision <= 38 and scale <= precision"
+            raise ValueError(msg)
+        return pa.decimal128(precision, scale)
+    msg = f"unknown column type {name!r}; known: {', '.join(SCHEMA_TYPES)}"
+    raise ValueError(msg)
+
+
+def type_name(type_: pa.DataType) -> str:
+    """The name users write for an Arrow type of :data:`SCHEMA_TYPES`."""
+    for name, known in _SIMPLE.items():
+        if known == type_:
+            return name
+    if pa.types.is_decimal(type_):
+        return f"decimal({type_.precision},{type_.scale})"
+    return str(type_)
+
+
+def schema_problem(schema: Mapping[str, str]) -> str | None:
+    """Why ``schema`` cannot be used, or ``None``."""
+    if not schema:
+        return "has no column"
+    for name, type_name in schema.items():
+        if not name or name != name.strip():
+            return f"has a column name {name!r} that is empty or starts or ends with a space"
+        try:
+            arrow_type(type_name)
+        except ValueError as exc:
+            return f"column {name!r}: {exc}"
+    return None
+
+
+def arrow_schema(schema: Mapping[str, str]) -> pa.Schema:
+    """The ``pyarrow.Schema`` of a checked schema, columns in their given order."""
+    return pa.schema([(name, arrow_type(type_name)) for name, type_name in schema.items()])
+
+
+def column(values: Sequence[Any], field: pa.Field) -> pa.Array:
+    """``values`` as an array of ``field``'s type, converted without loss. Raises
+    ``ValueError`` naming the index of the first value that does not fit, its value and the
+    column (``pyarrow`` alone would turn ``1.5`` into the ``int64`` 1)."""
+    if pa.types.is_decimal(field.type):
+        # A float goes through its shortest text: Arrow's float-to-decimal cast rounds 1.234
+        # into decimal(10,2) without a word, the text's cast refuses it.
+        values = [repr(v) if type(v) is float else v for v in values]
+    try:
+        return pa.array(values, from_pandas=False).cast(field.type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        pass
+    # Find the value that does not fit; when each fits alone (a mix such as 1 and "2", which
+    # pyarrow cannot infer one type for), the column is built value by value.
+    pieces = []
+    for index, value in enumerate(values):
+        try:
+            pieces.append(pa.array([value], from_pandas=False).cast(field.type, safe=True))
+        except (
+            pa.ArrowInvalid,
+            pa.ArrowTypeError,
+            pa.ArrowNotImplementedError,
+            OverflowError,
+        ) as exc:
+            raise BadValue(index, field.name, value, field.type, exc) from None
+    return pa.concat_arrays(pieces) if pieces else pa.array([], type=field.type)
+
+
+class BadValue(ValueError):
+    """A value that does not fit its column: ``index`` in the values given, ``name`` of the
+    column, the ``value``."""
+
+    def __init__(
+        self, index: int, name: str, value: Any, type_: pa.DataType, cause: BaseException
+    ) -> None:
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        reason = str(cause).split("\n", 1)[0]
+        super().__init__(f"column {name!r}: {shown} is not a {type_name(type_)} ({reason})")
+        self.index = index
+        self.name = name
+        self.value = value

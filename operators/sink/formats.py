@@ -1,0 +1,304 @@
+"""Records with columns to the bytes of a file: JSON lines, CSV, Parquet and ORC.
+
+:class:`TableEncoder` is the sink's encoder for ``format = "jsonl" | "csv" | "parquet" |
+"orc"`` (lines and blocks are :class:`~operators.sink.records.RecordEncoder`'s). A record is a
+mapping of column name to value. With a schema (``[sink.schema]``, required for CSV, Parquet
+and ORC) every value is converted to its column's type without loss
+(:func:`operators.common.schema.column`), and a record that does not fit (a value that does
+not convert, a column the schema lacks, not a mapping) is a bad record naming its column and
+value, routed by ``on_bad_record`` like any other.
+
+Every write appends whole records, so each file stays cut back-able to any cut:
+
+- **Text formats** (JSON lines, CSV): the records as text; with ``compression = "gzip"`` or
+  ``"zstd"`` each write is one gzip member or zstd frame (a file of concatenated members is
+  one valid stream), so the file cut back to a cut's size is still a whole compressed file.
+- **Bulk formats** (Parquet, ORC) cannot be appended to or cut back. A file is written as an
+  Arrow IPC stream (the *staged* file, ``.<name>~<sink>.arrow``: the schema, then one record
+  batch message per write), which can. When the file rolls, :func:`convert` writes the
+  Parquet or ORC file from it, as the in-progress file the publish renames. So files are sized
+  by the roll policy, not by the cut interval. What a crash leaves, step by step, is written on
+  :meth:`operators.sink.operator.HDFS2FileSink._close_file`.
+
+The *form* of a file (format, compression, header) is kept in the sink's state: a file restored
+open whose form is not this run's (the configuration changed between runs) is closed as it is,
+never appended to in another form.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import gzip
+import hashlib
+import io
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.ipc as ipc
+
+from operators.common.errors import BadRecordError
+from operators.common.schema import BadValue, arrow_schema, column
+from operators.sink.layout import short
+from operators.sink.rolling import RollingPolicy
+from operators.sink.settings import SinkSettings
+from region.fs import FileSystem, FileWriter
+
+__all__ = ["BULK_FORMATS", "TABLE_FORMATS", "TableEncoder", "convert", "form_format"]
+
+logger = logging.getLogger(__name__)
+
+TABLE_FORMATS = ("jsonl", "csv", "parquet", "orc")
+BULK_FORMATS = ("parquet", "orc")
+#: Rows gathered into one Parquet row group or ORC stripe when a staged file is converted
+#: (the staged file's batches are as small as the batches written).
+_GROUP_ROWS = 1 << 20
+_GROUP_BYTES = 64 << 20
+#: Bytes read from the staged file at once while converting.
+_READ = 8 << 20
+
+
+class TableEncoder:
+    """The bytes of records with columns in a file of the sink (see the module doc)."""
+
+    #: Records of these formats are never EncodedLines.
+    line_encoding = None
+
+    def __init__(self, settings: SinkSettings, fs: FileSystem, rolling: RollingPolicy) -> None:
+        self._fs = fs
+        self._rolling = rolling
+        self.format = settings.format
+        self.bulk = settings.format in BULK_FORMATS
+        self.compression = settings.compression_codec
+        self._schema = arrow_schema(settings.schema_) if settings.schema_ else None
+        self._names = frozenset(settings.schema_ or ())
+        self._delimiter = settings.delimiter
+        header = b""
+        if self.bulk:
+            assert self._schema is not None
+            header = self._schema.serialize().to_pybytes()
+        elif self.format == "csv" and settings.header:
+            assert self._schema is not None
+            header = self._csv(pa.RecordBatch.from_pylist([], schema=self._schema), header=True)
+        #: Written once at the start of each file (already compressed).
+        self.header = self._compress(header) if header else b""
+        digest = hashlib.sha256(self.header).hexdigest()[:16]
+        #: What a file of this run is: a restored file of another form is not appended to.
+        self.form = f"{self.format}/{self.compression or 'none'}/{digest}"
+
+    # -- records to bytes ---------------------------------------------------------------------
+
+    def encode(
+        self, records: Sequence[Any], start: int, take: int, final: str, size: int
+    ) -> tuple[bytes, int]:
+        """Bytes of ``take`` records from ``start`` for the file ``final`` holding ``size``
+        bytes; fewer records when an uncompressed text file reaches ``bytes_per_file`` (a
+        compressed or bulk file rolls after the write that reaches it). BadRecordError, with
+        the record's index as offset, for the first record that does not fit."""
+        chunk = records[start : start + take]
+        if self.format == "jsonl" and self._schema is None:
+            rows = [self._json_row(record, start + j, final) for j, record in enumerate(chunk)]
+            return self._fit(rows, size)
+        batch = self._batch(chunk, start, final)
+        if self.bulk:
+            return batch.serialize().to_pybytes(), take
+        if self.format == "jsonl":
+            rows = [
+                self._json_row(record, start + j, final)
+                for j, record in enumerate(batch.to_pylist())
+            ]
+            return self._fit(rows, size)
+        data = self._csv(batch)
+        if self.compression is not None or not self._rolling.crosses(size, len(data)):
+            return self._compress(data), take
+        rows = [self._csv(batch.slice(j, 1)) for j in range(take)]
+        return self._fit(rows, size)
+
+    def _fit(self, rows: list[bytes], size: int) -> tuple[bytes, int]:
+        """The rows that fit ``bytes_per_file`` (at least one), compressed as one piece."""
+        data = b"".join(rows)
+        take = len(rows)
+        if self.compression is None and take > 1 and self._rolling.crosses(size, len(data)):
+            cumulative: list[int] = []
+            added = 0
+            for row in rows:
+                added += len(row)
+                cumulative.append(added)
+            take = self._rolling.fitting(cumulative, size)
+            data = b"".join(rows[:take])
+        return self._compress(data), take
+
+    def _batch(self, chunk: Sequence[Any], start: int, final: str) -> pa.RecordBatch:
+        """The records as a record batch of the schema; BadRecordError for the first one that
+        does not fit."""
+        assert self._schema is not None
+        names = self._names
+        for j, record in enumerate(chunk):
+            if not isinstance(record, Mapping):
+                msg = (
+                    f"{self._where(start + j, final)}: {self.format} needs a mapping of column "
+                    f"to value, got {type(record).__name__} {short(record)}"
+                )
+                raise BadRecordError(msg, file=final, offset=start + j)
+            if not names.issuperset(record):
+                extra = sorted(str(k) for k in record if k not in names)
+                msg = (
+                    f"{self._where(start + j, final)}: column {extra[0]!r} is not in the schema "
+                    f"(columns: {', '.join(self._schema.names)})"
+                )
+                raise BadRecordError(msg, file=final, offset=start + j, field=extra[0])
+        arrays = []
+        for field in self._schema:
+            name = field.name
+            try:
+                arrays.append(column([record.get(name) for record in chunk], field))
+            except BadValue as exc:
+                msg = f"{self._where(start + exc.index, final)}: {exc}"
+                raise BadRecordError(
+                    msg, file=final, offset=start + exc.index, field=name
+                ) from None
+        return pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+
+    def _json_row(self, record: Any, index: int, final: str) -> bytes:
+        if not isinstance(record, Mapping):
+            msg = (
+                f"{self._where(index, final)}: jsonl needs a mapping of column to value, got "
+                f"{type(record).__name__} {short(record)}"
+            )
+            raise BadRecordError(msg, file=final, offset=index)
+        try:
+            text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json)
+        except (TypeError, ValueError) as exc:
+            msg = f"{self._where(index, final)}: {short(record)} is not JSON ({exc})"
+            raise BadRecordError(msg, file=final, offset=index) from None
+        return (text + "\n").encode("utf-8", "surrogatepass")
+
+    def _csv(self, batch: pa.RecordBatch, *, header: bool = False) -> bytes:
+        out = io.BytesIO()
+        options = pacsv.WriteOptions(include_header=header, delimiter=self._delimiter)
+        pacsv.write_csv(batch, out, write_options=options)
+        return out.getvalue()
+
+    def _compress(self, data: bytes) -> bytes:
+        if self.compression is None or self.bulk:
+            return data
+        if self.compression == "gzip":
+            return gzip.compress(data, compresslevel=6, mtime=0)
+        compressed: bytes = pa.compress(data, codec="zstd", asbytes=True)
+        return compressed
+
+    def _where(self, index: int, final: str) -> str:
+        return f"record {index} of the batch for {self._fs.display(final)}"
+
+    def whole_records(self, tail: bytes) -> int:
+        """None of the bytes after a cut are kept: the records are replayed, and a compressed
+        piece or a CSV row with a line end in a quoted value has no boundary to find."""
+        return 0
+
+
+def _json(value: Any) -> Any:
+    """JSON for the values Arrow and users' functions hand out that ``json`` does not know."""
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    raise TypeError(f"{type(value).__name__} {short(value)} is not JSON")
+
+
+def form_format(form: str) -> tuple[str, str | None]:
+    """``(format, compression)`` of a file's form (``""``: lines or blocks)."""
+    if not form:
+        return "line", None
+    fmt, codec, _ = form.split("/", 2)
+    return fmt, None if codec == "none" else codec
+
+
+class _Reader(io.RawIOBase):
+    """A staged file of the sink's filesystem as a read-only stream for ``pyarrow.ipc``."""
+
+    def __init__(self, fs: FileSystem, path: str) -> None:
+        self._fs = fs
+        self._path = path
+        self._offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._fs.read(self._path, self._offset, min(len(buffer), _READ))
+        buffer[: len(data)] = data
+        self._offset += len(data)
+        return len(data)
+
+
+class _Writer(io.RawIOBase):
+    """A file writer of the sink's filesystem as a write-only stream for Parquet and ORC."""
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self._writer.write(bytes(view))
+        self.size += len(view)
+        return len(view)
+
+    def tell(self) -> int:
+        return self.size
+
+
+def convert(
+    fs: FileSystem, staged: str, target: str, form: str, permission: int | None
+) -> tuple[FileWriter, int]:
+    """Write the Parquet or ORC file of the staged Arrow stream ``staged`` (a file of the form
+    ``form``) as ``target`` (overwritten: a conversion cut short by a crash is redone), synced
+    and not closed: the open writer and the file's size are returned, for the caller to close
+    it (HDFS's close may wait on a DataNode, which the caller need not wait for now).
+    ``OSError`` naming the staged file when it is not a readable stream."""
+    fmt, codec = form_format(form)
+    out = fs.create(target, overwrite=True, permission=permission)
+    try:
+        stream = _Writer(out)
+        reader = ipc.open_stream(pa.PythonFile(io.BufferedReader(_Reader(fs, staged), _READ)))
+        sink = pa.PythonFile(stream, mode="w")
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            writer: Any = pq.ParquetWriter(sink, reader.schema, compression=codec or "none")
+        else:
+            import pyarrow.orc as orc
+
+            writer = orc.ORCWriter(sink, compression=codec or "uncompressed")
+        group: list[pa.RecordBatch] = []
+        rows = size = 0
+        try:
+            for batch in reader:
+                group.append(batch)
+                rows += batch.num_rows
+                size += batch.nbytes
+                if rows >= _GROUP_ROWS or size >= _GROUP_BYTES:
+                    writer.write(pa.Table.from_batches(group, reader.schema))
+                    group, rows, size = [], 0, 0
+            if group or fmt == "orc":
+                writer.write(pa.Table.from_batches(group, reader.schema))
+        finally:
+            writer.close()
+        out.sync()
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        out.close()
+        msg = f"cannot convert {fs.display(staged)} to {fmt}: not a whole Arrow stream ({exc})"
+        raise OSError(msg) from None
+    except BaseException:
+        out.close()
+        raise
+    return out, stream.size

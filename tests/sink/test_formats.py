@@ -1,0 +1,439 @@
+"""Records with columns written as JSON lines, CSV, Parquet and ORC: typed, readable by plain
+readers, sized by the roll policy, and exactly once through crashes at every step of a bulk
+file's life (staged Arrow stream -> converted file -> published)."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import gzip
+import itertools
+import json
+import logging
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.orc as orc
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.common.errors import BadRecordError
+from operators.common.schema import arrow_schema
+from operators.sink import formats
+from operators.sink.settings import SinkSettings
+from tests.landing import SinkEnv, SinkRun, filenum_order
+
+SCHEMA = {"id": "int64", "name": "string", "day": "date", "amount": "decimal(10,2)"}
+FORMATS = [("parquet", None), ("orc", None), ("csv", "gzip"), ("jsonl", "zstd"), ("csv", None)]
+N = 40
+BATCHES = [3, 5, 1, 7, 4, 6, 2, 5, 7]  # sums to N
+
+
+def records(n: int = N) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": i,
+            "name": f"n{i}" + "é" * (i % 3),
+            "day": f"2026-11-{1 + i % 28:02d}",
+            "amount": i * 1.25,
+        }
+        for i in range(n)
+    ]
+
+
+def typed(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a reader of the published files gets back for ``recs``."""
+    return [
+        {
+            "id": r["id"],
+            "name": r["name"],
+            "day": datetime.date.fromisoformat(r["day"]),
+            "amount": decimal.Decimal(repr(r["amount"])).quantize(decimal.Decimal("0.01")),
+        }
+        for r in recs
+    ]
+
+
+def read_rows(fmt: str, codec: str | None, data: bytes) -> list[dict[str, Any]]:
+    """A published file as a plain reader sees it."""
+    if fmt == "parquet":
+        return pq.read_table(pa.BufferReader(data)).to_pylist()
+    if fmt == "orc":
+        return orc.ORCFile(pa.BufferReader(data)).read().to_pylist()
+    if codec is not None:
+        data = pa.CompressedInputStream(pa.BufferReader(data), codec).read()
+    if fmt == "jsonl":
+        rows = [json.loads(line) for line in data.decode().splitlines()]
+        return [
+            {
+                **r,
+                "day": datetime.date.fromisoformat(r["day"]),
+                "amount": decimal.Decimal(r["amount"]),
+            }
+            for r in rows
+        ]
+    options = pacsv.ConvertOptions(column_types=arrow_schema(SCHEMA))
+    return pacsv.read_csv(pa.BufferReader(data), convert_options=options).to_pylist()
+
+
+def published_rows(env: SinkEnv, fmt: str, codec: str | None) -> list[list[dict[str, Any]]]:
+    files = env.published()
+    return [read_rows(fmt, codec, files[name]) for name in sorted(files, key=filenum_order)]
+
+
+def config(env: SinkEnv, fmt: str, codec: str | None, **extra: Any) -> dict[str, Any]:
+    return {
+        "file": env.out + f"/part-%FILENUM.{fmt}",
+        "format": fmt,
+        "compression": codec,
+        "schema": SCHEMA,
+        **extra,
+    }
+
+
+# -- each format, as plain readers read it ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("fmt", "codec"), FORMATS, ids=str)
+def test_each_format_publishes_typed_rows_a_plain_reader_reads_in_files_of_the_roll_size(
+    sink_local: SinkEnv, fmt: str, codec: str | None
+) -> None:
+    run = SinkRun(sink_local, config(sink_local, fmt, codec, tuples_per_file=15))
+    recs = records()
+    pos = 0
+    for size in BATCHES:  # a cut after every batch: files span cuts
+        run.write(recs[pos : pos + size])
+        pos += size
+        run.cut()
+    run.stop()
+    files = published_rows(sink_local, fmt, codec)
+    assert [len(f) for f in files] == [15, 15, 10]
+    assert [row for f in files for row in f] == typed(recs)
+    assert sink_local.hidden() == []
+
+
+def test_a_csv_file_has_one_header_row_and_gzip_members_a_plain_gunzip_reads(
+    sink_local: SinkEnv,
+) -> None:
+    run = SinkRun(sink_local, config(sink_local, "csv", "gzip"))
+    for batch in ([{"id": 1, "name": 'a "quoted", value\nover two lines'}], [{"id": 2}]):
+        run.write(batch)
+        run.cut()
+    run.stop()
+    (data,) = sink_local.published().values()
+    text = gzip.decompress(data).decode()
+    assert text == ('"id","name","day","amount"\n1,"a ""quoted"", value\nover two lines",,\n2,,,\n')
+
+
+def test_a_record_that_does_not_fit_is_rejected_naming_file_offset_column_and_value(
+    sink_local: SinkEnv,
+) -> None:
+    run = SinkRun(
+        sink_local,
+        config(sink_local, "parquet", None, rejects_file="_rejects/r-%FILENUM.jsonl"),
+    )
+    recs = records(6)
+    recs[2] = {**recs[2], "id": 2.5}
+    recs[4] = {**recs[4], "colour": "red"}
+    run.write(recs)
+    run.stop()
+    (data,) = sink_local.published().values()
+    assert read_rows("parquet", None, data) == typed([recs[i] for i in (0, 1, 3, 5)])
+    rejects = [
+        json.loads(line)
+        for name in sink_local.names(sink_local.out + "/_rejects")
+        for line in sink_local.fs.read(sink_local.out + "/_rejects/" + name).decode().splitlines()
+    ]
+    reasons = [r["reason"] for r in rejects]
+    assert len(reasons) == 2
+    assert "record 2 " in reasons[0] and "part-0.parquet" in reasons[0]
+    assert "column 'id': 2.5 is not a int64" in reasons[0]
+    assert "record 4 " in reasons[1] and "column 'colour' is not in the schema" in reasons[1]
+
+
+@pytest.mark.parametrize(
+    ("value", "column", "shown"),
+    [
+        (1.5, "id", "1.5 is not a int64"),
+        (2**70, "id", "is not a int64"),
+        ("2026-13-01", "day", "'2026-13-01' is not a date"),
+        (1.234, "amount", "is not a decimal(10,2)"),
+        ([1, 2], "name", "[1, 2] is not a string"),
+    ],
+)
+def test_no_value_is_converted_with_a_loss(value: Any, column: str, shown: str) -> None:
+    settings_ = SinkSettings(file="/o/p-%FILENUM", format="parquet", schema=SCHEMA)
+    encoder = formats.TableEncoder(settings_, _Fs(), settings_.rolling)
+    with pytest.raises(BadRecordError) as caught:
+        encoder.encode([{"id": 1}, {column: value}], 0, 2, "/o/p-0", 0)
+    assert caught.value.offset == 1 and caught.value.field == column
+    assert shown in str(caught.value)
+
+
+class _Fs:
+    def display(self, path: str) -> str:
+        return "file://" + path
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"format": "parquet"}, "needs [sink.schema]"),
+        ({"format": "csv", "schema": {"a": "int65"}}, "unknown column type 'int65'"),
+        ({"format": "line", "schema": {"a": "int64"}}, "is for records with columns"),
+        ({"format": "jsonl", "compression": "snappy"}, "compression='snappy' cannot be used"),
+        ({"format": "orc", "schema": SCHEMA, "publish": "visible"}, "use publish='atomic'"),
+        ({"format": "csv", "schema": {"a": "decimal(40,2)"}}, "precision <= 38"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_before_a_file_is_written(
+    given: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        SinkSettings(file="/o/p-%FILENUM", **given)
+
+
+# -- crashes -----------------------------------------------------------------------------------
+
+
+def run_without_crash(env: SinkEnv, cfg: dict[str, Any]) -> None:
+    run = SinkRun(env, cfg)
+    recs = records()
+    pos = 0
+    for size in BATCHES:
+        run.write(recs[pos : pos + size])
+        pos += size
+        run.cut()
+    run.stop()
+
+
+def run_with_crash(
+    env: SinkEnv, cfg: dict[str, Any], cut_after: int, crash_after: int, how: str
+) -> None:
+    recs = records()
+    run = SinkRun(env, cfg)
+    pos = cut_pos = 0
+    for index, size in enumerate(BATCHES):
+        run.write(recs[pos : pos + size])
+        pos += size
+        if index < cut_after:
+            run.cut()
+            cut_pos = pos
+        elif index == cut_after:
+            if how == "unstored":
+                run.cut(store=False)
+            else:
+                run.cut(complete=False)
+                cut_pos = pos
+        if index == crash_after:
+            run.crash()
+            pos = cut_pos
+            break
+    for size in itertools.chain([1], itertools.repeat(6)):
+        if pos >= N:
+            break
+        run.write(recs[pos : pos + size])
+        pos += size
+    run.stop()
+
+
+# A tuple limit, and a byte limit on uncompressed text, roll at the exact record: the files
+# are those of the run without a crash. A compressed or bulk file rolls after the write that
+# reaches the byte limit, and the replay writes in other batch sizes: the same rows, in files
+# cut elsewhere.
+CRASH_CELLS = [
+    ("parquet", None, {"tuples_per_file": 7}, "same files"),
+    ("csv", "zstd", {"bytes_per_file": 200}, "same rows"),
+]
+LOCAL_CRASH_CELLS = [
+    ("orc", None, {"tuples_per_file": 7}, "same files"),
+    ("jsonl", None, {"bytes_per_file": 300}, "same files"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "codec", "limit", "promise"), CRASH_CELLS, ids=str)
+def test_resume_after_crash_publishes_what_the_run_without_crash_publishes(
+    sink_env: SinkEnv, fmt: str, codec: str | None, limit: dict[str, int], promise: str
+) -> None:
+    check_resume(sink_env, fmt, codec, limit, promise)
+
+
+@pytest.mark.parametrize(("fmt", "codec", "limit", "promise"), LOCAL_CRASH_CELLS, ids=str)
+def test_resume_after_crash_publishes_what_the_run_without_crash_publishes_locally(
+    sink_local: SinkEnv, fmt: str, codec: str | None, limit: dict[str, int], promise: str
+) -> None:
+    check_resume(sink_local, fmt, codec, limit, promise)
+
+
+def check_resume(
+    sink_env: SinkEnv, fmt: str, codec: str | None, limit: dict[str, int], promise: str
+) -> None:
+    clean = SinkEnv(sink_env.fs, sink_env.root + "/clean")
+    run_without_crash(clean, config(clean, fmt, codec, **limit))
+    expected = published_rows(clean, fmt, codec)
+    assert [row for f in expected for row in f] == typed(records())
+    assert len(expected) > 2
+    for case, (cut_after, crash_after, how) in enumerate(
+        [(2, 3, "unstored"), (4, 4, "unpublished"), (0, 6, "unpublished"), (5, 8, "unstored")]
+    ):
+        env = SinkEnv(sink_env.fs, f"{sink_env.root}/case{case}")
+        run_with_crash(env, config(env, fmt, codec, **limit), cut_after, crash_after, how)
+        got = published_rows(env, fmt, codec)
+        if promise == "same files":
+            assert got == expected, (cut_after, crash_after, how)
+        else:
+            assert [row for f in got for row in f] == typed(records()), (cut_after, crash_after)
+            assert len(got) > 2
+        assert env.hidden() == []
+
+
+class _Crash(BaseException):
+    """The process dies here (not an Exception: nothing may catch it)."""
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        "writing the converted file",
+        "after it, before the next cut",
+        "after the cut, before the publish",
+    ],
+)
+def test_a_crash_at_each_step_of_a_bulk_file_loses_and_repeats_nothing(
+    sink_local: SinkEnv, step: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = config(sink_local, "parquet", "zstd", tuples_per_file=10)
+    recs = records(25)
+    run = SinkRun(sink_local, cfg)
+    run.write(recs[:6])
+    run.cut()  # the staged file holds 6 records at this cut
+    if step == "writing the converted file":
+        real = formats.convert
+
+        def half(fs: Any, staged: str, target: str, *args: Any) -> Any:
+            out = fs.create(target, overwrite=True)
+            out.write(b"PAR1 half a file")
+            out.sync()
+            out.close()
+            raise _Crash
+
+        monkeypatch.setattr("operators.sink.operator.convert", half)
+        with pytest.raises(_Crash):
+            run.write(recs[6:12])  # the 10th record rolls the file: converted
+        monkeypatch.setattr("operators.sink.operator.convert", real)
+        assert any(n.endswith(".inprogress") for n in sink_local.hidden())
+        run.crash()
+        replay = 6
+    elif step == "after it, before the next cut":
+        run.write(recs[6:12])
+        assert {n.rsplit(".", 1)[1] for n in sink_local.hidden()} == {"arrow", "inprogress"}
+        run.crash()
+        replay = 6
+    else:
+        run.write(recs[6:12])
+        run.cut(complete=False)  # stored: the converted file is pending, not published
+        run.crash()
+        replay = 12
+    for start in range(replay, 25, 4):
+        run.write(recs[start : start + 4])
+    run.stop()
+    files = published_rows(sink_local, "parquet", None)
+    assert [row for f in files for row in f] == typed(recs)
+    assert [len(f) for f in files] == [10, 10, 5]
+    assert sink_local.hidden() == []
+
+
+def test_a_format_changed_between_runs_closes_the_open_file_as_it_was_written(
+    sink_local: SinkEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    recs = records(12)
+    run = SinkRun(sink_local, config(sink_local, "csv", None))
+    run.write(recs[:5])
+    run.cut()  # the csv file is open at the cut
+    wider = {**SCHEMA, "note": "string"}
+    run.settings = SinkSettings(**{**config(sink_local, "parquet", None), "schema": wider})
+    with caplog.at_level(logging.WARNING):
+        run.crash()
+    assert "was written as csv/none" in caplog.text
+    run.write([{**r, "note": "x"} for r in recs[5:]])
+    run.stop()
+    files = sink_local.published()
+    (csv_name,) = [n for n in files if n.endswith(".csv")]
+    (parquet_name,) = [n for n in files if n.endswith(".parquet")]
+    assert read_rows("csv", None, files[csv_name]) == typed(recs[:5])
+    assert pq.read_table(pa.BufferReader(files[parquet_name])).num_rows == 7
+    assert sink_local.hidden() == []
+
+
+def test_a_schema_changed_between_runs_converts_the_open_file_with_its_own_schema(
+    sink_local: SinkEnv,
+) -> None:
+    recs = records(8)
+    run = SinkRun(sink_local, config(sink_local, "parquet", None))
+    run.write(recs[:3])
+    run.cut()
+    run.settings = SinkSettings(
+        **{**config(sink_local, "parquet", None), "schema": {"id": "int64"}}
+    )
+    run.crash()
+    run.write([{"id": r["id"]} for r in recs[3:]])
+    run.stop()
+    tables = [pq.read_table(pa.BufferReader(d)) for _, d in sorted(sink_local.published().items())]
+    assert [t.schema.names for t in tables] == [list(SCHEMA), ["id"]]
+    assert [t.num_rows for t in tables] == [3, 5]
+
+
+# -- property: random batches, cuts and crashes ------------------------------------------------
+
+_STEP = st.one_of(
+    st.tuples(st.just("write"), st.integers(1, 9)),
+    st.just(("cut",)),
+    st.just(("cut-unstored",)),
+    st.just(("cut-unpublished",)),
+    st.just(("crash",)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(_STEP, max_size=25),
+    fmt=st.sampled_from(FORMATS),
+    limit=st.sampled_from([{}, {"tuples_per_file": 4}, {"bytes_per_file": 900}]),
+)
+def test_every_record_is_published_once_under_random_cuts_and_crashes(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[tuple[Any, ...]],
+    fmt: tuple[str, str | None],
+    limit: dict[str, int],
+) -> None:
+    from operators.fs import LocalFileSystem
+
+    env = SinkEnv(LocalFileSystem(), str(tmp_path_factory.mktemp("prop")))
+    recs = records(200)
+    run = SinkRun(env, config(env, *fmt, **limit))
+    pos = cut_pos = 0
+    for step in steps:
+        if step[0] == "write":
+            run.write(recs[pos : pos + step[1]])
+            pos = min(pos + step[1], len(recs))
+        elif step[0] == "cut":
+            run.cut()
+            cut_pos = pos
+        elif step[0] == "cut-unstored":
+            run.cut(store=False)
+        elif step[0] == "cut-unpublished":
+            run.cut(complete=False)
+            cut_pos = pos
+        else:
+            run.crash()
+            pos = cut_pos  # the source replays from the last stored cut
+    run.write(recs[pos:])
+    run.stop()
+    files = published_rows(env, *fmt)
+    assert [row for f in files for row in f] == typed(recs)
+    if "tuples_per_file" in limit:
+        assert all(len(f) <= 4 for f in files)
+    assert env.hidden() == []
