@@ -293,8 +293,10 @@ class PipelineRunner:
                     self._records_out += len(records)
                     self._pending_out += len(records)
                     if records is not batch.records:
-                        batch = Batch(records, batch.punctuation, batch.origin, batch.size)
-                    if records or batch.punctuation:
+                        batch = Batch(
+                            records, batch.punctuation, batch.origin, batch.size, batch.rejected
+                        )
+                    if records or batch.punctuation or batch.rejected:
                         for sink in sinks:
                             stage = sink
                             with doing(f"operator {sink.name}: writing {of_batch}"):

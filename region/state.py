@@ -121,12 +121,16 @@ class Batch:
     for the directory scan. ``punctuation`` marks the end of a window (the end of a file).
     ``origin`` names the file the records came from, when there is one. ``size`` is the number
     of input bytes the records were read from, when the source counts them (line ends included).
+    ``rejected`` are what the source read and could not make a record of (each naming where and
+    why): the transforms never see them, and each sink routes them to its rejects, covered by
+    the same cut as the records.
     """
 
     records: list[Any] = field(default_factory=list)
     punctuation: bool = False
     origin: str | None = None
     size: int | None = None
+    rejected: list[Any] = field(default_factory=list)
 
 
 class StartOperator(StateHandler):

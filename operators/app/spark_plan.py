@@ -142,6 +142,12 @@ class SparkPlan:
     def _source_options(self) -> dict[str, str]:
         config = self.config
         scan, source = config.scan, config.source
+        if source.format not in ("line", "binary"):
+            msg = (
+                f"[source] format = {source.format!r}: the spark engine reads lines and blocks "
+                "only so far; rows with columns are read by the local engine (engine = 'local')"
+            )
+            raise ConfigError(msg)
         options = self._fs_options()
         options["directory"] = self._without_password("[scan] directory", config.scan_directory)
         paths = ("directory", "archive_dir")  # as given, each checked for a password below

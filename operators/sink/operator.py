@@ -228,6 +228,8 @@ class HDFS2FileSink(SinkOperator):
                 "the runtime restores the sink first"
             )
             raise OperatorError(msg)
+        for rejected in batch.rejected:
+            self._bad.route_rejected(rejected)
         records = batch.records
         if records:
             self._roll_if_old(self._clock())

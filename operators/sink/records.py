@@ -24,6 +24,7 @@ from operators.sink.layout import short
 from operators.sink.rolling import RollingPolicy
 from operators.sink.settings import SinkSettings
 from operators.source.decoding import EncodedLines
+from operators.source.rows import Rejected
 from region.fs import FileSystem
 from region.state import Batch, SinkOperator
 
@@ -176,6 +177,34 @@ class BadRecords:
             f"one value, got {type(record).__name__} {short(record)}"
         )
         raise BadRecordError(msg, offset=index, field=attr)
+
+    def route_rejected(self, rejected: Rejected) -> None:
+        """Route a row the source could not read (:class:`~operators.source.rows.Rejected`):
+        to the rejects with the source's reason, or logged as skipped."""
+        self._metrics.bad_records += 1
+        reason = f"{rejected.file} at byte {rejected.offset}: {rejected.reason}"
+        if self._rejects is not None:
+            line = json.dumps(
+                {
+                    "sink": self._sink,
+                    "file": rejected.file,
+                    "offset": rejected.offset,
+                    "reason": rejected.reason,
+                    "record": rejected.text,
+                },
+                ensure_ascii=True,
+            )
+            self._rejects.write(Batch([line]))
+            self._metrics.records_rejected += 1
+            logger.warning("sink %s: rejected the row of %s", self._sink, reason)
+        else:
+            logger.log(
+                self._skip_level,
+                "sink %s: skipped the row of %s (no rejects_file to keep it): %s",
+                self._sink,
+                reason,
+                short(rejected.text),
+            )
 
     def route(self, record: Any, index: int, exc: Exception) -> None:
         """Route a record that cannot be written (raise ``exc`` under ``fail``)."""

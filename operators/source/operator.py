@@ -24,12 +24,14 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from operators.common.errors import OperatorError
+from operators.common.schema import schema_problem
 from operators.scan.cursor import OnModified
 from operators.scan.housekeeping import ReadFile
 from operators.source.decoding import OnDecodeError, line_encoding_problem
 from operators.source.ledger import EDGE, HEAD, Read, ReadLedger, may_grow, prefix_crc
 from operators.source.readahead import ReadAhead
 from operators.source.records import Blocks, Lines
+from operators.source.rows import OnBadRow, Rows
 from region.activity import doing
 from region.errors import permanent
 from region.fs import FileStatus, FileSystem, file_identity, mtime_tracks_writes
@@ -69,8 +71,29 @@ class SourceSettings(BaseModel):
 
     #: The one file to read; ``None`` for file-name-input mode (a feed names the files).
     file: str | None = None
-    #: ``line``: one ``str`` record per line (LF or CRLF); ``binary``: ``bytes`` blocks.
-    format: Literal["line", "binary"] = "line"
+    #: ``line``: one ``str`` record per line (LF or CRLF); ``binary``: ``bytes`` blocks;
+    #: ``csv`` and ``jsonl``: one record with columns (a mapping) per row, typed by
+    #: ``[source.schema]`` (required for CSV); a quoted CSV value may hold line ends.
+    format: Literal["line", "binary", "csv", "jsonl"] = "line"
+    #: Column name to type (the names of ``[sink.schema]``): the columns read, converted
+    #: without loss; a file's other columns are left out.
+    schema_: dict[str, str] | None = Field(None, alias="schema")
+    #: CSV: the first row of each file names the columns (else they are the schema's, in order).
+    header: bool = True
+    #: CSV: the field separator (one character).
+    delimiter: str = Field(",", min_length=1, max_length=1)
+    #: CSV: the quote character (one character).
+    quote: str = Field('"', min_length=1, max_length=1)
+    #: CSV: the escape character inside quoted values (``None``: a quote is doubled).
+    escape: str | None = Field(None, min_length=1, max_length=1)
+    #: CSV: field values read as null.
+    null_values: tuple[str, ...] = ("",)
+    #: A CSV or JSON row that does not fit (a value that does not convert, another number of
+    #: fields, not a JSON object, bytes that do not decode): ``reject`` hands it, named by
+    #: file, byte offset, column and value, to the sink's rejects (``[sink] rejects_file``;
+    #: without one the sink logs it at ERROR); ``skip`` logs it (WARNING) and counts it;
+    #: ``fail`` stops the run with that message.
+    on_bad_row: OnBadRow = "reject"
     #: Character encoding of line-mode input (any Python codec that keeps newline bytes).
     encoding: Encoding = "utf-8"
     #: Undecodable line: ``fail`` (error naming file and byte offset), ``replace`` (U+FFFD) or
@@ -88,9 +111,35 @@ class SourceSettings(BaseModel):
 
     @model_validator(mode="after")
     def _lines_need_ascii_newlines(self) -> SourceSettings:
-        problem = line_encoding_problem(self.encoding) if self.format == "line" else None
+        problem = line_encoding_problem(self.encoding) if self.format != "binary" else None
         if problem is not None:
             raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _rows(self) -> SourceSettings:
+        fmt = self.format
+        if self.schema_ is not None:
+            problem = schema_problem(self.schema_)
+            if problem is not None:
+                raise ValueError(f"[source.schema] {problem}")
+            if fmt not in ("csv", "jsonl"):
+                msg = f"[source.schema] is for csv and jsonl; format={fmt!r} reads {fmt}s"
+                raise ValueError(msg)
+        elif fmt == "csv":
+            msg = (
+                "format='csv' needs [source.schema], the type of each column, e.g. "
+                'schema = { id = "int64", name = "string", day = "date" }'
+            )
+            raise ValueError(msg)
+        if fmt == "csv" and len({self.delimiter, self.quote, self.escape or "", "\n"}) < 4:
+            msg = (
+                f"delimiter={self.delimiter!r}, quote={self.quote!r} and escape={self.escape!r} "
+                "must differ from each other and from a line end"
+            )
+            raise ValueError(msg)
+        if fmt == "csv" and not all(c.isascii() for c in self.delimiter + self.quote):
+            raise ValueError("delimiter and quote must be ASCII characters")
         return self
 
 
@@ -206,11 +255,24 @@ class HDFS2FileSource(StartOperator):
         self._not_before = clock() + settings.init_delay
         self._binary = settings.format == "binary"
         # The bytes read ahead of the offset, as the records they become.
-        self._pending: Lines | Blocks = (
-            Blocks(settings.block_size)
-            if self._binary
-            else Lines(settings.encoding, settings.on_decode_error, encoded_for)
-        )
+        self._pending: Lines | Blocks | Rows
+        if self._binary:
+            self._pending = Blocks(settings.block_size)
+        elif settings.format in ("csv", "jsonl"):
+            self._pending = Rows(
+                "csv" if settings.format == "csv" else "jsonl",
+                encoding=settings.encoding,
+                schema=settings.schema_,
+                header=settings.header,
+                delimiter=settings.delimiter,
+                quote=settings.quote,
+                escape=settings.escape,
+                null_values=settings.null_values,
+                on_bad_row=settings.on_bad_row,
+                read_head=lambda path: self._fs.read(path, 0, 1 << 16),
+            )
+        else:
+            self._pending = Lines(settings.encoding, settings.on_decode_error, encoded_for)
         self.files_opened = 0
         self.records = 0
         self.bytes = 0
@@ -294,7 +356,10 @@ class HDFS2FileSource(StartOperator):
                 if path not in self._held:  # after_read waits for the held line
                     self._read_to_end(path)
                 self._finish_file()
-            return Batch(records, punctuation=at_end, origin=path, size=size)
+            batch = Batch(records, punctuation=at_end, origin=path, size=size)
+            if isinstance(self._pending, Rows):
+                batch.rejected = self._pending.take_rejected()
+            return batch
 
     def _pull_next_file(self) -> bool:
         assert self._files is not None

@@ -317,6 +317,12 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         if archive_fs.display() != fs_settings.display():
             msg = f"{_SOURCE}: archive_dir must be on the watched directory's filesystem"
             raise ConfigError(msg)
+    if file.format not in ("line", "binary"):
+        msg = (
+            f"{_SOURCE}: format={file.format!r}: it reads lines and blocks only so far; "
+            "read rows with columns with the local engine"
+        )
+        raise ConfigError(msg)
     return ScanConfig(
         directory=directory,
         plan_dir=plan_dir,

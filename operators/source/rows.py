@@ -1,0 +1,339 @@
+"""Rows of CSV and JSON-lines files, as records with columns: the third kind of what a source
+reads ahead (beside :class:`~operators.source.records.Lines` and ``Blocks``), with the same calls.
+
+A row ends at a line end (LF, a CR before it dropped) that is not inside a quoted CSV value,
+so a value holding line ends is one row, and the offset (the byte of the next row) is always
+at a row boundary: a resume never starts inside a quoted value. Rows are found in the raw
+bytes (the quote and the line end are single ASCII bytes in every encoding a source accepts),
+then decoded, parsed and typed a batch at a time.
+
+With a schema (``[source.schema]``, required for CSV) each record is a mapping of the schema's
+columns to values of their types (:func:`operators.common.schema.column`: ``"12"`` is an
+``int64``, ``"1.5"`` is not); a file's columns that the schema does not name are left out
+(logged once per file). A row that does not fit — a value that does not convert, a CSV row
+with another number of fields, a line that is not a JSON object, bytes that do not decode —
+is named by file, byte offset, column and value, and ``on_bad_row`` says what happens:
+``reject`` (the default) hands it to the sinks' rejects with the batch
+(:attr:`region.state.Batch.rejected`), ``skip`` logs and counts it, ``fail`` raises.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from operators.common.errors import BadRecordError
+from operators.common.schema import BadValue, arrow_schema, column
+
+__all__ = ["OnBadRow", "Rejected", "Rows"]
+
+logger = logging.getLogger(__name__)
+
+OnBadRow = Literal["reject", "skip", "fail"]
+#: Bytes of a file's start read to find its header row when a resume starts past it.
+_HEAD = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A row a source could not read as a record: for the sinks' rejects."""
+
+    file: str
+    offset: int
+    reason: str
+    #: The row as read (decoded with replacement characters where it did not decode).
+    text: str
+
+
+class Rows:
+    """CSV or JSON-lines records of one file from the chunks read (see the module doc).
+
+    ``read_head(path)`` gives the first bytes of a file, for its header row when reading
+    starts past it (a resume)."""
+
+    def __init__(
+        self,
+        fmt: Literal["csv", "jsonl"],
+        *,
+        encoding: str,
+        schema: Mapping[str, str] | None,
+        header: bool = True,
+        delimiter: str = ",",
+        quote: str = '"',
+        escape: str | None = None,
+        null_values: tuple[str, ...] = ("",),
+        on_bad_row: OnBadRow = "reject",
+        read_head: Callable[[str], bytes],
+    ) -> None:
+        self._csv = fmt == "csv"
+        self._encoding = encoding
+        self._schema = arrow_schema(schema) if schema else None
+        self._header = header and self._csv
+        self._delimiter, self._quotechar, self._escapechar = delimiter, quote, escape
+        self._quote = quote.encode("ascii")
+        self._escape = escape.encode("ascii") if escape else None
+        self._nulls = frozenset(null_values)
+        self._on_bad = on_bad_row
+        self._read_head = read_head
+        self.skipped = 0
+        #: Rows rejected since the last :meth:`take_rejected`.
+        self._rejected: list[Rejected] = []
+        self._path = ""
+        self._display = ""
+        self._columns: list[str] | None = None  # the file's header, once known
+        self.clear()
+
+    # -- the calls of Lines and Blocks --------------------------------------------------------
+
+    def clear(self) -> None:
+        """Forget every byte held: the next chunk pushed starts a row."""
+        self._buf = b""
+        self._pos = 0
+        self._quoted = False  # _buf[_pos:_scan] ends inside a quoted value
+        self._scan = 0  # bytes of _buf from _pos looked at for row ends
+
+    def reading(self, path: str, display: str) -> None:
+        self._path, self._display = path, display
+        self._columns = None
+
+    def batch(self) -> list[Any]:
+        return []
+
+    def push(self, data: bytes) -> None:
+        if self._pos:  # _scan counts from _pos: it stays
+            self._buf, self._pos = self._buf[self._pos :], 0
+        self._buf += data
+
+    def take(self, want: int, offset: int) -> tuple[list[Any], int] | None:
+        """Up to ``want`` records of the complete rows held, the first at byte ``offset``,
+        and the bytes the rows took (rejected and header rows included); ``None`` when no
+        complete row is held."""
+        ends = self._row_ends(want)
+        if not ends:
+            return None
+        return self._records(ends, offset, last=False)
+
+    def unfinished(self) -> bool:
+        return self._pos < len(self._buf)
+
+    def take_unfinished(self, offset: int) -> tuple[list[Any], int]:
+        """The row without a line end held, as the file's last one."""
+        return self._records([len(self._buf)], offset, last=True)
+
+    def drop_unfinished(self) -> None:
+        self._buf = self._buf[: self._pos]
+        self._scan = 0
+        self._quoted = False
+
+    def empty(self) -> bool:
+        return self._pos >= len(self._buf)
+
+    def take_rejected(self) -> list[Rejected]:
+        """The rows rejected since the last call, for the batch."""
+        rejected, self._rejected = self._rejected, []
+        rejected.sort(key=lambda r: r.offset)  # a row's parse fails before another's value
+        return rejected
+
+    # -- rows ---------------------------------------------------------------------------------
+
+    def _row_ends(self, want: int) -> list[int]:
+        """Ends (past the LF) of up to ``want`` complete rows from ``_pos``."""
+        buf, ends = self._buf, list[int]()
+        start = self._pos + self._scan
+        quoted = self._quoted
+        quote = self._quote if self._csv else None
+        while len(ends) < want:
+            end = buf.find(b"\n", start)
+            if end < 0:
+                break
+            if quote is not None:
+                count = buf.count(quote, start, end)
+                if self._escape is not None and count:
+                    count -= _escaped(buf, start, end, self._escape, quote)
+                quoted ^= count % 2 == 1
+            start = end + 1
+            if not quoted:
+                ends.append(start)
+        if ends:
+            self._scan, self._quoted = start - self._pos, quoted
+            if start != ends[-1]:  # lines of an unfinished row scanned past the last end
+                self._scan, self._quoted = ends[-1] - self._pos, False
+        else:
+            self._scan, self._quoted = start - self._pos, quoted
+        return ends
+
+    def _records(self, ends: list[int], offset: int, *, last: bool) -> tuple[list[Any], int]:
+        """The records of the rows ending at ``ends`` (the first at ``_pos``, byte ``offset``),
+        consumed."""
+        buf, start = self._buf, self._pos
+        texts: list[str] = []
+        offsets: list[int] = []
+        if self._header and self._columns is None and offset > 0:
+            self._columns = self._head_columns()
+        for end in ends:
+            at = offset + (start - self._pos)
+            raw = buf[start:end]
+            start = end
+            if raw.endswith(b"\n"):
+                raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+            try:
+                text = raw.decode(self._encoding)
+            except UnicodeDecodeError as exc:
+                reason = f"bytes that are not {self._encoding} at offset {exc.start} of the row"
+                self._bad(at, reason, raw.decode(self._encoding, "replace"))
+                continue
+            if self._header and self._columns is None:
+                self._columns = self._parse_header(text, at)
+                continue
+            texts.append(text)
+            offsets.append(at)
+        # Typed before anything is consumed: a row that fails (on_bad_row = "fail") raises
+        # with the offset still before it.
+        records = self._typed(texts, offsets) if texts else []
+        size = start - self._pos
+        self._pos = start
+        self._scan = 0
+        self._quoted = False
+        if last:
+            self._buf, self._pos = b"", 0
+        return records, size
+
+    def _head_columns(self) -> list[str]:
+        """The header of a file read from its start (reading began past it)."""
+        head = self._read_head(self._path)
+        saved = (self._buf, self._pos, self._scan, self._quoted)
+        self._buf, self._pos, self._scan, self._quoted = head, 0, 0, False
+        try:
+            ends = self._row_ends(1)
+        finally:
+            self._buf, self._pos, self._scan, self._quoted = saved
+        if not ends:
+            msg = f"{self._display}: no header row within its first {_HEAD} bytes"
+            raise ValueError(msg)
+        text = head[: ends[0]].rstrip(b"\n").rstrip(b"\r").decode(self._encoding, "replace")
+        return self._parse_header(text, 0)
+
+    def _parse_header(self, text: str, at: int) -> list[str]:
+        try:
+            names = self._split(text)
+        except (csv.Error, ValueError) as exc:
+            msg = f"{self._display} at byte {at}: the header row is not CSV ({exc}): {text!r}"
+            raise ValueError(msg) from None
+        if self._schema is not None:
+            missing = [n for n in self._schema.names if n not in names]
+            if missing:
+                msg = (
+                    f"{self._display}: the header row has no column {missing[0]!r} of "
+                    f"[source.schema] (it has: {', '.join(names)})"
+                )
+                raise ValueError(msg)
+            extra = [n for n in names if n not in self._schema.names]
+            if extra:
+                logger.warning(
+                    "%s: columns %s are not in [source.schema] and are left out",
+                    self._display,
+                    ", ".join(extra),
+                )
+        return list(names)
+
+    def _typed(self, texts: list[str], offsets: list[int]) -> list[Any]:
+        """Records of the rows' texts; a row that does not fit is handled by ``on_bad_row``."""
+        rows: list[Any] = []
+        kept: list[int] = []
+        for text, at in zip(texts, offsets, strict=True):
+            try:
+                row = self._parse(text)
+            except ValueError as exc:
+                self._bad(at, str(exc), text)
+                continue
+            rows.append(row)
+            kept.append(at)
+        schema = self._schema
+        if schema is None or not rows:
+            return rows
+        while True:
+            arrays = []
+            try:
+                for field in schema:
+                    name = field.name
+                    values = [r.get(name) for r in rows]
+                    arrays.append(column(values, field))
+            except BadValue as exc:
+                i = exc.index
+                self._bad(kept[i], str(exc), texts[offsets.index(kept[i])], exc.name)
+                del rows[i], kept[i]
+                if not rows:
+                    return []
+                continue
+            typed: list[Any] = pa.RecordBatch.from_arrays(arrays, schema=schema).to_pylist()
+            return typed
+
+    def _parse(self, text: str) -> dict[str, Any]:
+        if not self._csv:
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not JSON at character {exc.pos} ({exc.msg})") from None
+            if not isinstance(value, dict):
+                raise ValueError(f"a JSON {type(value).__name__}, not an object")
+            return value
+        try:
+            fields = self._split(text)
+        except (csv.Error, ValueError) as exc:
+            raise ValueError(f"not one CSV row ({exc})") from None
+        names = self._columns
+        if names is None:
+            assert self._schema is not None
+            names = self._schema.names
+        if len(fields) != len(names):
+            raise ValueError(f"{len(fields)} fields where the columns are {len(names)}")
+        nulls = self._nulls
+        return {n: (None if v in nulls else v) for n, v in zip(names, fields, strict=True)}
+
+    def _split(self, text: str) -> list[str]:
+        """The fields of one row's text (ValueError or csv.Error when it is not one row)."""
+        rows = list(
+            csv.reader(
+                [text],
+                delimiter=self._delimiter,
+                quotechar=self._quotechar,
+                escapechar=self._escapechar,
+                doublequote=self._escapechar is None,
+                strict=True,
+            )
+        )
+        if len(rows) != 1:
+            raise ValueError(f"{len(rows)} rows in one")
+        return rows[0]
+
+    def _bad(self, offset: int, reason: str, text: str, field: str | None = None) -> None:
+        where = f"{self._display} at byte {offset}"
+        if self._on_bad == "fail":
+            msg = f"{where}: {reason}: {_short(text)}; on_bad_row = 'reject' or 'skip' reads on"
+            raise BadRecordError(msg, file=self._path, offset=offset, field=field)
+        if self._on_bad == "skip":
+            self.skipped += 1
+            logger.warning("skipped the row of %s: %s: %s", where, reason, _short(text))
+            return
+        self._rejected.append(Rejected(self._display, offset, reason, text))
+
+
+def _escaped(buf: bytes, start: int, end: int, escape: bytes, quote: bytes) -> int:
+    """Quotes in ``buf[start:end]`` preceded by an unescaped ``escape``: they quote nothing."""
+    n, i = 0, buf.find(escape, start, end)
+    while 0 <= i < end - 1:
+        if buf[i + 1 : i + 2] == quote:
+            n += 1
+        i = buf.find(escape, i + 2, end)
+    return n
+
+
+def _short(text: str, limit: int = 120) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."

@@ -1,0 +1,206 @@
+"""CSV landing into Parquet, through kill -9 at random moments, on the local disk and on HDFS:
+every row once with its declared types, every bad row once in the rejects, and a reader
+polling the output never meets a partial file."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import decimal
+import io
+import json
+import posixpath
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from operators.fs.local import LocalFileSystem
+from region.fs import FileSystem
+from tests.cli.conftest import cli, start_cli
+from tests.conftest import CLUSTER_USER, real_fs
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """\
+engine = "local"
+{filesystem}
+[region]
+period = "100ms"
+checkpoint_dir = "{root}/checkpoints"
+[scan]
+directory = "{root}/landing"
+[source]
+format = "csv"
+[source.schema]
+id = "int64"
+name = "string"
+day = "date"
+amount = "decimal(12,2)"
+[transform]
+function = "pace:pace"
+[sink]
+file = "{root}/out/part-%FILENUM.parquet"
+format = "parquet"
+compression = "zstd"
+tuples_per_file = 45
+rejects_file = "_rejects/r-%FILENUM.jsonl"
+[sink.schema]
+id = "int64"
+name = "string"
+day = "date"
+amount = "decimal(12,2)"
+"""
+PACE = """\
+import os, time
+PACE = float(os.environ.get("PACE", "0"))
+def pace(record):
+    if PACE:
+        time.sleep(PACE)
+    return record
+"""
+
+
+class Curated:
+    def __init__(self, fs: FileSystem, root: str) -> None:
+        self.fs, self.root = fs, root
+        self.rows: list[dict[str, Any]] = []
+        self.bad: list[str] = []
+        self._n = 0
+
+    def land(self, rows: int) -> None:
+        """A CSV file: values with line ends, commas and quotes; a bad row now and then."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["id", "name", "day", "amount"])
+        for _ in range(rows):
+            i = len(self.rows) + len(self.bad)
+            if i % 37 == 5:
+                writer.writerow([f"x{i}", "bad", "2026-11-28", "1"])
+                self.bad.append(f"x{i},bad,2026-11-28,1")
+                continue
+            name = f'row {i}, "quoted"\nsecond line' if i % 3 == 0 else f"row {i}"
+            day = datetime.date(2026, 11, 1 + i % 28)
+            writer.writerow([i, name, day.isoformat(), f"{i}.25"])
+            self.rows.append({"id": i, "name": name, "day": day, "amount": f"{i}.25"})
+        name = f"f{self._n:03d}.csv"
+        self._n += 1
+        tmp = posixpath.join(self.root, "landing", f".{name}.tmp")
+        w = self.fs.create(tmp)
+        w.write(out.getvalue().encode())
+        w.close()
+        self.fs.rename(tmp, posixpath.join(self.root, "landing", name))
+        time.sleep(0.005)
+
+    def published(self) -> list[dict[str, Any]]:
+        out = posixpath.join(self.root, "out")
+        if not self.fs.exists(out):
+            return []
+        files = [s for s in self.fs.list_dir(out) if not s.is_dir and s.name[0] not in "._"]
+        files.sort(key=lambda s: int("".join(c for c in s.name if c.isdigit())))
+        rows: list[dict[str, Any]] = []
+        for s in files:  # a plain reader: any published file is a whole Parquet file
+            rows += pq.read_table(pa.BufferReader(self.fs.read(s.path))).to_pylist()
+        return rows
+
+    def rejected(self) -> list[str]:
+        directory = posixpath.join(self.root, "out", "_rejects")
+        if not self.fs.exists(directory):
+            return []
+        names = sorted(s.name for s in self.fs.list_dir(directory) if s.name[0] not in "._")
+        return [
+            json.loads(line)["record"]
+            for n in names
+            for line in self.fs.read(posixpath.join(directory, n)).decode().splitlines()
+        ]
+
+
+@pytest.fixture(params=["local", "hdfs"])
+def curated(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Curated, Path]:
+    if request.param == "local":
+        fs: FileSystem = LocalFileSystem()
+        root = str(tmp_path / "data")
+        filesystem = ""
+    else:
+        fs, base, sandbox = real_fs(request, "hdfs")
+        if sandbox is None:
+            pytest.skip("needs the sandbox (HDFS_URI names another cluster)")
+        root = posixpath.join(base, f"curated-{time.monotonic_ns()}")
+        filesystem = (
+            f'[filesystem]\nuri = "{sandbox.info.hdfs}"\nuser = "{CLUSTER_USER}"\n'
+            f'config_dir = "{sandbox.info.conf_dir}"\nlease_recovery_timeout = "60s"\n'
+        )
+    fs.mkdirs(posixpath.join(root, "landing"))
+    (tmp_path / "pace.py").write_text(PACE)
+    config = tmp_path / "job.toml"
+    config.write_text(CONFIG.format(filesystem=filesystem, root=root))
+    return Curated(fs, root), config
+
+
+def test_csv_landing_into_parquet_through_kill_9_is_every_row_once_typed(
+    curated: tuple[Curated, Path],
+) -> None:
+    data, config = curated
+    for _ in range(4):
+        data.land(60)
+    failures: list[BaseException] = []
+    polling = threading.Event()
+
+    def poll() -> None:  # a reader of the output while it is written
+        while not polling.is_set():
+            try:
+                data.published()
+            except BaseException as exc:
+                failures.append(exc)
+                return
+            time.sleep(0.05)
+
+    reader = threading.Thread(target=poll, daemon=True)
+    reader.start()
+    rng = random.Random(7)
+    killed = 0
+    try:
+        for kill in range(3):
+            running = start_cli(
+                "run",
+                str(config),
+                "--available-now",
+                "--no-progress",
+                PACE="0.01",
+                cwd=config.parent,
+            )
+            try:
+                before = len(data.published())
+                deadline = time.monotonic() + 120
+                while len(data.published()) == before and running.poll() is None:
+                    assert time.monotonic() < deadline, "no file published in 120 s"
+                    time.sleep(0.02)
+                time.sleep(rng.uniform(0.05, 0.6))
+                running.send_signal(signal.SIGKILL)  # (a no-op if it finished)
+                killed += running.wait(timeout=30) == -signal.SIGKILL
+            finally:
+                if running.poll() is None:
+                    running.kill()
+                    running.wait()
+            if kill == 1:
+                data.land(50)  # a file lands while the job is down
+        done = cli(
+            "run", str(config), "--available-now", "--no-progress", timeout=300, cwd=config.parent
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    finally:
+        polling.set()
+        reader.join(timeout=30)
+    assert not failures, failures
+    assert killed >= 2  # killed mid-run, not after the end
+    got = data.published()
+    expected = [{**r, "amount": decimal.Decimal(r["amount"])} for r in data.rows]
+    assert [r["id"] for r in got] == [r["id"] for r in expected]
+    assert got == expected
+    assert sorted(data.rejected()) == sorted(data.bad)
