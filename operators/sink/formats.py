@@ -74,8 +74,12 @@ class TableEncoder:
         self.format = settings.format
         self.bulk = settings.format in BULK_FORMATS
         self.compression = settings.compression_codec
-        self._schema = arrow_schema(settings.schema_) if settings.schema_ else None
-        self._names = frozenset(settings.schema_ or ())
+        # Partition columns that are record columns are in the directory names, not the files.
+        parts = frozenset(c for c in settings.partition_by if c not in settings.derived)
+        self._parts = parts
+        written = {k: v for k, v in (settings.schema_ or {}).items() if k not in parts}
+        self._schema = arrow_schema(written) if written else None
+        self._names = frozenset(settings.schema_ or ()) | parts
         self._delimiter = settings.delimiter
         header = b""
         if self.bulk:
@@ -164,6 +168,8 @@ class TableEncoder:
         return pa.RecordBatch.from_arrays(arrays, schema=self._schema)
 
     def _json_row(self, record: Any, index: int, final: str) -> bytes:
+        if self._parts and isinstance(record, Mapping):
+            record = {k: v for k, v in record.items() if k not in self._parts}
         if not isinstance(record, Mapping):
             msg = (
                 f"{self._where(index, final)}: jsonl needs a mapping of column to value, got "

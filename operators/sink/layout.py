@@ -106,8 +106,8 @@ class SinkLayout:
                     )
                     raise ConfigError(msg)
                 self.roots.append((norm(static), True))
-            else:
-                self.roots.append((norm(head or "/"), False))
+            else:  # partitions are directories below it
+                self.roots.append((norm(head or "/"), bool(settings.partition_by)))
         #: The directory of the rejects files, which record-named files must stay out of.
         self.rejects_dir: str | None = None
         # Side names add ".", "~<sink name>" and a suffix to a final name: keep room for them.

@@ -1,14 +1,14 @@
 """The published-files manifest: what a sink published, one file per cut, for downstream jobs.
 
-With ``[sink] manifest = true`` every cut (in-process) or micro-batch (Spark) that publishes
-files writes ``<output>/_hdfs_sink/published/<id:020d>.json``: a JSON list of
-``{"path", "size", "cut"}``, after the files have their final names. A query's stop that
-publishes the files it kept open writes ``<id:020d>.stop.json``. Each manifest is written
-atomically, and written again with the same content when a crash interrupted the cut's
-publication, so a reader that takes the names in sorted order, remembering the last one it
-read (:func:`read_manifests`), sees every published file exactly once, in publication order.
-The newest ``retain`` manifests are kept. Records never write into ``_hdfs_sink`` (names from
-data starting with ``_`` are refused, :mod:`operators.common.safepath`), and :func:`read_manifests`
+With ``[sink] manifest = true`` every cut (in-process) or micro-batch (Spark) that publishes files
+writes ``<output>/_hdfs_sink/published/<id:020d>.json``: a JSON list of ``{"path", "size", "cut"}``
+(and ``"partition"``, the values of a partitioned output), after the files have their final names.
+A query's stop that publishes the files it kept open writes ``<id:020d>.stop.json``. Each manifest
+is written atomically, and written again with the same content when a crash interrupted the cut's
+publication, so a reader that takes the names in sorted order, remembering the last one it read
+(:func:`read_manifests`), sees every published file exactly once, in publication order. The newest
+``retain`` manifests are kept. Records never write into ``_hdfs_sink`` (names from data starting
+with ``_`` are refused, :mod:`operators.common.safepath`), and :func:`read_manifests`
 refuses a manifest naming a file outside the output or inside ``_hdfs_sink``.
 """
 
@@ -40,9 +40,14 @@ class Published:
     path: str
     size: int
     cut: int
+    #: The partition's values (``partition_by``), as in its directory names.
+    partition: dict[str, str | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "cut": self.cut}
+        entry: dict[str, Any] = {"path": self.path, "size": self.size, "cut": self.cut}
+        if self.partition is not None:
+            entry["partition"] = self.partition
+        return entry
 
 
 def manifest_dir(output_dir: str) -> str:
@@ -118,7 +123,9 @@ def read_manifests(
 def _parse(fs: FileSystem, path: str, output: str, raw: bytes) -> list[Published]:
     """The entries of the manifest at ``path``, each checked to name a file of ``output``."""
     try:
-        entries = [(e["path"], int(e["size"]), int(e["cut"])) for e in json.loads(raw)]
+        entries = [
+            (e["path"], int(e["size"]), int(e["cut"]), e.get("partition")) for e in json.loads(raw)
+        ]
     except (KeyError, TypeError, ValueError) as exc:
         msg = f"manifest {fs.display(path)} is not a list of published files ({exc!r})"
         raise ValueError(msg) from None
@@ -126,7 +133,7 @@ def _parse(fs: FileSystem, path: str, output: str, raw: bytes) -> list[Published
     root = fs.display(output or ".").rstrip("/") + "/"
     own = fs.display(posixpath.join(output, SINK_DIR)).rstrip("/") + "/"
     files: list[Published] = []
-    for where, size, cut in entries:
+    for where, size, cut, partition in entries:
         if not isinstance(where, str) or not where:
             problem = "which is not a path"
         else:
@@ -136,7 +143,7 @@ def _parse(fs: FileSystem, path: str, output: str, raw: bytes) -> list[Published
             elif shown.startswith(own):
                 problem = f"which is in the sink's own folder {own.rstrip('/')}"
             else:
-                files.append(Published(where, size, cut))
+                files.append(Published(where, size, cut, partition))
                 continue
         msg = f"manifest {fs.display(path)} lists {where!r}, {problem}: no sink wrote it"
         raise ValueError(msg)

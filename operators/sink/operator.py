@@ -19,6 +19,7 @@ from operators.sink.layout import INPROGRESS, MARKER, STAGED, SinkLayout, norm
 from operators.sink.manifest import MANIFEST_DIR, Published, write_manifest
 from operators.sink.metrics import SinkMetrics
 from operators.sink.owner import Owner, claim_output
+from operators.sink.partitions import Partitioner, partition_of
 from operators.sink.publish import publish
 from operators.sink.records import BadRecords, RecordEncoder
 from operators.sink.recovery import (
@@ -131,6 +132,12 @@ class HDFS2FileSink(SinkOperator):
             assert rejects.template is not None
             layout.rejects_dir = norm(posixpath.dirname(rejects.template))
         self._bad = BadRecords(settings, name, self.metrics, self._rejects)
+        self._parts: Partitioner | None = None
+        if settings.partition_by:
+            derived = {k: (d.column, d.strftime) for k, d in settings.derived.items()}
+            self._parts = Partitioner(settings.partition_by, settings.schema_, derived)
+        # The partition directory records are being written to (partitioned output).
+        self._where: str | None = None
 
         # The files, all restored by reset() (reset_to_initial_state() included).
         self._ready = False
@@ -233,10 +240,12 @@ class HDFS2FileSink(SinkOperator):
         records = batch.records
         if records:
             self._roll_if_old(self._clock())
-            if self._attr is None:
-                self._write_run(records, 0, len(records))
-            else:
+            if self._attr is not None:
                 self._write_named(records)
+            elif self._parts is not None:
+                self._write_partitioned(records)
+            else:
+                self._write_run(records, 0, len(records))
         if batch.punctuation and self._rolling.on_punctuation:
             self._close_all()
 
@@ -255,11 +264,17 @@ class HDFS2FileSink(SinkOperator):
             self._rejects.finish()
 
     def _roll_if_old(self, now: float) -> None:
+        rolling = self._rolling
         cur = self._cur
         if cur is not None and (
-            self._rolling.expired(cur.opened_at, now) or self._rolling.quiet(cur.written_at, now)
+            rolling.expired(cur.opened_at, now) or rolling.quiet(cur.written_at, now)
         ):
             self._close_current()
+        if self._parts is not None:  # each partition's file rolls on its own clock
+            for name, f in list(self._idle.items()):
+                if rolling.expired(f.opened_at, now) or rolling.quiet(f.written_at, now):
+                    self._close_file(f)
+                    del self._idle[name]
 
     def _write_run(
         self,
@@ -275,7 +290,7 @@ class HDFS2FileSink(SinkOperator):
         """
         i = start
         while i < end:
-            cur = self._cur if self._cur is not None else self._open(None)
+            cur = self._cur if self._cur is not None else self._open(None, partition=self._where)
             take = end - i
             room = self._rolling.room(cur.tuples)
             if room is not None:
@@ -346,6 +361,21 @@ class HDFS2FileSink(SinkOperator):
             self._write_run(values, start, end, records)
             start = end
 
+    def _write_partitioned(self, records: Sequence[Any]) -> None:
+        """Each record to the open file of its partition (:mod:`operators.sink.partitions`),
+        the batch's records of one partition in one write, in their order."""
+        assert self._parts is not None
+        buckets: dict[str, list[Any]] = {}
+        for index, where in enumerate(self._parts.dirs(records)):
+            if isinstance(where, BadRecordError):
+                self._bad.route(records[index], index, where)
+            else:
+                buckets.setdefault(where, []).append(records[index])
+        for where, group in buckets.items():
+            self._where = posixpath.join(self._layout.root, where)
+            self._switch(self._where)
+            self._write_run(group, 0, len(group))
+
     def _switch(self, path: str) -> None:
         """Make the open file of the name ``path`` the current one: kept open in the pool,
         or opened, after closing the least recently written files beyond max_open_files."""
@@ -373,7 +403,10 @@ class HDFS2FileSink(SinkOperator):
                     limit,
                     self._fs.display(evicted.final),
                 )
-        self._open(path)
+        if self._parts is not None:
+            self._open(None, partition=path)
+        else:
+            self._open(path)
 
     def _refusal(self, exc: Exception, name: Any, index: int) -> Exception:
         """``exc`` for the record at ``index`` (a name check raised for the first of a run)."""
@@ -401,8 +434,10 @@ class HDFS2FileSink(SinkOperator):
     def _taken(self, final: str) -> bool:
         return final in self._in_flight() or self._fs.exists(final)
 
-    def _open(self, final: str | None) -> OpenFile:
-        """Open a new file (lazily: only when a record is about to be written)."""
+    def _open(self, final: str | None, *, partition: str | None = None) -> OpenFile:
+        """Open a new file (lazily: only when a record is about to be written): ``final``
+        (file-attribute mode), or the template's next name, in the directory ``partition``
+        when the output is partitioned."""
         now = self._clock()
         asked: str | None = None
         filenum = self._next_filenum
@@ -411,6 +446,9 @@ class HDFS2FileSink(SinkOperator):
             assert layout.template is not None
             while True:
                 final = layout.render(filenum, now)
+                if partition is not None:
+                    rel = posixpath.relpath(final, layout.root)
+                    final = norm(posixpath.join(partition, rel))
                 problem = layout.template_problem(final)
                 if problem is not None:
                     msg = f"sink {self.name!r}: the file template gives {final!r}, which {problem}"
@@ -449,6 +487,8 @@ class HDFS2FileSink(SinkOperator):
         # 2. The file itself; never over an existing one (unless asked to: on_returning_name).
         writer = self._fs.create(work, overwrite=self._overwrite, permission=permission)
         self._next_filenum = filenum + 1
+        if partition is not None:
+            asked = partition  # the pool knows a partition's file by its directory
         cur = OpenFile(final, work, 0, 0, now, filenum, asked, writer, written_at=now)
         cur.form = self._encoder.form
         header = self._encoder.header
@@ -649,10 +689,15 @@ class HDFS2FileSink(SinkOperator):
             self._fs,
             posixpath.join(self._layout.sink_dir, MANIFEST_DIR),
             cut_id,
-            [Published(f.final, f.size, cut_id) for f in files],
+            [Published(f.final, f.size, cut_id, self._partition_of(f.final)) for f in files],
             retain=self.settings.manifest_retain,
             permission=self.settings.permission,
         )
+
+    def _partition_of(self, final: str) -> dict[str, str | None] | None:
+        if self._parts is None:
+            return None
+        return partition_of(final, self._layout.root)
 
     def _drop_writer(self) -> None:
         """Release the open files' handles without publishing (reset and crash)."""
@@ -689,7 +734,7 @@ class HDFS2FileSink(SinkOperator):
         # A file of the pool that got no record since the previous cut is done: this cut
         # publishes it (a name that is quiet for a whole cut does not wait for the stop).
         for name, f in list(self._idle.items()):
-            if not f.touched:
+            if not f.touched and self._parts is None:  # a partition's file rolls by its limits
                 self._close_file(f)
                 del self._idle[name]
         for f in self._open_files():

@@ -5,6 +5,7 @@ accepted as aliases."""
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -30,7 +31,7 @@ def _idle(value: Any) -> float | None:
 
 IdleDuration = Annotated[float | None, BeforeValidator(_idle)]
 
-__all__ = ["SinkSettings", "repeating_names"]
+__all__ = ["Derived", "SinkSettings", "repeating_names"]
 
 
 def repeating_names(template: FileNameTemplate, why: str) -> str:
@@ -56,6 +57,20 @@ def repeating_names(template: FileNameTemplate, why: str) -> str:
 
 def _alias(snake: str, camel: str) -> AliasChoices:
     return AliasChoices(snake, camel)
+
+
+class Derived(BaseModel):
+    """A partition column derived from a date or timestamp column."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: The date or timestamp column.
+    column: str
+    #: The strftime pattern of the value, e.g. ``%Y-%m-%d``.
+    strftime: str = Field(min_length=1)
+
+
+_PART_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 class SinkSettings(BaseModel):
@@ -131,6 +146,14 @@ class SinkSettings(BaseModel):
     header: bool = True
     #: CSV: the field separator (one character).
     delimiter: str = Field(",", min_length=1, max_length=1)
+    #: Hive-style partitions: files go to ``<directory>/<col>=<value>/...`` (in this order).
+    #: Each is a record column (left out of the files) or a ``[sink.derived]`` column. Files
+    #: of each partition roll by the limits above; ``max_open_files`` bounds the partitions
+    #: open at once. See docs/curated.md for how values become names.
+    partition_by: tuple[str, ...] = ()
+    #: Partition columns derived from a date or timestamp column by a strftime pattern:
+    #: ``dt = { column = "event_time", strftime = "%Y-%m-%d" }``.
+    derived: dict[str, Derived] = Field(default_factory=dict)
     #: "exactly_once": a reset truncates to the cut (no record twice); "at_least_once":
     #: IBM's append on reset (records after the last cut may repeat).
     delivery: Literal["exactly_once", "at_least_once"] = "exactly_once"
@@ -211,6 +234,7 @@ class SinkSettings(BaseModel):
                 known = ", ".join([*allowed, "none"])
                 msg = f"compression={codec!r} cannot be used with format={fmt!r} (known: {known})"
                 raise ValueError(msg)
+        self._partitions()
         if fmt in ("parquet", "orc") and self.publish == "visible":
             msg = (
                 f"format={fmt!r} cannot be read while it is written: publish='visible' would "
@@ -218,6 +242,42 @@ class SinkSettings(BaseModel):
             )
             raise ValueError(msg)
         return self
+
+    def _partitions(self) -> None:
+        parts, derived, schema = self.partition_by, self.derived, self.schema_
+        for name in derived:
+            if name not in parts:
+                raise ValueError(f"[sink.derived] {name!r} is not in partition_by={list(parts)}")
+        if not parts:
+            return
+        if self.format in ("line", "binary"):
+            msg = f"partition_by needs records with columns; format={self.format!r} has none"
+            raise ValueError(msg)
+        if self.file_attribute_name is not None:
+            raise ValueError("partition_by and file_attribute_name exclude each other")
+        if len(set(parts)) != len(parts):
+            raise ValueError(f"partition_by={list(parts)} names a column twice")
+        for name in parts:
+            if not _PART_NAME.fullmatch(name):
+                msg = f"partition_by: {name!r} must be letters, digits, '_', '-' or '.'"
+                raise ValueError(msg)
+            if schema is not None and name not in derived and name not in schema:
+                raise ValueError(f"partition_by: {name!r} is not a column of [sink.schema]")
+        for name, rule in derived.items():
+            if schema is not None and schema.get(rule.column) not in ("date", "timestamp"):
+                msg = (
+                    f"[sink.derived] {name!r}: {rule.column!r} must be a date or timestamp "
+                    "column of [sink.schema]"
+                )
+                raise ValueError(msg)
+        if schema is not None and all(c in parts for c in schema):
+            raise ValueError("[sink.schema] has no column left to write besides partition_by")
+        if "%" in posixpath.dirname(self.template or "").replace("%%", ""):
+            msg = f"partition_by: file={self.file!r} may have variables in its name only"
+            raise ValueError(msg)
+        template = FileNameTemplate(self.file or "", self.time_format)
+        if not template.uses_filenum:
+            raise ValueError(repeating_names(template, "each partition has files of its own"))
 
     @property
     def compression_codec(self) -> str | None:
@@ -249,10 +309,14 @@ class SinkSettings(BaseModel):
                 "(a template's files are never overwritten)"
             )
             raise ValueError(msg)
-        if "max_open_files" in self.model_fields_set and self.file_attribute_name is None:
+        if (
+            "max_open_files" in self.model_fields_set
+            and self.file_attribute_name is None
+            and not self.partition_by
+        ):
             msg = (
-                f"max_open_files={self.max_open_files!r} needs file_attribute_name (a template "
-                "writes one file at a time)"
+                f"max_open_files={self.max_open_files!r} needs file_attribute_name or "
+                "partition_by (a template writes one file at a time)"
             )
             raise ValueError(msg)
         if self.file_attribute_name is not None:

@@ -1,0 +1,144 @@
+"""Hive-style partitions of a sink's output: ``<root>/country=DE/dt=2026-11-28/<file>``.
+
+``[sink] partition_by`` names the partition columns, in directory order. A column is either a
+column of the records (converted to its ``[sink.schema]`` type first, so that ``"007"`` and
+``7`` of an ``int64`` column are one partition) or derived from a date or timestamp column by a
+strftime pattern (``[sink.derived]``). Partition columns that are record columns are not
+written into the files (as Hive, Spark and pyarrow's datasets expect; they read them back
+from the directory names).
+
+A value becomes a directory name by one rule:
+
+- ``None`` or ``""`` is Hive's ``__HIVE_DEFAULT_PARTITION__``;
+- a date is ``YYYY-MM-DD``, a timestamp ISO 8601, a bool ``true`` / ``false``;
+- a value with ``/``, or that is ``.`` or ``..``, or the sink's own folder ``_hdfs_sink``, is
+  refused: the record is bad (``on_bad_record``), as a file name from a record is;
+- other characters that are special in paths or URIs (``:``, ``%``, ``=``, ``#``, control
+  characters, ...) are escaped as ``%XX``, as Hive and Spark do (their readers, and pyarrow's
+  ``partitioning="hive"``, unescape them).
+"""
+
+from __future__ import annotations
+
+import datetime
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import unquote
+
+from operators.common.errors import BadRecordError
+from operators.common.schema import BadValue, arrow_schema, column
+from operators.sink.layout import short
+from operators.sink.owner import SINK_DIR
+
+__all__ = ["DEFAULT_PARTITION", "Partitioner", "partition_of"]
+
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+#: Escaped as %XX in values: Hive's FileUtils.escapePathName set (and control characters).
+_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
+
+
+def _escape(text: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED or c < " " else c for c in text)
+
+
+class Partitioner:
+    """The partition directory of each record (see the module doc)."""
+
+    def __init__(
+        self,
+        columns: Sequence[str],
+        schema: Mapping[str, str] | None,
+        derived: Mapping[str, tuple[str, str]],
+    ) -> None:
+        self.columns = tuple(columns)
+        #: ``name -> (source column, strftime pattern)``.
+        self._derived = dict(derived)
+        typed = {c: schema[c] for c in self.columns if schema and c in schema}
+        self._fields = {f.name: f for f in arrow_schema(typed)} if typed else {}
+        #: Partition columns that are record columns (left out of the files).
+        self.stored = frozenset(c for c in self.columns if c not in self._derived)
+
+    def dirs(self, records: Sequence[Any]) -> list[str | BadRecordError]:
+        """The relative partition directory of each record, or the error that makes it bad."""
+        out: list[str | BadRecordError] = [""] * len(records)
+        values: dict[str, list[Any]] = {}
+        for name in self.columns:
+            source = self._derived[name][0] if name in self._derived else name
+            values[name] = [r.get(source) if isinstance(r, Mapping) else None for r in records]
+        for i, record in enumerate(records):
+            if not isinstance(record, Mapping):
+                msg = f"record {i}: a partitioned sink needs a mapping, got {short(record)}"
+                out[i] = BadRecordError(msg, offset=i)
+        for name, field in self._fields.items():  # typed as the schema says
+            column_values = values[name]
+            while True:
+                try:
+                    values[name] = column(column_values, field).to_pylist()
+                    break
+                except BadValue as exc:
+                    msg = f"record {exc.index}: partition {exc}"
+                    out[exc.index] = BadRecordError(msg, offset=exc.index, field=name)
+                    column_values = list(column_values)
+                    column_values[exc.index] = None
+        for i in range(len(records)):
+            if isinstance(out[i], BadRecordError):
+                continue
+            parts = []
+            for name in self.columns:
+                try:
+                    parts.append(f"{name}={self._text(name, values[name][i])}")
+                except ValueError as exc:
+                    out[i] = BadRecordError(f"record {i}: {exc}", offset=i, field=name)
+                    break
+            else:
+                out[i] = "/".join(parts)
+        return out
+
+    def _text(self, name: str, value: Any) -> str:
+        if name in self._derived:
+            source, pattern = self._derived[name]
+            if value is None:
+                return DEFAULT_PARTITION
+            if isinstance(value, str):
+                try:
+                    value = datetime.datetime.fromisoformat(value)
+                except ValueError:
+                    raise ValueError(
+                        f"partition {name!r}: {source!r} is {short(value)}, not a date or time"
+                    ) from None
+            if not isinstance(value, datetime.date):
+                msg = f"partition {name!r}: {source!r} is {short(value)}, not a date or time"
+                raise ValueError(msg)
+            value = value.strftime(pattern)
+        if value is None or value == "":
+            return DEFAULT_PARTITION
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        text = value.isoformat() if isinstance(value, datetime.date) else str(value)
+        if "/" in text or text in (".", "..", SINK_DIR):
+            msg = (
+                f"partition {name!r}: the value {short(value)} would leave its directory "
+                "(a '/', '.', '..' or the sink's own folder)"
+            )
+            raise ValueError(msg)
+        return _escape(text)
+
+    def strip(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """The record without its partition columns (for formats without a schema)."""
+        return {k: v for k, v in record.items() if k not in self.stored}
+
+
+def partition_of(final: str, root: str) -> dict[str, str | None] | None:
+    """The partition values of a file written below ``root``, read back from its directory
+    names (unescaped; Hive's default partition is ``None``), or ``None`` when it is directly in
+    ``root``."""
+    rel = posixpath.relpath(posixpath.dirname(final), root)
+    if rel in (".", ""):
+        return None
+    out: dict[str, str | None] = {}
+    for part in rel.split("/"):
+        key, sep, value = part.partition("=")
+        if sep:
+            out[key] = None if value == DEFAULT_PARTITION else unquote(value)
+    return out or None

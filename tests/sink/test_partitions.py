@@ -1,0 +1,240 @@
+"""Partitioned outputs: ``<dir>/country=DE/dt=2026-11-28/part-N.parquet``, read back as a
+table by pyarrow's Hive partitioning; each partition's files roll by the limits, the open
+partitions stay within max_open_files, values that would leave their directory are refused,
+and crashes anywhere publish each record once."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import posixpath
+from typing import Any
+
+import pyarrow.dataset as ds
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from operators.fs import LocalFileSystem
+from operators.sink.manifest import read_manifests
+from operators.sink.partitions import partition_of
+from operators.sink.settings import SinkSettings
+from operators.testing import ManualClock
+from tests.landing import SinkEnv, SinkRun
+
+SCHEMA = {"id": "int64", "country": "string", "at": "timestamp"}
+COUNTRIES = ["DE", "FR", "IT", "ES", "PT"]
+
+
+def records(n: int) -> list[dict[str, Any]]:
+    start = datetime.datetime(2026, 11, 27, 22, 0)
+    return [
+        {
+            "id": i,
+            "country": COUNTRIES[(i * 7) % len(COUNTRIES)],
+            "at": start + datetime.timedelta(minutes=37 * i),
+        }
+        for i in range(n)
+    ]
+
+
+def config(env: SinkEnv, **extra: Any) -> dict[str, Any]:
+    return {
+        "file": env.out + "/part-%FILENUM.parquet",
+        "format": "parquet",
+        "schema": SCHEMA,
+        "partition_by": ["country", "dt"],
+        "derived": {"dt": {"column": "at", "strftime": "%Y-%m-%d"}},
+        **extra,
+    }
+
+
+def table(env: SinkEnv) -> list[dict[str, Any]]:
+    """The output as a plain reader of a Hive-partitioned dataset reads it, by id."""
+    if not env.fs.exists(env.out):
+        return []
+    dataset = ds.dataset(env.out, format="parquet", partitioning="hive")
+    return sorted(dataset.to_table().to_pylist(), key=lambda r: r["id"])
+
+
+def expected(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**r, "dt": r["at"].strftime("%Y-%m-%d")} for r in recs]
+
+
+def files(env: SinkEnv) -> list[str]:
+    out = []
+    for directory, _, names in os.walk(env.out):
+        rel = posixpath.relpath(directory, env.out)
+        if rel.startswith("_"):
+            continue
+        out += [posixpath.join(rel, n) for n in names]
+    return sorted(out)
+
+
+def test_each_partition_gets_its_directories_and_files_rolled_by_the_limit(
+    sink_local: SinkEnv,
+) -> None:
+    recs = records(60)
+    run = SinkRun(sink_local, config(sink_local, tuples_per_file=4, manifest=True))
+    for start in range(0, 60, 7):
+        run.write(recs[start : start + 7])
+        run.cut()
+    run.stop()
+    assert table(sink_local) == expected(recs)
+    written = files(sink_local)
+    assert all(n.startswith("country=") and "/dt=2026-11-" in n for n in written)
+    for name in written:  # no partition column inside the files, at most 4 rows each
+        rows = ds.dataset(sink_local.out + "/" + name, format="parquet").to_table()
+        assert rows.schema.names == ["id", "at"] and rows.num_rows <= 4
+    listed = [
+        f
+        for _, published in read_manifests(sink_local.fs, sink_local.out + "/_hdfs_sink/published")
+        for f in published
+    ]
+    assert sorted(posixpath.relpath(f.path, sink_local.out) for f in listed) == written
+    assert all(f.partition == partition_of(f.path, sink_local.out) for f in listed)
+    assert {f.partition["country"] for f in listed if f.partition} == set(COUNTRIES)
+
+
+def test_values_that_would_leave_their_directory_are_rejected_and_others_escaped(
+    sink_local: SinkEnv,
+) -> None:
+    cfg = config(sink_local, rejects_file="_rejects/r-%FILENUM.jsonl")
+    cfg["partition_by"] = ["country"]
+    del cfg["derived"]
+    recs = [
+        {"id": 0, "country": "a/b"},
+        {"id": 1, "country": ".."},
+        {"id": 2, "country": "_hdfs_sink"},
+        {"id": 3, "country": "x:y%z=w"},
+        {"id": 4, "country": None},
+        {"id": 5, "country": "."},
+    ]
+    run = SinkRun(sink_local, cfg)
+    run.write(recs)
+    run.stop()
+    got = table(sink_local)
+    assert [(r["id"], r["country"]) for r in got] == [(3, "x:y%z=w"), (4, None)]
+    assert "country=x%3Ay%25z%3Dw" in " ".join(files(sink_local))
+    (rejects,) = sink_local.published(sink_local.out + "/_rejects").values()
+    reasons = [json.loads(line)["reason"] for line in rejects.decode().splitlines()]
+    assert len(reasons) == 4
+    assert all("would leave its directory" in r for r in reasons)
+
+
+def test_open_partitions_stay_within_max_open_files(sink_local: SinkEnv) -> None:
+    recs = records(50)
+    run = SinkRun(sink_local, config(sink_local, max_open_files=2))
+    for start in range(0, 50, 3):
+        run.write(recs[start : start + 3])
+        assert len(run.sink._open_files()) <= 2
+        run.cut()
+    run.stop()
+    assert table(sink_local) == expected(recs)
+
+
+def test_a_quiet_partition_is_published_after_close_idle_after(sink_local: SinkEnv) -> None:
+    clock = ManualClock(1_000_000.0)
+    run = SinkRun(sink_local, config(sink_local, close_idle_after=30), clock=clock)
+    recs = records(2)  # two partitions
+    run.write(recs[:1])
+    clock.advance(20)
+    run.write(recs[1:])
+    clock.advance(15)  # the first partition's file is quiet for 35 s, the second for 15 s
+    run.sink.on_tick(clock.now)
+    run.cut()
+    assert [r["id"] for r in table(sink_local)] == [0]
+
+
+def test_a_derived_partition_needs_a_date_or_time(sink_local: SinkEnv) -> None:
+    cfg = config(sink_local, rejects_file="_rejects/r-%FILENUM.jsonl")
+    cfg["schema"] = {"id": "int64", "country": "string", "at": "string"}
+    with pytest.raises(ValidationError, match="must be a date or timestamp column"):
+        SinkSettings(**cfg)
+    cfg["schema"] = SCHEMA
+    run = SinkRun(sink_local, cfg)
+    run.write(
+        [
+            {"id": 1, "country": "DE", "at": "2026-11-28T10:00:00"},
+            {"id": 2, "country": "DE", "at": "soon"},
+        ]
+    )
+    run.stop()
+    assert [(r["id"], r["dt"]) for r in table(sink_local)] == [(1, "2026-11-28")]
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"partition_by": ["nope", "dt"]}, "'nope' is not a column of"),
+        ({"partition_by": ["country", "country", "dt"]}, "names a column twice"),
+        ({"partition_by": ["../x", "dt"]}, "must be letters"),
+        ({"format": "line", "schema": None}, "needs records with columns"),
+        ({"file": "/o/part.parquet"}, "has no %FILENUM"),
+        (
+            {
+                "derived": {
+                    "dt": {"column": "at", "strftime": "%Y"},
+                    "zz": {"column": "at", "strftime": "%Y"},
+                }
+            },
+            "'zz' is not in partition_by",
+        ),
+    ],
+)
+def test_partition_settings_that_cannot_work_are_refused(
+    sink_local: SinkEnv, given: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        SinkSettings(**{**config(sink_local), **given})
+
+
+# -- property: random batches, cuts and crashes ------------------------------------------------
+
+_STEP = st.one_of(
+    st.tuples(st.just("write"), st.integers(1, 9)),
+    st.just(("cut",)),
+    st.just(("cut-unstored",)),
+    st.just(("cut-unpublished",)),
+    st.just(("crash",)),
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    steps=st.lists(_STEP, max_size=25),
+    limit=st.sampled_from([{}, {"tuples_per_file": 3}]),
+    max_open=st.sampled_from([1, 2, 32]),
+)
+def test_every_record_is_published_once_in_its_partition_under_random_cuts_and_crashes(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[tuple[Any, ...]],
+    limit: dict[str, int],
+    max_open: int,
+) -> None:
+    env = SinkEnv(LocalFileSystem(), str(tmp_path_factory.mktemp("parts")))
+    recs = records(120)
+    run = SinkRun(env, config(env, max_open_files=max_open, **limit))
+    pos = cut_pos = 0
+    for step in steps:
+        if step[0] == "write":
+            run.write(recs[pos : pos + step[1]])
+            pos = min(pos + step[1], len(recs))
+        elif step[0] == "cut":
+            run.cut()
+            cut_pos = pos
+        elif step[0] == "cut-unstored":
+            run.cut(store=False)
+        elif step[0] == "cut-unpublished":
+            run.cut(complete=False)
+            cut_pos = pos
+        else:
+            run.crash()
+            pos = cut_pos
+    run.write(recs[pos:])
+    run.stop()
+    assert table(env) == expected(recs)
+    hidden = [n for n in files(env) if posixpath.basename(n).startswith(".")]
+    assert hidden == []
