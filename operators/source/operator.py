@@ -27,6 +27,7 @@ from operators.common.errors import OperatorError
 from operators.common.schema import schema_problem
 from operators.scan.cursor import OnModified
 from operators.scan.housekeeping import ReadFile
+from operators.source.compressed import Compression, Decompressed
 from operators.source.decoding import OnDecodeError, line_encoding_problem
 from operators.source.ledger import EDGE, HEAD, Read, ReadLedger, may_grow, prefix_crc
 from operators.source.readahead import ReadAhead
@@ -71,6 +72,11 @@ class SourceSettings(BaseModel):
 
     #: The one file to read; ``None`` for file-name-input mode (a feed names the files).
     file: str | None = None
+    #: Compressed input: ``auto`` reads ``.gz``, ``.bz2``, ``.zst`` and ``.lz4`` (LZ4 frames)
+    #: files decompressed, by their name's extension as Hadoop does; ``none`` reads every file
+    #: as it is; a codec (``gzip``, ``bz2``, ``zstd``, ``lz4``) reads every file with it.
+    #: Offsets count decompressed bytes: a resume decompresses again from the file's start.
+    compression: Compression = "auto"
     #: ``line``: one ``str`` record per line (LF or CRLF); ``binary``: ``bytes`` blocks;
     #: ``csv`` and ``jsonl``: one record with columns (a mapping) per row, typed by
     #: ``[source.schema]`` (required for CSV); a quoted CSV value may hold line ends.
@@ -239,7 +245,12 @@ class HDFS2FileSource(StartOperator):
             raise ValueError(msg)
         self.name = name
         self.settings = settings
-        self._fs = fs
+        # Compressed files read as their decompressed bytes (operators.source.compressed).
+        if isinstance(fs, Decompressed):
+            fs = fs.inner
+        self._fs: FileSystem = (
+            fs if settings.compression == "none" else Decompressed(fs, settings.compression)
+        )
         self._files = files
         self._stateful_feed: StateHandler | None = (
             files if isinstance(files, StateHandler) else None

@@ -69,6 +69,9 @@ class ScanConfig:
     content_check: str = "windows"
     #: ``on_modified = "continue"``: a young file's last line with no newline waits (seconds).
     hold_partial_line: float = 30.0
+    #: ``[source] compression``: files it names compressed are refused (read by the local
+    #: engine only so far); ``none`` reads them as they are.
+    compression: str = "auto"
 
     def schema(self) -> str:
         value = "value binary" if self.binary else "value string"

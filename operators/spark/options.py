@@ -229,7 +229,14 @@ SCAN_FIELDS = (
     "after_read",
     "archive_dir",
 )
-FILE_FIELDS = ("format", "encoding", "on_decode_error", "block_size", "read_chunk")
+FILE_FIELDS = (
+    "format",
+    "encoding",
+    "on_decode_error",
+    "block_size",
+    "read_chunk",
+    "compression",
+)
 _SINK_FIELDS = (
     "file",
     "directory",
@@ -340,6 +347,7 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         binary=file.format == "binary",
         encoding=file.encoding,
         on_decode_error=file.on_decode_error,
+        compression=file.compression,
         block_size=file.block_size,
         read_chunk=file.read_chunk,
         max_files_per_trigger=spark.max_files_per_trigger,

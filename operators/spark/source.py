@@ -52,6 +52,7 @@ from pyspark.sql.streaming.datasource import (
 from operators.scan.cursor import ScanCursor, identifier
 from operators.scan.housekeeping import AfterRead, ReadFile
 from operators.scan.listing import list_ready_keyed
+from operators.source.compressed import codec_of
 from operators.source.ledger import (
     EDGE,
     HEAD,
@@ -68,6 +69,7 @@ from operators.source.ledger import (
 )
 from operators.spark.config import ScanConfig, open_config_fs
 from region.atomic import dir_permission, write_atomically
+from region.errors import permanent
 from region.fs import FileStatus, FileSystem, ListingEntry, mtime_tracks_writes
 
 if TYPE_CHECKING:
@@ -229,6 +231,15 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 logger.warning("%s: directory %s does not exist yet; empty", _SOURCE, where)
                 self._missing_warned = True
             return []
+        for entry in listing:
+            codec = codec_of(entry[2], self.config.compression)  # type: ignore[arg-type]
+            if codec is not None:
+                msg = (
+                    f"{_SOURCE}: {self.fs.display(entry[2])} is {codec}-compressed, which the "
+                    "spark engine does not read decompressed yet: read it with the local engine, "
+                    "or set [source] compression = 'none' to read its bytes as they are"
+                )
+                raise permanent(ValueError(msg))
         if self._target is not None:
             target = self._target
             listing = [

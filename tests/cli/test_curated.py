@@ -1,12 +1,13 @@
-"""CSV landing into Parquet, through kill -9 at random moments, on the local disk and on HDFS:
-every row once with its declared types, every bad row once in the rejects, and a reader
-polling the output never meets a partial file."""
+"""gzip'd CSV landing into Parquet partitioned by month, through kill -9 at random moments, on
+the local disk and on HDFS: every row once with its declared types in its partition, every bad
+row once in the rejects, and a reader polling the output never meets a partial file."""
 
 from __future__ import annotations
 
 import csv
 import datetime
 import decimal
+import gzip
 import io
 import json
 import posixpath
@@ -49,8 +50,11 @@ function = "pace:pace"
 file = "{root}/out/part-%FILENUM.parquet"
 format = "parquet"
 compression = "zstd"
-tuples_per_file = 45
+tuples_per_file = 15
 rejects_file = "_rejects/r-%FILENUM.jsonl"
+partition_by = ["month"]
+[sink.derived]
+month = {{ column = "day", strftime = "%Y-%m" }}
 [sink.schema]
 id = "int64"
 name = "string"
@@ -86,27 +90,45 @@ class Curated:
                 self.bad.append(f"x{i},bad,2026-11-28,1")
                 continue
             name = f'row {i}, "quoted"\nsecond line' if i % 3 == 0 else f"row {i}"
-            day = datetime.date(2026, 11, 1 + i % 28)
+            day = datetime.date(2026, 10 + i % 3, 1 + i % 28)
             writer.writerow([i, name, day.isoformat(), f"{i}.25"])
             self.rows.append({"id": i, "name": name, "day": day, "amount": f"{i}.25"})
+        data = out.getvalue().encode()
         name = f"f{self._n:03d}.csv"
+        if self._n % 2 == 0:  # every other file gzip'd, in two members as `cat a.gz b.gz`
+            half = len(data) // 2
+            data = gzip.compress(data[:half], mtime=0) + gzip.compress(data[half:], mtime=0)
+            name += ".gz"
         self._n += 1
         tmp = posixpath.join(self.root, "landing", f".{name}.tmp")
         w = self.fs.create(tmp)
-        w.write(out.getvalue().encode())
+        w.write(data)
         w.close()
         self.fs.rename(tmp, posixpath.join(self.root, "landing", name))
         time.sleep(0.005)
 
     def published(self) -> list[dict[str, Any]]:
-        out = posixpath.join(self.root, "out")
-        if not self.fs.exists(out):
-            return []
-        files = [s for s in self.fs.list_dir(out) if not s.is_dir and s.name[0] not in "._"]
-        files.sort(key=lambda s: int("".join(c for c in s.name if c.isdigit())))
+        """Every row of the published files (each read whole by a plain Parquet reader), with
+        its month from the directory name, in file-number order."""
+        files: list[tuple[int, str, str]] = []
+        todo = [posixpath.join(self.root, "out")]
+        while todo:
+            directory = todo.pop()
+            if not self.fs.exists(directory):
+                continue
+            for s in self.fs.list_dir(directory):
+                if s.name[0] in "._":
+                    continue
+                if s.is_dir:
+                    todo.append(s.path)
+                else:
+                    number = int("".join(c for c in s.name if c.isdigit()))
+                    month = posixpath.basename(directory).removeprefix("month=")
+                    files.append((number, s.path, month))
         rows: list[dict[str, Any]] = []
-        for s in files:  # a plain reader: any published file is a whole Parquet file
-            rows += pq.read_table(pa.BufferReader(self.fs.read(s.path))).to_pylist()
+        for _, path, month in sorted(files):
+            table = pq.read_table(pa.BufferReader(self.fs.read(path)))
+            rows += [{**r, "month": month} for r in table.to_pylist()]
         return rows
 
     def rejected(self) -> list[str]:
@@ -199,8 +221,11 @@ def test_csv_landing_into_parquet_through_kill_9_is_every_row_once_typed(
         reader.join(timeout=30)
     assert not failures, failures
     assert killed >= 2  # killed mid-run, not after the end
-    got = data.published()
-    expected = [{**r, "amount": decimal.Decimal(r["amount"])} for r in data.rows]
+    got = sorted(data.published(), key=lambda r: r["id"])
+    expected = [
+        {**r, "amount": decimal.Decimal(r["amount"]), "month": r["day"].strftime("%Y-%m")}
+        for r in data.rows
+    ]
     assert [r["id"] for r in got] == [r["id"] for r in expected]
     assert got == expected
     assert sorted(data.rejected()) == sorted(data.bad)
