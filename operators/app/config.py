@@ -286,6 +286,21 @@ class PipelineConfig(BaseModel):
         scan = {**scan, "directory": head or ".", "pattern": re.escape(base)}
         return {**data, "scan": scan}
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sink_schema_of_the_source(cls, data: Any) -> Any:
+        """Without a ``[transform]`` the sink writes the records the source reads: its
+        ``[sink.schema]`` is ``[source.schema]`` unless given."""
+        if not isinstance(data, dict) or "transform" in data:
+            return data
+        source, sink = data.get("source"), data.get("sink")
+        if not isinstance(source, dict) or not isinstance(sink, dict):
+            return data
+        if "schema" in source and "schema" not in sink and "schema_" not in sink:
+            if sink.get("format") in ("jsonl", "csv", "parquet", "orc"):
+                return {**data, "sink": {**sink, "schema": source["schema"]}}
+        return data
+
     @model_validator(mode="after")
     def _pipeline_shape(self) -> PipelineConfig:
         if self.scan.directory is None:

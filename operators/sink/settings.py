@@ -136,6 +136,7 @@ class SinkSettings(BaseModel):
     #: Column name to type (``string``, ``int64``, ``int32``, ``double``, ``float``, ``bool``,
     #: ``date``, ``timestamp``, ``binary``, ``decimal(p,s)``), in the order of the columns. A
     #: record's value is converted without loss or the record is bad (``on_bad_record``).
+    #: A pipeline without ``[transform]`` takes ``[source.schema]`` when this is not given.
     schema_: dict[str, str] | None = Field(None, alias="schema")
     #: The codec: inside Parquet (``snappy``, the default, ``zstd``, ``gzip``, ``none``) and
     #: ORC (``zstd``, the default, ``snappy``, ``gzip``, ``none``); of the whole file for

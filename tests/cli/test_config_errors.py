@@ -48,6 +48,21 @@ CASES = [
         id="time-names-without-filenum",
     ),
     pytest.param(
+        {"sink": 'file = "out/p-%FILENUM.parquet"\nformat = "parquet"'},
+        "format='parquet' needs [sink.schema], the type of each column",
+        id="parquet-without-schema",
+    ),
+    pytest.param(
+        {"source": 'format = "csv"'},
+        "format='csv' needs [source.schema], the type of each column",
+        id="csv-without-schema",
+    ),
+    pytest.param(
+        {"source": 'format = "csv"\n[source.schema]\nid = "int65"'},
+        "[source.schema] column 'id': unknown column type 'int65'",
+        id="unknown-column-type",
+    ),
+    pytest.param(
         {"region": 'period = "5 parsecs"'},
         "[region] period: duration '5 parsecs' is not understood",
         id="duration",
@@ -190,6 +205,16 @@ def test_bad_values_exit_2_naming_key_and_value(
             "spark",
             {"sink": 'file = "o/%FILENUM"\npublish = "visible"'},
             "[sink] publish: the spark engine publishes by rename only (got 'visible')",
+        ),
+        (
+            "spark",
+            {"source": 'format = "jsonl"'},
+            "[source] format = 'jsonl': the spark engine reads lines and blocks only so far",
+        ),
+        (
+            "spark",
+            {"sink": 'file = "o/%FILENUM"\nformat = "jsonl"'},
+            "[sink] format = 'jsonl': the spark engine writes lines and blocks only so far",
         ),
     ],
 )
