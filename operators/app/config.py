@@ -296,9 +296,9 @@ class PipelineConfig(BaseModel):
         source, sink = data.get("source"), data.get("sink")
         if not isinstance(source, dict) or not isinstance(sink, dict):
             return data
-        if "schema" in source and "schema" not in sink and "schema_" not in sink:
-            if sink.get("format") in ("jsonl", "csv", "parquet", "orc"):
-                return {**data, "sink": {**sink, "schema": source["schema"]}}
+        table = sink.get("format") in ("jsonl", "csv", "parquet", "orc")
+        if table and "schema" in source and "schema" not in sink and "schema_" not in sink:
+            return {**data, "sink": {**sink, "schema": source["schema"]}}
         return data
 
     @model_validator(mode="after")

@@ -229,6 +229,12 @@ class SparkPlan:
                 "so far; records with columns are written by the local engine (engine = 'local')"
             )
             raise ConfigError(msg)
+        if sink.compression_codec is not None:
+            msg = (
+                f"[sink] compression = {sink.compression!r}: the spark engine writes "
+                "uncompressed files only so far (the local engine compresses them)"
+            )
+            raise ConfigError(msg)
         options = self._fs_options()
         if sink.file is not None:
             options["file"] = self._without_password("[sink] file", sink.file)

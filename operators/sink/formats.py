@@ -48,7 +48,14 @@ from operators.sink.rolling import RollingPolicy
 from operators.sink.settings import SinkSettings
 from region.fs import FileSystem, FileWriter
 
-__all__ = ["BULK_FORMATS", "TABLE_FORMATS", "TableEncoder", "convert", "form_format"]
+__all__ = [
+    "BULK_FORMATS",
+    "TABLE_FORMATS",
+    "TableEncoder",
+    "compress_piece",
+    "convert",
+    "form_format",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -190,12 +197,7 @@ class TableEncoder:
         return out.getvalue()
 
     def _compress(self, data: bytes) -> bytes:
-        if self.compression is None or self.bulk:
-            return data
-        if self.compression == "gzip":
-            return gzip.compress(data, compresslevel=6, mtime=0)
-        compressed: bytes = pa.compress(data, codec="zstd", asbytes=True)
-        return compressed
+        return data if self.bulk else compress_piece(self.compression, data)
 
     def _where(self, index: int, final: str) -> str:
         return f"record {index} of the batch for {self._fs.display(final)}"
@@ -204,6 +206,17 @@ class TableEncoder:
         """None of the bytes after a cut are kept: the records are replayed, and a compressed
         piece or a CSV row with a line end in a quoted value has no boundary to find."""
         return 0
+
+
+def compress_piece(codec: str | None, data: bytes) -> bytes:
+    """``data`` as one gzip member or zstd frame (``codec``; as it is for ``None``): pieces
+    concatenated are one valid stream, so a file of them can be cut back between any two."""
+    if codec is None or not data:
+        return data
+    if codec == "gzip":
+        return gzip.compress(data, compresslevel=6, mtime=0)
+    compressed: bytes = pa.compress(data, codec="zstd", asbytes=True)
+    return compressed
 
 
 def _json(value: Any) -> Any:

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from operators.common.errors import BadRecordError
+from operators.sink.formats import compress_piece
 from operators.sink.layout import short
 from operators.sink.rolling import RollingPolicy
 from operators.sink.settings import SinkSettings
@@ -47,9 +48,12 @@ class RecordEncoder:
         self.encoding = settings.encoding
         #: Written once at the start of each file by encodings that have one.
         self.bom = "".encode(self.encoding)
-        self.header = self.bom
-        #: Lines and blocks have no form to keep (see operators.sink.formats).
-        self.form = ""
+        #: ``compression``: each write is one gzip member or zstd frame.
+        self.compression = settings.compression_codec
+        self.header = compress_piece(self.compression, self.bom)
+        #: Plain lines and blocks have no form to keep; compressed ones do, so that a file is
+        #: never appended to with and without compression (see operators.sink.formats).
+        self.form = f"{settings.format}/{self.compression}" if self.compression else ""
 
     @property
     def line_encoding(self) -> str | None:
@@ -82,6 +86,8 @@ class RecordEncoder:
             raise  # not reached: one record above failed alone (EncodedLines hold a str only
             # where it cannot be encoded)
         rolling = self._rolling
+        if self.compression is not None:  # rolls after the write that reaches the limit
+            return compress_piece(self.compression, data), take
         if take == 1 or not rolling.crosses(size, len(data)):
             return data, take
         # This chunk crosses the byte limit: encode record by record up to the one reaching it.
@@ -127,7 +133,7 @@ class RecordEncoder:
         """Length of the prefix of ``tail`` (bytes written after a cut) made of whole records:
         up to the last line end in line mode; none in binary mode, where records have no
         boundaries to find."""
-        if not self.line:
+        if not self.line or self.compression is not None:
             return 0
         newline = "\n".encode(self.encoding)[len(self.bom) :]  # encode() prefixes a BOM
         end = len(tail)

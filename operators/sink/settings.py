@@ -140,8 +140,8 @@ class SinkSettings(BaseModel):
     schema_: dict[str, str] | None = Field(None, alias="schema")
     #: The codec: inside Parquet (``snappy``, the default, ``zstd``, ``gzip``, ``none``) and
     #: ORC (``zstd``, the default, ``snappy``, ``gzip``, ``none``); of the whole file for
-    #: JSON lines and CSV (``gzip``, ``zstd``; default ``none``), one gzip member or zstd frame
-    #: per write so that the file can be cut back to any cut.
+    #: lines, blocks, JSON lines and CSV (``gzip``, ``zstd``; default ``none``), one gzip
+    #: member or zstd frame per write so that the file can be cut back to any cut.
     compression: Literal["none", "snappy", "zstd", "gzip"] | None = None
     #: CSV: a header row of the column names at the start of each file.
     header: bool = True
@@ -224,8 +224,8 @@ class SinkSettings(BaseModel):
         codec = self.compression
         if codec not in (None, "none"):
             allowed = {
-                "line": (),
-                "binary": (),
+                "line": ("gzip", "zstd"),
+                "binary": ("gzip", "zstd"),
                 "jsonl": ("gzip", "zstd"),
                 "csv": ("gzip", "zstd"),
                 "parquet": ("snappy", "zstd", "gzip"),

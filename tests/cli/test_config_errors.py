@@ -216,6 +216,11 @@ def test_bad_values_exit_2_naming_key_and_value(
             {"sink": 'file = "o/%FILENUM"\nformat = "jsonl"'},
             "[sink] format = 'jsonl': the spark engine writes lines and blocks only so far",
         ),
+        (
+            "spark",
+            {"sink": 'file = "o/%FILENUM"\ncompression = "gzip"'},
+            "[sink] compression = 'gzip': the spark engine writes uncompressed files only",
+        ),
     ],
 )
 def test_settings_one_engine_cannot_run(

@@ -437,3 +437,59 @@ def test_every_record_is_published_once_under_random_cuts_and_crashes(
     if "tuples_per_file" in limit:
         assert all(len(f) <= 4 for f in files)
     assert env.hidden() == []
+
+
+# -- compressed lines and blocks -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+@pytest.mark.parametrize("fmt", ["line", "binary"])
+def test_compressed_lines_and_blocks_resume_after_crashes_as_one_valid_stream(
+    sink_local: SinkEnv, codec: str, fmt: str
+) -> None:
+    recs: list[Any] = [f"line {i} " + "é" * (i % 4) for i in range(60)]
+    if fmt == "binary":
+        recs = [r.encode() + b"|" for r in recs]
+    cfg = {
+        "file": sink_local.out + "/part-%FILENUM",
+        "format": fmt,
+        "compression": codec,
+        "tuples_per_file": 25,
+    }
+    run = SinkRun(sink_local, cfg)
+    pos = cut_pos = 0
+    for step, size in enumerate([7, 5, 9, 4, 8, 6, 3, 9, 9]):
+        run.write(recs[pos : pos + size])
+        pos += size
+        if step % 3 != 2:
+            run.cut()
+            cut_pos = pos
+        else:
+            run.crash()  # the records after the last cut are replayed
+            pos = cut_pos
+    run.write(recs[pos:])
+    run.stop()
+    files = sink_local.published()
+    data = b"".join(
+        pa.CompressedInputStream(pa.BufferReader(files[n]), codec).read()
+        for n in sorted(files, key=filenum_order)
+    )
+    expected = b"".join((r + "\n").encode() for r in recs) if fmt == "line" else b"".join(recs)
+    assert data == expected
+    assert len(files) == 3  # 25 records per file
+    assert sink_local.hidden() == []
+
+
+def test_compression_switched_on_between_runs_never_mixes_in_one_file(
+    sink_local: SinkEnv,
+) -> None:
+    run = SinkRun(sink_local, {"file": sink_local.out + "/part-%FILENUM"})
+    run.write(["a", "b"])
+    run.cut()
+    run.settings = SinkSettings(file=sink_local.out + "/part-%FILENUM", compression="gzip")
+    run.crash()
+    run.write(["c"])
+    run.stop()
+    files = sink_local.published()
+    assert files["part-0"] == b"a\nb\n"
+    assert gzip.decompress(files["part-1"]) == b"c\n"
