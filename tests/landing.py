@@ -3,6 +3,7 @@ a sink and its runs. Registered for every test folder by tests/conftest.py."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
 
 from operators.fs import LocalFileSystem
 from operators.sink import HDFS2FileSink, SinkSettings
@@ -198,3 +200,83 @@ def published_bytes(env: SinkEnv, directory: str | None = None) -> bytes:
     """The published files of a directory concatenated in file-number order."""
     files = env.published(directory)
     return b"".join(files[n] for n in sorted(files, key=filenum_order))
+
+
+#: The batch sizes of a sink run (they sum to 40).
+BATCHES = [3, 5, 1, 7, 4, 6, 2, 5, 7]
+
+
+def write_without_crash(run: SinkRun, recs: list[Any]) -> None:
+    """``recs`` in :data:`BATCHES`, a cut after each, then a graceful stop."""
+    pos = 0
+    for size in BATCHES:
+        run.write(recs[pos : pos + size])
+        pos += size
+        run.cut()
+    run.stop()
+
+
+def write_with_crash(
+    run: SinkRun, recs: list[Any], cut_after: int, crash_after: int, how: str
+) -> None:
+    """``recs`` in :data:`BATCHES`: a cut after every batch up to ``cut_after`` (that one's
+    ``how``: ``unstored``, the region checkpoint never written; ``unpublished``, written but
+    the publish renames never ran), a crash after batch ``crash_after``, then the records
+    after the last stored cut replayed in other batch sizes and a graceful stop."""
+    pos = cut_pos = 0
+    for index, size in enumerate(BATCHES):
+        run.write(recs[pos : pos + size])
+        pos += size
+        if index < cut_after:
+            run.cut()
+            cut_pos = pos
+        elif index == cut_after:
+            if how == "unstored":
+                run.cut(store=False)
+            else:
+                run.cut(complete=False)
+                cut_pos = pos
+        if index == crash_after:
+            run.crash()
+            pos = cut_pos
+            break
+    for size in itertools.chain([1], itertools.repeat(6)):
+        if pos >= len(recs):
+            break
+        run.write(recs[pos : pos + size])
+        pos += size
+    run.stop()
+
+
+#: Steps of a random sink run (hypothesis): writes of 1-9 records, cuts, cuts whose
+#: checkpoint is never stored, cuts stored but not completed, crashes.
+STEPS = st.one_of(
+    st.tuples(st.just("write"), st.integers(1, 9)),
+    st.just(("cut",)),
+    st.just(("cut-unstored",)),
+    st.just(("cut-unpublished",)),
+    st.just(("crash",)),
+)
+
+
+def write_steps(run: SinkRun, recs: list[Any], steps: list[tuple[Any, ...]]) -> None:
+    """``recs`` written through ``steps`` (:data:`STEPS`), the source replaying from the last
+    stored cut after each crash, then the rest and a graceful stop."""
+    pos = cut_pos = 0
+    for step in steps:
+        if step[0] == "write":
+            run.write(recs[pos : pos + step[1]])
+            pos = min(pos + step[1], len(recs))
+        elif step[0] == "cut":
+            run.cut()
+            cut_pos = pos
+        elif step[0] == "cut-unstored":
+            run.cut(store=False)
+        elif step[0] == "cut-unpublished":
+            run.cut(complete=False)
+            cut_pos = pos
+        else:
+            run.crash()
+            pos = cut_pos
+    run.write(recs[pos:])
+    run.stop()

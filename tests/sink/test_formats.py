@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import gzip
-import itertools
 import json
 import logging
 from typing import Any
@@ -24,12 +23,20 @@ from operators.common.errors import BadRecordError
 from operators.common.schema import arrow_schema
 from operators.sink import formats
 from operators.sink.settings import SinkSettings
-from tests.landing import SinkEnv, SinkRun, filenum_order
+from tests.landing import (
+    BATCHES,
+    STEPS,
+    SinkEnv,
+    SinkRun,
+    filenum_order,
+    write_steps,
+    write_with_crash,
+    write_without_crash,
+)
 
 SCHEMA = {"id": "int64", "name": "string", "day": "date", "amount": "decimal(10,2)"}
 FORMATS = [("parquet", None), ("orc", None), ("csv", "gzip"), ("jsonl", "zstd"), ("csv", None)]
 N = 40
-BATCHES = [3, 5, 1, 7, 4, 6, 2, 5, 7]  # sums to N
 
 
 def records(n: int = N) -> list[dict[str, Any]]:
@@ -200,44 +207,13 @@ def test_settings_that_cannot_work_are_refused_before_a_file_is_written(
 
 
 def run_without_crash(env: SinkEnv, cfg: dict[str, Any]) -> None:
-    run = SinkRun(env, cfg)
-    recs = records()
-    pos = 0
-    for size in BATCHES:
-        run.write(recs[pos : pos + size])
-        pos += size
-        run.cut()
-    run.stop()
+    write_without_crash(SinkRun(env, cfg), records())
 
 
 def run_with_crash(
     env: SinkEnv, cfg: dict[str, Any], cut_after: int, crash_after: int, how: str
 ) -> None:
-    recs = records()
-    run = SinkRun(env, cfg)
-    pos = cut_pos = 0
-    for index, size in enumerate(BATCHES):
-        run.write(recs[pos : pos + size])
-        pos += size
-        if index < cut_after:
-            run.cut()
-            cut_pos = pos
-        elif index == cut_after:
-            if how == "unstored":
-                run.cut(store=False)
-            else:
-                run.cut(complete=False)
-                cut_pos = pos
-        if index == crash_after:
-            run.crash()
-            pos = cut_pos
-            break
-    for size in itertools.chain([1], itertools.repeat(6)):
-        if pos >= N:
-            break
-        run.write(recs[pos : pos + size])
-        pos += size
-    run.stop()
+    write_with_crash(SinkRun(env, cfg), records(), cut_after, crash_after, how)
 
 
 # A tuple limit, and a byte limit on uncompressed text, roll at the exact record: the files
@@ -388,18 +364,10 @@ def test_a_schema_changed_between_runs_converts_the_open_file_with_its_own_schem
 
 # -- property: random batches, cuts and crashes ------------------------------------------------
 
-_STEP = st.one_of(
-    st.tuples(st.just("write"), st.integers(1, 9)),
-    st.just(("cut",)),
-    st.just(("cut-unstored",)),
-    st.just(("cut-unpublished",)),
-    st.just(("crash",)),
-)
-
 
 @settings(max_examples=60, deadline=None)
 @given(
-    steps=st.lists(_STEP, max_size=25),
+    steps=st.lists(STEPS, max_size=25),
     fmt=st.sampled_from(FORMATS),
     limit=st.sampled_from([{}, {"tuples_per_file": 4}, {"bytes_per_file": 900}]),
 )
@@ -413,25 +381,7 @@ def test_every_record_is_published_once_under_random_cuts_and_crashes(
 
     env = SinkEnv(LocalFileSystem(), str(tmp_path_factory.mktemp("prop")))
     recs = records(200)
-    run = SinkRun(env, config(env, *fmt, **limit))
-    pos = cut_pos = 0
-    for step in steps:
-        if step[0] == "write":
-            run.write(recs[pos : pos + step[1]])
-            pos = min(pos + step[1], len(recs))
-        elif step[0] == "cut":
-            run.cut()
-            cut_pos = pos
-        elif step[0] == "cut-unstored":
-            run.cut(store=False)
-        elif step[0] == "cut-unpublished":
-            run.cut(complete=False)
-            cut_pos = pos
-        else:
-            run.crash()
-            pos = cut_pos  # the source replays from the last stored cut
-    run.write(recs[pos:])
-    run.stop()
+    write_steps(SinkRun(env, config(env, *fmt, **limit)), recs, steps)
     files = published_rows(env, *fmt)
     assert [row for f in files for row in f] == typed(recs)
     if "tuples_per_file" in limit:

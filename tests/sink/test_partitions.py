@@ -22,7 +22,7 @@ from operators.sink.manifest import read_manifests
 from operators.sink.partitions import partition_of
 from operators.sink.settings import SinkSettings
 from operators.testing import ManualClock
-from tests.landing import SinkEnv, SinkRun
+from tests.landing import STEPS, SinkEnv, SinkRun, write_steps
 
 SCHEMA = {"id": "int64", "country": "string", "at": "timestamp"}
 COUNTRIES = ["DE", "FR", "IT", "ES", "PT"]
@@ -193,18 +193,10 @@ def test_partition_settings_that_cannot_work_are_refused(
 
 # -- property: random batches, cuts and crashes ------------------------------------------------
 
-_STEP = st.one_of(
-    st.tuples(st.just("write"), st.integers(1, 9)),
-    st.just(("cut",)),
-    st.just(("cut-unstored",)),
-    st.just(("cut-unpublished",)),
-    st.just(("crash",)),
-)
-
 
 @settings(max_examples=50, deadline=None)
 @given(
-    steps=st.lists(_STEP, max_size=25),
+    steps=st.lists(STEPS, max_size=25),
     limit=st.sampled_from([{}, {"tuples_per_file": 3}]),
     max_open=st.sampled_from([1, 2, 32]),
 )
@@ -216,25 +208,7 @@ def test_every_record_is_published_once_in_its_partition_under_random_cuts_and_c
 ) -> None:
     env = SinkEnv(LocalFileSystem(), str(tmp_path_factory.mktemp("parts")))
     recs = records(120)
-    run = SinkRun(env, config(env, max_open_files=max_open, **limit))
-    pos = cut_pos = 0
-    for step in steps:
-        if step[0] == "write":
-            run.write(recs[pos : pos + step[1]])
-            pos = min(pos + step[1], len(recs))
-        elif step[0] == "cut":
-            run.cut()
-            cut_pos = pos
-        elif step[0] == "cut-unstored":
-            run.cut(store=False)
-        elif step[0] == "cut-unpublished":
-            run.cut(complete=False)
-            cut_pos = pos
-        else:
-            run.crash()
-            pos = cut_pos
-    run.write(recs[pos:])
-    run.stop()
+    write_steps(SinkRun(env, config(env, max_open_files=max_open, **limit)), recs, steps)
     assert table(env) == expected(recs)
     hidden = [n for n in files(env) if posixpath.basename(n).startswith(".")]
     assert hidden == []

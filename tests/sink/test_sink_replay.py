@@ -4,7 +4,6 @@ and fed the replayed records, writes exactly what a sink without the crash write
 from __future__ import annotations
 
 import functools
-import itertools
 import posixpath
 from typing import Any
 
@@ -15,7 +14,14 @@ from hypothesis import strategies as st
 from operators.fs import LocalFileSystem
 from operators.sink import HDFS2FileSink
 from operators.testing import ManualClock, PipelineReplay, Workspace
-from tests.landing import SinkEnv, SinkRun, published_bytes
+from tests.landing import (
+    BATCHES,
+    SinkEnv,
+    SinkRun,
+    published_bytes,
+    write_with_crash,
+    write_without_crash,
+)
 
 N = 40
 
@@ -35,18 +41,10 @@ LIMITS: dict[str, dict[str, Any]] = {
     "tuples": {"tuples_per_file": 3},
     "bytes": {"bytes_per_file": 20},
 }
-BATCHES = [3, 5, 1, 7, 4, 6, 2, 5, 7]  # sums to N
 
 
 def run_without_crash(env: SinkEnv, config: dict[str, Any], fmt: str) -> dict[str, bytes]:
-    recs = records(fmt)
-    run = SinkRun(env, config)
-    pos = 0
-    for size in BATCHES:
-        run.write(recs[pos : pos + size])
-        pos += size
-        run.cut()
-    run.stop()
+    write_without_crash(SinkRun(env, config), records(fmt))
     return env.published()
 
 
@@ -54,31 +52,7 @@ def run_with_crash(
     env: SinkEnv, config: dict[str, Any], fmt: str, cut_after: int, crash_after: int, how: str
 ) -> dict[str, bytes]:
     """Cuts after every batch up to ``cut_after``; crashes after batch ``crash_after``."""
-    recs = records(fmt)
-    run = SinkRun(env, config)
-    pos = cut_pos = 0
-    for index, size in enumerate(BATCHES):
-        run.write(recs[pos : pos + size])
-        pos += size
-        if index < cut_after:
-            run.cut()
-            cut_pos = pos
-        elif index == cut_after:
-            if how == "unstored":  # the region checkpoint was never written
-                run.cut(store=False)
-            else:  # written, but the publish renames never ran
-                run.cut(complete=False)
-                cut_pos = pos
-        if index == crash_after:
-            run.crash()
-            pos = cut_pos
-            break
-    for size in itertools.chain([1], itertools.repeat(6)):  # replay in other batch sizes
-        if pos >= N:
-            break
-        run.write(recs[pos : pos + size])
-        pos += size
-    run.stop()
+    write_with_crash(SinkRun(env, config), records(fmt), cut_after, crash_after, how)
     return env.published()
 
 
