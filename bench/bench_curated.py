@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from bench.common import Comparison, add_common_args, machine, scratch, write_json
 
 COUNTRIES = ["DE", "FR", "IT", "ES", "PT", "NL", "BE", "AT", "PL", "SE"]
@@ -201,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         columns={"peak RSS MB": "peak_rss_mb"},
     )
     result: dict[str, Any] = {
+        "benchmark": "curated",
         "mb": args.mb,
         "rows": rows,
         "repeat": args.repeat,

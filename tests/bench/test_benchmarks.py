@@ -42,6 +42,7 @@ TINY: dict[str, list[str]] = {
         *("--local-files", "300", "--no-hdfs", "--repeat", "1", "--new", "5"),
         *("--archive-files", "300", "--rounds", "3"),
     ],
+    "curated": ["--mb", "1", "--repeat", "1", "--no-spark"],
 }
 SCRIPTS = {
     "pipeline": "bench_pipeline.py",
@@ -49,6 +50,7 @@ SCRIPTS = {
     "cut_latency": "bench_cut_latency.py",
     "recovery": "bench_recovery.py",
     "listing": "bench_listing.py",
+    "curated": "bench_curated.py",
 }
 
 
@@ -175,6 +177,15 @@ def test_recovery_reaches_every_milestone_and_loses_nothing(results: Path) -> No
         assert 0 < times["recovered"] <= times["first_cut"]
         assert times["first_file"] > 0
     assert len(data["samples"]["after_sigkill"]) == 1
+
+
+def test_curated_checks_every_row_of_both_runs_and_reports_memory(results: Path) -> None:
+    data = load(results, "curated")
+    assert data["rows"] > 0 and data["repeat"] == 1
+    for side in ("ours", "plain"):
+        figures = data["figures"][side]
+        assert len(figures["seconds"]) == 1 and figures["peak_rss_mb"][0] > 10
+    assert data["ratio_to_plain_pyarrow"] > 0
 
 
 def test_run_all_tabulates_the_results(results: Path) -> None:
