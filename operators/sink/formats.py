@@ -18,11 +18,11 @@ Every write appends whole records, so each file stays cut back-able to any cut:
   batch message per write), which can. When the file rolls, :func:`convert` writes the
   Parquet or ORC file from it, as the in-progress file the publish renames. So files are sized
   by the roll policy, not by the cut interval. What a crash leaves, step by step, is written on
-  :meth:`operators.sink.operator.HDFS2FileSink._close_file`.
+  :meth:`operators.sink.operator.HDFS2FileSink._convert`.
 
-The *form* of a file (format, compression, header) is kept in the sink's state: a file restored
-open whose form is not this run's (the configuration changed between runs) is closed as it is,
-never appended to in another form.
+The *form* of a file (format, compression, header, partitioning) is kept in the sink's state: a
+file restored open whose form is not this run's (the configuration changed between runs) is
+closed as it is, never appended to in another form.
 """
 
 from __future__ import annotations
@@ -97,7 +97,10 @@ class TableEncoder:
             header = self._csv(pa.RecordBatch.from_pylist([], schema=self._schema), header=True)
         #: Written once at the start of each file (already compressed).
         self.header = self._compress(header) if header else b""
-        digest = hashlib.sha256(self.header).hexdigest()[:16]
+        # The partitioning too: a file of a partition directory is not the file of a template
+        # without partitions, nor of another partitioning.
+        layout = "/".join(settings.partition_by).encode()
+        digest = hashlib.sha256(self.header + b"\0" + layout).hexdigest()[:16]
         #: What a file of this run is: a restored file of another form is not appended to.
         self.form = f"{self.format}/{self.compression or 'none'}/{digest}"
 

@@ -69,7 +69,7 @@ def files(env: SinkEnv) -> list[str]:
         rel = posixpath.relpath(directory, env.out)
         if rel.startswith("_"):
             continue
-        out += [posixpath.join(rel, n) for n in names]
+        out += [posixpath.normpath(posixpath.join(rel, n)) for n in names]
     return sorted(out)
 
 
@@ -212,3 +212,24 @@ def test_every_record_is_published_once_in_its_partition_under_random_cuts_and_c
     assert table(env) == expected(recs)
     hidden = [n for n in files(env) if posixpath.basename(n).startswith(".")]
     assert hidden == []
+
+
+def test_partitioning_changed_between_runs_never_appends_across_layouts(
+    sink_local: SinkEnv,
+) -> None:
+    recs = records(10)
+    flat = config(sink_local)
+    flat["partition_by"] = []
+    del flat["derived"]
+    run = SinkRun(sink_local, flat)
+    run.write(recs[:4])
+    run.cut()  # a file of no partition is open at the cut
+    run.settings = SinkSettings(**config(sink_local))
+    run.crash()
+    run.write(recs[4:])
+    run.stop()
+    written = files(sink_local)
+    assert [n for n in written if "/" not in n] == ["part-0.parquet"]  # closed as it was
+    assert all(n.startswith("country=") for n in written if n != "part-0.parquet")
+    flat_rows = ds.dataset(sink_local.out + "/part-0.parquet", format="parquet").to_table()
+    assert flat_rows.column("id").to_pylist() == [0, 1, 2, 3]
