@@ -20,9 +20,9 @@ Every write appends whole records, so each file stays cut back-able to any cut:
   by the roll policy, not by the cut interval. What a crash leaves, step by step, is written on
   :meth:`operators.sink.operator.HDFS2FileSink._convert`.
 
-The *form* of a file (format, compression, header, partitioning) is kept in the sink's state: a
-file restored open whose form is not this run's (the configuration changed between runs) is
-closed as it is, never appended to in another form.
+The *form* of a file (format, compression, columns, header, delimiter, partitioning) is kept in
+the sink's state: a file restored open whose form is not this run's (the configuration changed
+between runs) is closed as it is, never appended to in another form.
 """
 
 from __future__ import annotations
@@ -100,7 +100,10 @@ class TableEncoder:
         # The partitioning too: a file of a partition directory is not the file of a template
         # without partitions, nor of another partitioning.
         layout = "/".join(settings.partition_by).encode()
-        digest = hashlib.sha256(self.header + b"\0" + layout).hexdigest()[:16]
+        columns = self._schema.serialize().to_pybytes() if self._schema is not None else b""
+        shape = f"{self._delimiter}|{settings.header}".encode()
+        digest = hashlib.sha256(b"\0".join([self.header, layout, columns, shape])).hexdigest()
+        digest = digest[:16]
         #: What a file of this run is: a restored file of another form is not appended to.
         self.form = f"{self.format}/{self.compression or 'none'}/{digest}"
 

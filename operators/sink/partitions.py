@@ -12,7 +12,9 @@ A value becomes a directory name by one rule:
 - ``None`` or ``""`` is Hive's ``__HIVE_DEFAULT_PARTITION__``;
 - a date is ``YYYY-MM-DD``, a timestamp ISO 8601, a bool ``true`` / ``false``;
 - a value with ``/``, or that is ``.`` or ``..``, or the sink's own folder ``_hdfs_sink``, is
-  refused: the record is bad (``on_bad_record``), as a file name from a record is;
+  refused: the record is bad (``on_bad_record``), as a file name from a record is; so is one
+  the rule of names from records refuses (too long, not in Unicode NFKC form, invisible
+  characters);
 - other characters that are special in paths or URIs (``:``, ``%``, ``=``, ``#``, control
   characters, ...) are escaped as ``%XX``, as Hive and Spark do (their readers, and pyarrow's
   ``partitioning="hive"``, unescape them).
@@ -27,6 +29,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from operators.common.errors import BadRecordError
+from operators.common.safepath import name_problem
 from operators.common.schema import BadValue, arrow_schema, column
 from operators.sink.layout import short
 from operators.sink.owner import SINK_DIR
@@ -122,7 +125,13 @@ class Partitioner:
                 "(a '/', '.', '..' or the sink's own folder)"
             )
             raise ValueError(msg)
-        return _escape(text)
+        escaped = _escape(text)
+        # The rule of names from records (length, Unicode form, invisible characters): a
+        # value no directory can be named after is a bad record, not a stopped run.
+        problem = name_problem(f"{name}={escaped}", visible=True)
+        if problem is not None:
+            raise ValueError(f"partition {name!r}: the value {short(value)} {problem}")
+        return escaped
 
     def strip(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The record without its partition columns (for formats without a schema)."""

@@ -15,8 +15,9 @@ offset N after a restart, decompress again from the start (what Hadoop does for 
 cannot split). The size is counted by one decompression of the whole file when the file is
 first seen, and kept while its raw size, mtime and identity stay.
 
-A stream that ends early (a file still being written) reads as what decompresses; its size
-grows as the file does. A file that is not what its codec says is an ``OSError`` naming it.
+A stream that ends early (a file still being written) reads as what decompressed before the
+piece (1 MiB) that met its end; its size grows as the file does. A file that is not what its
+codec says is an ``OSError`` naming it (one replaced under its name mid-read is retried).
 Concatenated gzip members, bzip2 streams and zstd frames read as one stream. ``.lz4`` is the
 LZ4 frame format (the ``lz4`` tool's); Hadoop's block-framed Lz4Codec files are refused with a
 message saying so.
@@ -82,6 +83,7 @@ class _Stream:
     """One decompression of one file, running forwards."""
 
     def __init__(self, fs: FileSystem, path: str, codec: str, identity: Any) -> None:
+        self._fs = fs
         self.identity = identity
         self.codec = codec
         self._path = path
@@ -113,6 +115,11 @@ class _Stream:
                 if "Truncated" in str(exc):
                     self.ended = True  # still being written: what decompressed so far
                     break
+                if self._replaced():
+                    # Another file under the name mid-read (reads go by name): not a verdict
+                    # on either file; the source's checks meet the new one after the reset.
+                    msg = f"{self._display} was replaced while it was decompressed"
+                    raise OSError(msg) from None
                 msg = f"{self._display} is not a whole {self.codec} stream: {exc}"
                 raise permanent(OSError(msg)) from None
             if not piece:
@@ -125,6 +132,13 @@ class _Stream:
             self.head += data[: _HEAD - self.pos]
         self.pos += len(data)
         return data
+
+    def _replaced(self) -> bool:
+        try:
+            now = _identity(self._fs.status(self._path))
+        except FileNotFoundError:
+            return True
+        return bool(now != self.identity)
 
     def skip_to(self, offset: int) -> None:
         while self.pos < offset and not self.ended:
@@ -142,6 +156,7 @@ class Decompressed:
         self._lock = threading.Lock()  # the read-ahead reads from another thread
         self._streams: dict[str, _Stream] = {}
         self._sizes: OrderedDict[tuple[str, Any], int] = OrderedDict()
+        self._whole: dict[str, tuple[int, int, int | None]] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fs, name)
@@ -183,7 +198,14 @@ class Decompressed:
             data = stream.read(want) if length >= 0 else self._rest(stream)
             if stream.ended:
                 self._sizes[(path, stream.identity)] = stream.pos
+                self._whole[path] = stream.identity
             return data
+
+    def read_whole(self, path: str) -> tuple[int, int, int | None] | None:
+        """``(mtime_ns, raw size, file id)`` of the file ``path`` as it was when its
+        decompression last reached its end, or ``None``; asked once per file read."""
+        with self._lock:
+            return self._whole.pop(path, None)
 
     @staticmethod
     def _rest(stream: _Stream) -> bytes:

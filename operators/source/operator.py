@@ -13,9 +13,11 @@ the same missing file until the region gives up. In single-file mode a missing f
 
 from __future__ import annotations
 
+import codecs
 import collections
 import functools
 import logging
+import re
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -34,7 +36,7 @@ from operators.source.readahead import ReadAhead
 from operators.source.records import Blocks, Lines
 from operators.source.rows import OnBadRow, Rows
 from region.activity import doing
-from region.errors import permanent
+from region.errors import ConfigError, permanent
 from region.fs import FileStatus, FileSystem, file_identity, mtime_tracks_writes
 from region.settings import Duration, Encoding
 from region.state import Batch, StartOperator, State, StateHandler
@@ -63,6 +65,11 @@ class FileFeed(Protocol):
 
     def next_file(self) -> FileStatus | str | None:
         """The next file to read, or ``None`` when there is none now."""
+
+
+#: Encodings in which the bytes 0x00-0x7F stand only for themselves (a CSV row's quotes and
+#: line ends can be found in the raw bytes).
+_ASCII_SAFE = re.compile(r"utf-8(-sig)?|ascii|latin-1|iso8859-\d+|cp125\d|mac-roman")
 
 
 class SourceSettings(BaseModel):
@@ -146,6 +153,14 @@ class SourceSettings(BaseModel):
             raise ValueError(msg)
         if fmt == "csv" and not all(c.isascii() for c in self.delimiter + self.quote):
             raise ValueError("delimiter and quote must be ASCII characters")
+        codec = codecs.lookup(self.encoding).name
+        if fmt == "csv" and not _ASCII_SAFE.fullmatch(codec):
+            msg = (
+                f"format='csv' finds quotes and line ends as bytes, and encoding="
+                f"{self.encoding!r} may hold those bytes inside a character: use utf-8, ascii, "
+                "latin-1, iso8859-* or cp125* (or recode the files)"
+            )
+            raise ValueError(msg)
         return self
 
 
@@ -280,7 +295,7 @@ class HDFS2FileSource(StartOperator):
                 escape=settings.escape,
                 null_values=settings.null_values,
                 on_bad_row=settings.on_bad_row,
-                read_head=lambda path: self._fs.read(path, 0, 1 << 16),
+                read_head=lambda path, length: self._fs.read(path, 0, length),
             )
         else:
             self._pending = Lines(settings.encoding, settings.on_decode_error, encoded_for)
@@ -360,6 +375,8 @@ class HDFS2FileSource(StartOperator):
                 continue
             start = self._offset
             records = self._read_records(max_records)
+            # Taken with the records (before the file is finished, which clears the reader).
+            rejected = self._pending.take_rejected() if isinstance(self._pending, Rows) else []
             size = self._offset - start
             at_end = self._at_end()
             if at_end:
@@ -367,10 +384,7 @@ class HDFS2FileSource(StartOperator):
                 if path not in self._held:  # after_read waits for the held line
                     self._read_to_end(path)
                 self._finish_file()
-            batch = Batch(records, punctuation=at_end, origin=path, size=size)
-            if isinstance(self._pending, Rows):
-                batch.rejected = self._pending.take_rejected()
-            return batch
+            return Batch(records, punctuation=at_end, origin=path, size=size, rejected=rejected)
 
     def _pull_next_file(self) -> bool:
         assert self._files is not None
@@ -708,7 +722,13 @@ class HDFS2FileSource(StartOperator):
         if finished is None or self._opened is None:
             return
         mtime_ns, _, file_id = self._opened
-        finished(ReadFile(path, mtime_ns, self._offset, file_id))
+        size = self._offset
+        if isinstance(self._fs, Decompressed) and self._fs.codec(path) is not None:
+            # The feed knows the file by its raw bytes: the compressed size whose
+            # decompression ended here, if it is the file opened (else it is kept).
+            read = self._fs.read_whole(path)
+            size = read[1] if read is not None and read[0] == mtime_ns else -1
+        finished(ReadFile(path, mtime_ns, size, file_id))
 
     def _finish_file(self) -> None:
         self._release = None
@@ -945,7 +965,14 @@ class HDFS2FileSource(StartOperator):
             "files": dict(feed.checkpoint(cut_id)) if feed is not None else None,
             **({"ledger": self._ledger.state()} if self._ledger is not None else {}),
             **({"held": [[p, m, s] for p, (m, s, _) in self._held.items()]} if self._held else {}),
+            **({"codec": codec} if (codec := self._codec(self._path)) else {}),
         }
+
+    def _codec(self, path: str | None) -> str | None:
+        """The codec the file ``path`` is read with (``None``: its bytes as they are)."""
+        if path is None or not isinstance(self._fs, Decompressed):
+            return None
+        return self._fs.codec(path)
 
     def reset(self, state: State) -> None:
         path = state.get("path")
@@ -969,6 +996,18 @@ class HDFS2FileSource(StartOperator):
         self._path = path
         self._offset = int(state.get("offset", 0))
         self._done = bool(state.get("done", False))
+        was, reads = state.get("codec"), self._codec(path)
+        if path is not None and self._offset > 0 and was != reads:
+            # The offset counts the bytes of one reading: the other would resume elsewhere.
+            then = f"decompressed as {was}" if was else "as it is"
+            later = f"decompressed as {reads}" if reads else "as it is"
+            msg = (
+                f"{self.name}: the checkpoint is at byte {self._offset} of "
+                f"{self._fs.display(path)} read {then}, and [source] compression now reads it "
+                f"{later}: set [source] compression = {was or 'none'!r} until the job has read "
+                "past this file, then change it"
+            )
+            raise permanent(ConfigError(msg))
         opened = state.get("opened")
         self._opened = None
         self._head = self._head_bytes = None

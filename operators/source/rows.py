@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,6 +35,10 @@ from operators.common.schema import BadValue, arrow_schema, column
 __all__ = ["OnBadRow", "Rejected", "Rows"]
 
 logger = logging.getLogger(__name__)
+
+# A value as long as the row (Python's default refuses values over 128 Ki characters, which
+# pyarrow's and Spark's readers read).
+csv.field_size_limit(sys.maxsize)
 
 OnBadRow = Literal["reject", "skip", "fail"]
 #: Bytes of a file's start read to find its header row when a resume starts past it.
@@ -54,8 +59,8 @@ class Rejected:
 class Rows:
     """CSV or JSON-lines records of one file from the chunks read (see the module doc).
 
-    ``read_head(path)`` gives the first bytes of a file, for its header row when reading
-    starts past it (a resume)."""
+    ``read_head(path, length)`` gives the first ``length`` bytes of a file, for its header row
+    when reading starts past it (a resume)."""
 
     def __init__(
         self,
@@ -69,7 +74,7 @@ class Rows:
         escape: str | None = None,
         null_values: tuple[str, ...] = ("",),
         on_bad_row: OnBadRow = "reject",
-        read_head: Callable[[str], bytes],
+        read_head: Callable[[str, int], bytes],
     ) -> None:
         self._csv = fmt == "csv"
         self._encoding = encoding
@@ -77,13 +82,12 @@ class Rows:
         self._header = header and self._csv
         self._delimiter, self._quotechar, self._escapechar = delimiter, quote, escape
         self._quote = quote.encode("ascii")
+        self._delimiter_byte = delimiter.encode("ascii")
         self._escape = escape.encode("ascii") if escape else None
         self._nulls = frozenset(null_values)
         self._on_bad = on_bad_row
         self._read_head = read_head
         self.skipped = 0
-        #: Rows rejected since the last :meth:`take_rejected`.
-        self._rejected: list[Rejected] = []
         self._path = ""
         self._display = ""
         self._columns: list[str] | None = None  # the file's header, once known
@@ -92,7 +96,9 @@ class Rows:
     # -- the calls of Lines and Blocks --------------------------------------------------------
 
     def clear(self) -> None:
-        """Forget every byte held: the next chunk pushed starts a row."""
+        """Forget every byte held and every row rejected and not taken: the next chunk pushed
+        starts a row (a reset reads those rows again)."""
+        self._rejected: list[Rejected] = []
         self._buf = b""
         self._pos = 0
         self._quoted = False  # _buf[_pos:_scan] ends inside a quoted value
@@ -152,11 +158,8 @@ class Rows:
             end = buf.find(b"\n", start)
             if end < 0:
                 break
-            if quote is not None:
-                count = buf.count(quote, start, end)
-                if self._escape is not None and count:
-                    count -= _escaped(buf, start, end, self._escape, quote)
-                quoted ^= count % 2 == 1
+            if quote is not None and (quoted or buf.find(quote, start, end) >= 0):
+                quoted = self._quoting(buf, start, end, quoted)
             start = end + 1
             if not quoted:
                 ends.append(start)
@@ -167,6 +170,33 @@ class Rows:
         else:
             self._scan, self._quoted = start - self._pos, quoted
         return ends
+
+    def _quoting(self, buf: bytes, start: int, end: int, quoted: bool) -> bool:
+        """Whether the line ``buf[start:end]`` (without its LF) ends inside a quoted value,
+        ``quoted`` telling whether it starts inside one, by the ``csv`` module's rule: a
+        quote opens a value only at the start of a field (``5" screen`` is a plain value); in
+        a quoted value a quote closes it unless doubled (or, with ``escape``, escaped)."""
+        quote, delimiter, escape = self._quote, self._delimiter_byte, self._escape
+        p = buf.find(quote, start, end)
+        while p >= 0:
+            if not quoted:
+                quoted = p == start or buf[p - 1 : p] == delimiter
+                p = buf.find(quote, p + 1, end)
+                continue
+            if escape is None:
+                if buf[p + 1 : p + 2] == quote and p + 1 < end:  # doubled: one quote
+                    p = buf.find(quote, p + 2, end)
+                    continue
+            else:
+                escapes, k = 0, p
+                while k > start and buf[k - 1 : k] == escape:
+                    escapes, k = escapes + 1, k - 1
+                if escapes % 2 == 1:  # escaped: one quote
+                    p = buf.find(quote, p + 1, end)
+                    continue
+            quoted = False
+            p = buf.find(quote, p + 1, end)
+        return quoted
 
     def _records(self, ends: list[int], offset: int, *, last: bool) -> tuple[list[Any], int]:
         """The records of the rows ending at ``ends`` (the first at ``_pos``, byte ``offset``),
@@ -182,14 +212,16 @@ class Rows:
             start = end
             if raw.endswith(b"\n"):
                 raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+            if self._header and self._columns is None:
+                self._columns = self._parse_header(self._header_text(raw, at), at)
+                continue
+            if not raw:
+                continue  # a blank line is no row (as pyarrow's and Spark's readers skip it)
             try:
                 text = raw.decode(self._encoding)
             except UnicodeDecodeError as exc:
                 reason = f"bytes that are not {self._encoding} at offset {exc.start} of the row"
                 self._bad(at, reason, raw.decode(self._encoding, "replace"))
-                continue
-            if self._header and self._columns is None:
-                self._columns = self._parse_header(text, at)
                 continue
             texts.append(text)
             offsets.append(at)
@@ -206,18 +238,33 @@ class Rows:
 
     def _head_columns(self) -> list[str]:
         """The header of a file read from its start (reading began past it)."""
-        head = self._read_head(self._path)
-        saved = (self._buf, self._pos, self._scan, self._quoted)
-        self._buf, self._pos, self._scan, self._quoted = head, 0, 0, False
-        try:
-            ends = self._row_ends(1)
-        finally:
-            self._buf, self._pos, self._scan, self._quoted = saved
+        length = _HEAD
+        while True:
+            head = self._read_head(self._path, length)
+            saved = (self._buf, self._pos, self._scan, self._quoted)
+            self._buf, self._pos, self._scan, self._quoted = head, 0, 0, False
+            try:
+                ends = self._row_ends(1)
+            finally:
+                self._buf, self._pos, self._scan, self._quoted = saved
+            if ends or len(head) < length:
+                break
+            length *= 4  # a header longer than what was read: read more
         if not ends:
-            msg = f"{self._display}: no header row within its first {_HEAD} bytes"
+            msg = f"{self._display}: the header row has no line end"
             raise ValueError(msg)
-        text = head[: ends[0]].rstrip(b"\n").rstrip(b"\r").decode(self._encoding, "replace")
-        return self._parse_header(text, 0)
+        raw = head[: ends[0]].rstrip(b"\n").rstrip(b"\r")
+        return self._parse_header(self._header_text(raw, 0), 0)
+
+    def _header_text(self, raw: bytes, at: int) -> str:
+        try:
+            return raw.decode(self._encoding)
+        except UnicodeDecodeError as exc:
+            msg = (
+                f"{self._display} at byte {at}: the header row is not {self._encoding} "
+                f"(byte {exc.start} of it); give [source] encoding"
+            )
+            raise BadRecordError(msg, file=self._path, offset=at) from None
 
     def _parse_header(self, text: str, at: int) -> list[str]:
         try:
@@ -322,16 +369,6 @@ class Rows:
             logger.warning("skipped the row of %s: %s: %s", where, reason, _short(text))
             return
         self._rejected.append(Rejected(self._display, offset, reason, text))
-
-
-def _escaped(buf: bytes, start: int, end: int, escape: bytes, quote: bytes) -> int:
-    """Quotes in ``buf[start:end]`` preceded by an unescaped ``escape``: they quote nothing."""
-    n, i = 0, buf.find(escape, start, end)
-    while 0 <= i < end - 1:
-        if buf[i + 1 : i + 2] == quote:
-            n += 1
-        i = buf.find(escape, i + 2, end)
-    return n
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -229,3 +229,22 @@ def test_csv_landing_into_parquet_through_kill_9_is_every_row_once_typed(
     assert [r["id"] for r in got] == [r["id"] for r in expected]
     assert got == expected
     assert sorted(data.rejected()) == sorted(data.bad)
+
+
+def test_after_read_deletes_a_compressed_file_once_its_rows_are_published(
+    tmp_path: Path,
+) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.csv.gz").write_bytes(gzip.compress(b"id\n1\n2\n", mtime=0))
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'engine = "local"\n[region]\ncheckpoint_dir = "{tmp_path}/ckpt"\n'
+        f'[scan]\ndirectory = "{landing}"\nafter_read = "delete"\n'
+        '[source]\nformat = "csv"\nschema = { id = "int64" }\n'
+        f'[sink]\nfile = "{tmp_path}/out/part-%FILENUM.jsonl"\nformat = "jsonl"\n'
+    )
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "out" / "part-0.jsonl").read_text() == '{"id":1}\n{"id":2}\n'
+    assert list(landing.iterdir()) == []  # the compressed file, read whole, is gone

@@ -443,3 +443,20 @@ def test_compression_switched_on_between_runs_never_mixes_in_one_file(
     files = sink_local.published()
     assert files["part-0"] == b"a\nb\n"
     assert gzip.decompress(files["part-1"]) == b"c\n"
+
+
+def test_a_headerless_csv_whose_columns_changed_between_runs_is_not_appended_to(
+    sink_local: SinkEnv,
+) -> None:
+    cfg = {**config(sink_local, "csv", None), "header": False, "schema": {"id": "int64"}}
+    run = SinkRun(sink_local, cfg)
+    run.write([{"id": 1}])
+    run.cut()
+    run.settings = SinkSettings(
+        **{**cfg, "schema": {"id": "int64", "day": "date"}, "delimiter": ";"}
+    )
+    run.crash()
+    run.write([{"id": 2, "day": "2026-01-01"}])
+    run.stop()
+    files = sink_local.published()
+    assert sorted(files.values()) == [b"1\n", b"2;2026-01-01\n"]

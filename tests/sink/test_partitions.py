@@ -111,6 +111,8 @@ def test_values_that_would_leave_their_directory_are_rejected_and_others_escaped
         {"id": 3, "country": "x:y%z=w"},
         {"id": 4, "country": None},
         {"id": 5, "country": "."},
+        {"id": 6, "country": "5\xa0km"},  # not NFKC: no directory may be named so
+        {"id": 7, "country": "x" * 300},  # longer than a name may be
     ]
     run = SinkRun(sink_local, cfg)
     run.write(recs)
@@ -120,8 +122,9 @@ def test_values_that_would_leave_their_directory_are_rejected_and_others_escaped
     assert "country=x%3Ay%25z%3Dw" in " ".join(files(sink_local))
     (rejects,) = sink_local.published(sink_local.out + "/_rejects").values()
     reasons = [json.loads(line)["reason"] for line in rejects.decode().splitlines()]
-    assert len(reasons) == 4
-    assert all("would leave its directory" in r for r in reasons)
+    assert len(reasons) == 6
+    assert all("would leave its directory" in r for r in reasons[:4])
+    assert "NFKC" in reasons[4] and "partition 'country'" in reasons[5]
 
 
 def test_open_partitions_stay_within_max_open_files(sink_local: SinkEnv) -> None:

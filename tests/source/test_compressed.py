@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from operators.fs.local import LocalFileSystem
 from operators.source import HDFS2FileSource, SourceSettings
 from operators.source.compressed import Decompressed
+from region.errors import ConfigError
 from tests.source.test_source import read_all, rebuild
 
 
@@ -137,3 +138,53 @@ def test_resuming_from_any_checkpoint_inside_a_compressed_file_reads_each_line_o
         if steps in resume_after:  # a checkpoint here, then a new process resumes from it
             source = rebuild(source, source.checkpoint(steps))
     assert got == [line.removesuffix("\r") for line in lines]
+
+
+def test_a_file_replaced_while_it_is_decompressed_is_retried_not_condemned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from operators.source import compressed
+    from region.errors import is_permanent
+
+    path = tmp_path / "s.csv.gz"
+    rng = __import__("random").Random(3)
+    first = "".join(f"{rng.random()}\n" for _ in range(200_000)).encode()
+    path.write_bytes(compress("gzip", first))
+    other = tmp_path / "other.gz"
+    other.write_bytes(compress("gzip", b"".join(b"%d other\n" % i for i in range(300_000))))
+    real = compressed._Raw.readinto
+    swapped: list[bool] = []
+
+    def swap_after_the_first_read(self: Any, buffer: Any) -> int:
+        got = real(self, buffer)
+        if not swapped:
+            swapped.append(True)
+            other.replace(path)  # a new file moved over the name mid-read
+        return got
+
+    monkeypatch.setattr(compressed._Raw, "readinto", swap_after_the_first_read)
+    view = Decompressed(LocalFileSystem(), "auto")
+    with pytest.raises(OSError, match="replaced while it was decompressed") as caught:
+        view.read(str(path), 0, 4 << 20)
+        view.read(str(path), 4 << 20, 4 << 20)
+    assert not is_permanent(caught.value)
+
+
+def test_a_checkpoint_mid_file_refuses_another_compression_setting(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt.gz"
+    path.write_bytes(compress("gzip", b"".join(b"%d\n" % i for i in range(100))))
+    raw = source_of(path, compression="none", format="binary", block_size=16)
+    assert raw.next_batch(1) is not None
+    state = raw.checkpoint(1)  # 16 bytes into the file as it is (an earlier release's reading)
+    decompressing = HDFS2FileSource(SourceSettings(file=str(path)), LocalFileSystem())
+    with pytest.raises(
+        ConfigError,
+        match=r"read as it is, and \[source\] compression now reads "
+        r"it decompressed as gzip: set \[source\] compression = 'none'",
+    ):
+        decompressing.reset(state)
+    auto = source_of(path, read_chunk=64)
+    assert auto.next_batch(3) is not None
+    again = HDFS2FileSource(SourceSettings(file=str(path)), LocalFileSystem())
+    again.reset(auto.checkpoint(1))  # the same setting: it resumes
+    assert next(r for b in read_all(again) for r in b.records) == "3"

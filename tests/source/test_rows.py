@@ -201,3 +201,97 @@ def test_resuming_from_any_checkpoint_reads_every_row_once_whole(
             source = rebuild(source, source.checkpoint(steps))
     expected = [{"id": i, "name": n if n != "" else None} for i, n in enumerate(names)]
     assert got == expected
+
+
+# -- found by review: each once a defect ---------------------------------------------------
+
+
+class _FailOnce:
+    """The local filesystem, whose read at or after byte ``at`` fails once (a DataNode lost)."""
+
+    def __init__(self, at: int) -> None:
+        self._fs = LocalFileSystem()
+        self._at = at
+        self.failed = False
+
+    def read(self, path: str, offset: int = 0, length: int = -1) -> bytes:
+        if offset >= self._at and not self.failed:
+            self.failed = True
+            raise OSError("transient DataNode error")
+        return self._fs.read(path, offset, length)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+
+def test_rows_rejected_before_a_failed_read_are_rejected_once_after_the_reset(
+    tmp_path: Any,
+) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text(csv_text([("x", "a", "2026-11-28"), (2, "b", "2026-11-28")]))
+    fs = _FailOnce(at=20)
+    source = HDFS2FileSource(
+        SourceSettings(file=str(path), format="csv", schema=SCHEMA, read_chunk=16), fs
+    )
+    source.reset_to_initial_state()
+    state = source.checkpoint(1)
+    with pytest.raises(OSError, match="transient"):
+        source.next_batch(100)  # the bad row is rejected, then a later read fails
+    source.reset(state)  # the region resets to the cut
+    batches = read_all(source)
+    assert [r.text for b in batches for r in b.rejected] == ["x,a,2026-11-28"]
+    assert [r["id"] for b in batches for r in b.records] == [2]
+
+
+def test_a_header_longer_than_64_kib_is_found_again_on_a_resume(tmp_path: Any) -> None:
+    wide = [f"c{i}" for i in range(12000)]
+    data = (
+        ",".join(["id", *wide])
+        + "\n"
+        + "\n".join(f"{i}," + "," * (len(wide) - 1) for i in range(3))
+        + "\n"
+    )
+    path = tmp_path / "wide.csv"
+    path.write_text(data)
+    source = HDFS2FileSource(
+        SourceSettings(file=str(path), format="csv", schema={"id": "int64"}, read_chunk=4096),
+        LocalFileSystem(),
+    )
+    source.reset_to_initial_state()
+    first = source.next_batch(1)
+    assert first is not None and first.records == [{"id": 0}]
+    resumed = rebuild(source, source.checkpoint(1))
+    assert [r["id"] for b in read_all(resumed) for r in b.records] == [1, 2]
+
+
+def test_a_quote_inside_an_unquoted_value_is_a_plain_character(tmp_path: Any) -> None:
+    data = 'id,name,day\n1,5" screen,2026-11-28\n2,b,2026-11-28\n3,"c ""q""",2026-11-28\n'
+    got = [r for b in read_all(source_of(tmp_path, data)) for r in b.records]
+    assert [r["name"] for r in got] == ['5" screen', "b", 'c "q"']
+
+
+def test_a_value_longer_than_pythons_csv_limit_is_read(tmp_path: Any) -> None:
+    data = csv_text([(1, "v" * 200_000, "2026-11-28"), (2, "b", "2026-11-28")])
+    got = [r for b in read_all(source_of(tmp_path, data)) for r in b.records]
+    assert [len(r["name"]) for r in got] == [200_000, 1]
+
+
+def test_a_header_that_does_not_decode_stops_naming_the_header(tmp_path: Any) -> None:
+    data = b"id,na\xffme,day\n1,a,2026-11-28\n"
+    with pytest.raises(BadRecordError, match=r"at byte 0: the header row is not utf-8"):
+        read_all(source_of(tmp_path, data))
+
+
+def test_blank_lines_are_no_rows(tmp_path: Any) -> None:
+    data = "id,name,day\n\n1,a,2026-11-28\r\n\r\n2,b,2026-11-28\n\n"
+    batches = read_all(source_of(tmp_path, data))
+    assert [r["id"] for b in batches for r in b.records] == [1, 2]
+    assert not [r for b in batches for r in b.rejected]
+    jsonl = source_of(tmp_path, '{"id": 1}\n\n{"id": 2}\n', format="jsonl", schema=None)
+    assert [r["id"] for b in read_all(jsonl) for r in b.records] == [1, 2]
+
+
+def test_csv_refuses_encodings_that_hide_quotes_inside_characters() -> None:
+    with pytest.raises(ValueError, match="may hold those bytes inside a character"):
+        SourceSettings(file="/a", format="csv", schema=SCHEMA, encoding="cp932")
+    SourceSettings(file="/a", format="csv", schema=SCHEMA, encoding="utf-8-sig")
