@@ -88,6 +88,20 @@ class HDFS2FileSink(SinkOperator):
                 "delivery='at_least_once'"
             )
             raise ConfigError(msg)
+        if (
+            settings.compression_codec is not None
+            and settings.publish == "visible"
+            and not fs.supports_truncate
+            and settings.format not in ("parquet", "orc")
+        ):
+            # A compressed piece torn by a crash could not be cut off: readers of the visible
+            # file would fail at it.
+            msg = (
+                f"sink {name!r}: compression={settings.compression!r} with publish='visible' "
+                f"needs truncate, which {type(fs).__name__} does not support: use "
+                "publish='atomic'"
+            )
+            raise ConfigError(msg)
         self.name = name
         self.settings = settings
         self._fs = fs

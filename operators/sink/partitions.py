@@ -113,6 +113,9 @@ class Partitioner:
             if not isinstance(value, datetime.date):
                 msg = f"partition {name!r}: {source!r} is {short(value)}, not a date or time"
                 raise ValueError(msg)
+            if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+                # A timestamp column stores it in UTC: its partition is UTC's too.
+                value = value.astimezone(datetime.UTC).replace(tzinfo=None)
             value = value.strftime(pattern)
         if value is None or value == "":
             return DEFAULT_PARTITION

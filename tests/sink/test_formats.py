@@ -460,3 +460,18 @@ def test_a_headerless_csv_whose_columns_changed_between_runs_is_not_appended_to(
     run.stop()
     files = sink_local.published()
     assert sorted(files.values()) == [b"1\n", b"2;2026-01-01\n"]
+
+
+def test_compressed_visible_files_need_truncate(sink_local: SinkEnv) -> None:
+    from operators.sink import HDFS2FileSink
+    from region.errors import ConfigError
+    from tests.sink.test_sink_replay import NoTruncate
+
+    settings_ = SinkSettings(
+        file=sink_local.out + "/p-%FILENUM.gz",
+        compression="gzip",
+        publish="visible",
+        delivery="at_least_once",
+    )
+    with pytest.raises(ConfigError, match="needs truncate"):
+        HDFS2FileSink(settings_, NoTruncate(sink_local.fs))

@@ -236,3 +236,13 @@ def test_partitioning_changed_between_runs_never_appends_across_layouts(
     assert all(n.startswith("country=") for n in written if n != "part-0.parquet")
     flat_rows = ds.dataset(sink_local.out + "/part-0.parquet", format="parquet").to_table()
     assert flat_rows.column("id").to_pylist() == [0, 1, 2, 3]
+
+
+def test_a_time_zone_aware_timestamp_is_partitioned_by_its_utc_day(sink_local: SinkEnv) -> None:
+    berlin = datetime.timezone(datetime.timedelta(hours=1))
+    at = datetime.datetime(2026, 11, 29, 0, 30, tzinfo=berlin)  # 2026-11-28 23:30 UTC
+    run = SinkRun(sink_local, config(sink_local))
+    run.write([{"id": 1, "country": "DE", "at": at}])
+    run.stop()
+    (row,) = table(sink_local)
+    assert (row["dt"], row["at"]) == ("2026-11-28", datetime.datetime(2026, 11, 28, 23, 30))
