@@ -395,7 +395,9 @@ public final class Sandbox {
     try {
       return running.get(commandTimeoutMs, TimeUnit.MILLISECONDS);
     } catch (TimeoutException e) {
-      running.cancel(true);
+      // Not cancelled: an interrupt can stop a restart halfway (a NameNode left null, which a
+      // later command then meets), and a cancelled future reads as done, so the next command
+      // would not be refused as busy while this one still runs.
       throw new TimeoutException(
           line + " did not finish within " + commandTimeoutMs / 1000.0 + " s (the command "
               + "timeout); the cluster may be unusable: stop the sandbox and start it again");
