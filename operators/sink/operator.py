@@ -77,31 +77,21 @@ class HDFS2FileSink(SinkOperator):
             peid=peid,
             pelaunchnum=pelaunchnum,
         )
-        if (
-            settings.delivery == "exactly_once"
-            and settings.publish == "visible"
-            and not fs.supports_truncate
-        ):
-            msg = (
-                f"sink {name!r}: delivery='exactly_once' with publish='visible' needs truncate, "
-                f"which {type(fs).__name__} does not support: use publish='atomic' or "
-                "delivery='at_least_once'"
-            )
-            raise ConfigError(msg)
-        if (
-            settings.compression_codec is not None
-            and settings.publish == "visible"
-            and not fs.supports_truncate
-            and settings.format not in ("parquet", "orc")
-        ):
-            # A compressed piece torn by a crash could not be cut off: readers of the visible
-            # file would fail at it.
-            msg = (
-                f"sink {name!r}: compression={settings.compression!r} with publish='visible' "
-                f"needs truncate, which {type(fs).__name__} does not support: use "
-                "publish='atomic'"
-            )
-            raise ConfigError(msg)
+        if settings.publish == "visible" and not fs.supports_truncate:
+            # A visible file is cut back in place after a crash: exactly_once must drop the
+            # records after the cut, and a compressed piece torn by the crash would stop its
+            # readers.
+            why, other = "", ""
+            if settings.delivery == "exactly_once":
+                why, other = "delivery='exactly_once'", " or delivery='at_least_once'"
+            elif settings.compression_codec is not None:
+                why = f"compression={settings.compression!r}"
+            if why:
+                msg = (
+                    f"sink {name!r}: {why} with publish='visible' needs truncate, which "
+                    f"{type(fs).__name__} does not support: use publish='atomic'{other}"
+                )
+                raise ConfigError(msg)
         self.name = name
         self.settings = settings
         self._fs = fs
@@ -150,8 +140,6 @@ class HDFS2FileSink(SinkOperator):
         if settings.partition_by:
             derived = {k: (d.column, d.strftime) for k, d in settings.derived.items()}
             self._parts = Partitioner(settings.partition_by, settings.schema_, derived)
-        # The partition directory records are being written to (partitioned output).
-        self._where: str | None = None
 
         # The files, all restored by reset() (reset_to_initial_state() included).
         self._ready = False
@@ -296,15 +284,17 @@ class HDFS2FileSink(SinkOperator):
         start: int,
         end: int,
         originals: Sequence[Any] | None = None,
+        partition: str | None = None,
     ) -> None:
-        """Write ``records[start:end]`` to the current file(s), rolling at the exact record.
+        """Write ``records[start:end]`` to the current file(s), rolling at the exact record
+        (the next file in the directory ``partition`` of a partitioned output).
 
         A record that cannot be encoded is routed with ``originals[i]`` (the whole record,
         when ``records`` holds only the values); the others are written.
         """
         i = start
         while i < end:
-            cur = self._cur if self._cur is not None else self._open(None, partition=self._where)
+            cur = self._cur if self._cur is not None else self._open(None, partition=partition)
             take = end - i
             room = self._rolling.room(cur.tuples)
             if room is not None:
@@ -319,7 +309,7 @@ class HDFS2FileSink(SinkOperator):
                 if self._bad.fail or bad is None or not i <= bad < end:
                     raise
                 if bad > i:  # the records before it are fine (the first bad one raised)
-                    self._write_run(records, i, bad, originals)
+                    self._write_run(records, i, bad, originals, partition)
                 self._bad.route((originals or records)[bad], bad, exc)
                 i = bad + 1
                 continue
@@ -386,9 +376,9 @@ class HDFS2FileSink(SinkOperator):
             else:
                 buckets.setdefault(where, []).append(records[index])
         for where, group in buckets.items():
-            self._where = posixpath.join(self._layout.root, where)
-            self._switch(self._where)
-            self._write_run(group, 0, len(group))
+            directory = posixpath.join(self._layout.root, where)
+            self._switch(directory)
+            self._write_run(group, 0, len(group), partition=directory)
 
     def _switch(self, path: str) -> None:
         """Make the open file of the name ``path`` the current one: kept open in the pool,
@@ -746,11 +736,13 @@ class HDFS2FileSink(SinkOperator):
         self._last_cut = cut_id
         self.drain()  # the state may only describe durable bytes; no-op after a drain
         # A file of the pool that got no record since the previous cut is done: this cut
-        # publishes it (a name that is quiet for a whole cut does not wait for the stop).
-        for name, f in list(self._idle.items()):
-            if not f.touched and self._parts is None:  # a partition's file rolls by its limits
-                self._close_file(f)
-                del self._idle[name]
+        # publishes it (a name that is quiet for a whole cut does not wait for the stop). A
+        # partition's file rolls by the limits and close_idle_after instead (_roll_if_old).
+        if self._parts is None:
+            for name, f in list(self._idle.items()):
+                if not f.touched:
+                    self._close_file(f)
+                    del self._idle[name]
         for f in self._open_files():
             f.touched = False
         self._pending.extend((cut_id, c) for c in self._closed)
