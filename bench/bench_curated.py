@@ -2,7 +2,8 @@
 engine) against a plain pyarrow loop (``csv.open_csv`` -> one ``ParquetWriter`` per partition,
 no guarantees) and Spark's built-in ``readStream.schema(s).csv(...)`` ->
 ``writeStream.partitionBy(...).parquet(...)``, whole processes, alternately. Each run's output
-is checked (every row once); the peak RSS of each process is reported beside its time.
+is checked (every row once); the peak RSS of each process is reported beside its time (the
+process's own: Spark's JVM, a child of its driver, is not counted).
 
     python -m bench.bench_curated --mb 200 --repeat 3 [--no-spark]
 """
@@ -15,6 +16,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +52,7 @@ def make_input(directory: Path, mb: float, files: int = 8) -> int:
 
 
 def timed(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> dict[str, float]:
-    """Run a whole process; its seconds and peak RSS (MB, its largest process)."""
+    """Run a whole process; its seconds and its own peak RSS (MB)."""
     start = time.perf_counter()
     process = subprocess.Popen(
         command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -151,36 +153,19 @@ def main(argv: list[str] | None = None) -> int:
                 Path.cwd(),
             )
 
-        def plain(tag: str) -> dict[str, float]:
-            return timed(
-                [
-                    sys.executable,
-                    str(work / "pyarrow_loop.py"),
-                    str(landing),
-                    str(work / f"pyarrow-{tag}"),
-                ],
-                work,
-            )
+        def script(path: Path, key: str) -> Callable[[str], dict[str, float]]:
+            """A script run as ``script <landing> <output> <checkpoint>``."""
 
-        def spark(tag: str) -> dict[str, float]:
-            return timed(
-                [
-                    sys.executable,
-                    str(work / "spark_job.py"),
-                    str(landing),
-                    str(work / f"spark-{tag}"),
-                    str(work / f"spark-ckpt-{tag}"),
-                ],
-                work,
-            )
+            def run(tag: str) -> dict[str, float]:
+                out, ckpt = work / f"{key}-{tag}", work / f"{key}-ckpt-{tag}"
+                return timed([sys.executable, str(path), str(landing), str(out), str(ckpt)], work)
+
+            return run
 
         def check(key: str, tag: str) -> None:
             import pyarrow.dataset as ds
 
-            out = (
-                work
-                / {"ours": f"ours-{tag}", "plain": f"pyarrow-{tag}", "spark": f"spark-{tag}"}[key]
-            )
+            out = work / f"{key}-{tag}"
             table = ds.dataset(
                 out,
                 format="parquet",
@@ -194,9 +179,11 @@ def main(argv: list[str] | None = None) -> int:
 
         race = Comparison(args.mb)
         race.add("ours", "hdfs-region run (local engine)", ours)
-        race.add("plain", "plain pyarrow loop", plain)
+        race.add("plain", "plain pyarrow loop", script(work / "pyarrow_loop.py", "plain"))
         if not args.no_spark:
-            race.add("spark", "Spark's built-in csv -> parquet", spark)
+            race.add(
+                "spark", "Spark's built-in csv -> parquet", script(work / "spark_job.py", "spark")
+            )
         race.race(args.repeat, check=check)
     race.print(
         f"CSV -> Parquet partitioned by country, {args.mb:g} MB, {rows} rows",

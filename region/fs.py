@@ -12,8 +12,9 @@ overwrite), ``PermissionError``, ``IsADirectoryError`` / ``NotADirectoryError``,
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 __all__ = [
     "CloseAwaiter",
@@ -22,6 +23,7 @@ __all__ = [
     "FileStatus",
     "FileSystem",
     "FileWriter",
+    "ForwardReader",
     "LaterCloser",
     "LeaseRecoverer",
     "ListingEntry",
@@ -220,3 +222,21 @@ def mtime_tracks_writes(fs: FileSystem) -> bool:
     attribute): HDFS sets it when the file is closed, so a file open for writing for hours
     keeps the mtime of its creation."""
     return bool(getattr(fs, "mtime_tracks_writes", True))
+
+
+class ForwardReader(io.RawIOBase):
+    """The bytes of the file ``path`` of ``fs`` read forwards from its start, at most
+    ``chunk`` bytes a read: a file object for readers that take one (pyarrow's streams)."""
+
+    def __init__(self, fs: FileSystem, path: str, chunk: int = 8 << 20) -> None:
+        self._fs, self._path, self._chunk = fs, path, chunk
+        self.pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._fs.read(self._path, self.pos, min(len(buffer), self._chunk))
+        buffer[: len(data)] = data
+        self.pos += len(data)
+        return len(data)

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from region.errors import RegionError
 
-__all__ = ["BadRecordError", "OperatorError"]
+__all__ = ["BadRecordError", "OperatorError", "short"]
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters for a log line or an error."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class OperatorError(RegionError):

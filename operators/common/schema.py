@@ -16,6 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from operators.common.errors import short
+
 __all__ = [
     "SCHEMA_TYPES",
     "BadValue",
@@ -38,6 +40,8 @@ _SIMPLE: dict[str, pa.DataType] = {
     "binary": pa.binary(),
 }
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+#: What pyarrow raises for a value that does not convert.
+_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
 #: The type names, for messages and the configuration reference.
 SCHEMA_TYPES = (*_SIMPLE, "decimal(p,s)")
 
@@ -96,7 +100,7 @@ def column(values: Sequence[Any], field: pa.Field) -> pa.Array:
         values = [repr(v) if type(v) is float else v for v in values]
     try:
         return pa.array(values, from_pandas=False).cast(field.type, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+    except _CAST_ERRORS:
         pass
     # Find the value that does not fit; when each fits alone (a mix such as 1 and "2", which
     # pyarrow cannot infer one type for), the column is built value by value.
@@ -104,12 +108,7 @@ def column(values: Sequence[Any], field: pa.Field) -> pa.Array:
     for index, value in enumerate(values):
         try:
             pieces.append(pa.array([value], from_pandas=False).cast(field.type, safe=True))
-        except (
-            pa.ArrowInvalid,
-            pa.ArrowTypeError,
-            pa.ArrowNotImplementedError,
-            OverflowError,
-        ) as exc:
+        except _CAST_ERRORS as exc:
             raise BadValue(index, field.name, value, field.type, exc) from None
     return pa.concat_arrays(pieces) if pieces else pa.array([], type=field.type)
 
@@ -121,11 +120,8 @@ class BadValue(ValueError):
     def __init__(
         self, index: int, name: str, value: Any, type_: pa.DataType, cause: BaseException
     ) -> None:
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
         reason = str(cause).split("\n", 1)[0]
-        super().__init__(f"column {name!r}: {shown} is not a {type_name(type_)} ({reason})")
+        super().__init__(f"column {name!r}: {short(value)} is not a {type_name(type_)} ({reason})")
         self.index = index
         self.name = name
         self.value = value

@@ -32,6 +32,7 @@ import decimal
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -41,12 +42,11 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.ipc as ipc
 
-from operators.common.errors import BadRecordError
+from operators.common.errors import BadRecordError, short
 from operators.common.schema import BadValue, arrow_schema, column
-from operators.sink.layout import short
 from operators.sink.rolling import RollingPolicy
 from operators.sink.settings import SinkSettings
-from region.fs import FileSystem, FileWriter
+from region.fs import FileSystem, FileWriter, ForwardReader
 
 __all__ = [
     "BULK_FORMATS",
@@ -140,12 +140,7 @@ class TableEncoder:
         data = b"".join(rows)
         take = len(rows)
         if self.compression is None and take > 1 and self._rolling.crosses(size, len(data)):
-            cumulative: list[int] = []
-            added = 0
-            for row in rows:
-                added += len(row)
-                cumulative.append(added)
-            take = self._rolling.fitting(cumulative, size)
+            take = self._rolling.fitting(list(itertools.accumulate(map(len, rows))), size)
             data = b"".join(rows[:take])
         return self._compress(data), take
 
@@ -244,24 +239,6 @@ def form_format(form: str) -> tuple[str, str | None]:
     return fmt, None if codec == "none" else codec
 
 
-class _Reader(io.RawIOBase):
-    """A staged file of the sink's filesystem as a read-only stream for ``pyarrow.ipc``."""
-
-    def __init__(self, fs: FileSystem, path: str) -> None:
-        self._fs = fs
-        self._path = path
-        self._offset = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self._fs.read(self._path, self._offset, min(len(buffer), _READ))
-        buffer[: len(data)] = data
-        self._offset += len(data)
-        return len(data)
-
-
 class _Writer(io.RawIOBase):
     """A file writer of the sink's filesystem as a write-only stream for Parquet and ORC."""
 
@@ -294,7 +271,9 @@ def convert(
     out = fs.create(target, overwrite=True, permission=permission)
     try:
         stream = _Writer(out)
-        reader = ipc.open_stream(pa.PythonFile(io.BufferedReader(_Reader(fs, staged), _READ)))
+        reader = ipc.open_stream(
+            pa.PythonFile(io.BufferedReader(ForwardReader(fs, staged, _READ), _READ))
+        )
         sink = pa.PythonFile(stream, mode="w")
         if fmt == "parquet":
             import pyarrow.parquet as pq

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from operators.common.errors import BadRecordError
+from operators.common.errors import BadRecordError, short
 from operators.common.safepath import confine, name_problem, numbered_name
 from operators.sink.owner import SINK_DIR
 from operators.sink.settings import SinkSettings
@@ -40,7 +40,6 @@ __all__ = [
     "final_of",
     "norm",
     "parse_side_name",
-    "short",
     "side_name",
 ]
 
@@ -276,9 +275,3 @@ def parse_side_name(name: str, sink: str) -> tuple[str, str] | None:
         if name.endswith(tail) and len(name) > len(tail) + 1:
             return suffix, name[1 : -len(tail)]
     return None
-
-
-def short(value: Any, limit: int = 80) -> str:
-    """``repr(value)``, cut to ``limit`` characters for a log line or an error."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -28,10 +28,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
-from operators.common.errors import BadRecordError
+from operators.common.errors import BadRecordError, short
 from operators.common.safepath import name_problem
 from operators.common.schema import BadValue, arrow_schema, column
-from operators.sink.layout import short
 from operators.sink.owner import SINK_DIR
 
 __all__ = ["DEFAULT_PARTITION", "Partitioner", "partition_of"]
@@ -59,8 +58,6 @@ class Partitioner:
         self._derived = dict(derived)
         typed = {c: schema[c] for c in self.columns if schema and c in schema}
         self._fields = {f.name: f for f in arrow_schema(typed)} if typed else {}
-        #: Partition columns that are record columns (left out of the files).
-        self.stored = frozenset(c for c in self.columns if c not in self._derived)
 
     def dirs(self, records: Sequence[Any]) -> list[str | BadRecordError]:
         """The relative partition directory of each record, or the error that makes it bad."""
@@ -84,19 +81,42 @@ class Partitioner:
                     out[exc.index] = BadRecordError(msg, offset=exc.index, field=name)
                     column_values = list(column_values)
                     column_values[exc.index] = None
+        # A batch holds few partitions: each distinct value is named (or refused) once, not
+        # once per record.
+        known: dict[tuple[str, Any, type], str | ValueError] = {}
         for i in range(len(records)):
             if isinstance(out[i], BadRecordError):
                 continue
             parts = []
             for name in self.columns:
-                try:
-                    parts.append(f"{name}={self._text(name, values[name][i])}")
-                except ValueError as exc:
-                    out[i] = BadRecordError(f"record {i}: {exc}", offset=i, field=name)
+                text = self._known_text(known, name, values[name][i])
+                if isinstance(text, ValueError):
+                    out[i] = BadRecordError(f"record {i}: {text}", offset=i, field=name)
                     break
+                parts.append(f"{name}={text}")
             else:
                 out[i] = "/".join(parts)
         return out
+
+    def _known_text(
+        self, known: dict[tuple[str, Any, type], str | ValueError], name: str, value: Any
+    ) -> str | ValueError:
+        """:meth:`_text` of ``value``, or why it has none, kept in ``known`` (``True`` and ``1``
+        are apart: their names differ)."""
+        key = (name, value, type(value))
+        try:
+            found = known.get(key)
+        except TypeError:  # not hashable: named alone, not kept
+            return self._text_or_why(name, value)
+        if found is None:
+            found = known[key] = self._text_or_why(name, value)
+        return found
+
+    def _text_or_why(self, name: str, value: Any) -> str | ValueError:
+        try:
+            return self._text(name, value)
+        except ValueError as exc:
+            return exc
 
     def _text(self, name: str, value: Any) -> str:
         if name in self._derived:
@@ -135,10 +155,6 @@ class Partitioner:
         if problem is not None:
             raise ValueError(f"partition {name!r}: the value {short(value)} {problem}")
         return escaped
-
-    def strip(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        """The record without its partition columns (for formats without a schema)."""
-        return {k: v for k, v in record.items() if k not in self.stored}
 
 
 def partition_of(final: str, root: str) -> dict[str, str | None] | None:

@@ -19,9 +19,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from operators.common.errors import BadRecordError
+from operators.common.errors import BadRecordError, short
 from operators.sink.formats import compress_piece
-from operators.sink.layout import short
 from operators.sink.rolling import RollingPolicy
 from operators.sink.settings import SinkSettings
 from operators.source.decoding import EncodedLines

@@ -25,7 +25,6 @@ message saying so.
 
 from __future__ import annotations
 
-import io
 import logging
 import posixpath
 import threading
@@ -35,7 +34,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from region.errors import permanent
-from region.fs import FileStatus, FileSystem
+from region.fs import FileStatus, FileSystem, ForwardReader
 
 __all__ = ["CODECS", "Compression", "Decompressed", "codec_of"]
 
@@ -63,22 +62,6 @@ def _identity(status: FileStatus) -> tuple[int, int, int | None]:
     return (status.mtime_ns, status.size, status.file_id)
 
 
-class _Raw(io.RawIOBase):
-    """The raw bytes of a file of the filesystem, read forwards."""
-
-    def __init__(self, fs: FileSystem, path: str) -> None:
-        self._fs, self._path, self.pos = fs, path, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self._fs.read(self._path, self.pos, min(len(buffer), 8 << 20))
-        buffer[: len(data)] = data
-        self.pos += len(data)
-        return len(data)
-
-
 class _Stream:
     """One decompression of one file, running forwards."""
 
@@ -98,7 +81,7 @@ class _Stream:
             raise permanent(OSError(msg))
         arrow_codec = "lz4_frame" if codec == "lz4" else codec
         self._stream = pa.CompressedInputStream(
-            pa.PythonFile(_Raw(fs, path), mode="r"), arrow_codec
+            pa.PythonFile(ForwardReader(fs, path), mode="r"), arrow_codec
         )
         self.pos = 0
         self.ended = False
@@ -150,8 +133,7 @@ class Decompressed:
     the module doc). Every other call goes to the filesystem as it is."""
 
     def __init__(self, fs: FileSystem, compression: Compression) -> None:
-        # Another source's view (a source made again from one) is not decompressed twice.
-        self._fs: FileSystem = fs.inner if isinstance(fs, Decompressed) else fs
+        self._fs = fs
         self._compression = compression
         self._lock = threading.Lock()  # the read-ahead reads from another thread
         self._streams: dict[str, _Stream] = {}
@@ -195,7 +177,7 @@ class Decompressed:
             stream.skip_to(offset)  # 3. forwards to the offset, then the bytes asked for
             if stream.pos < offset:
                 return b""
-            data = stream.read(want) if length >= 0 else self._rest(stream)
+            data = stream.read(want)
             if stream.ended:
                 self._sizes[(path, stream.identity)] = stream.pos
                 self._whole[path] = stream.identity
@@ -206,13 +188,6 @@ class Decompressed:
         decompression last reached its end, or ``None``; asked once per file read."""
         with self._lock:
             return self._whole.pop(path, None)
-
-    @staticmethod
-    def _rest(stream: _Stream) -> bytes:
-        pieces = []
-        while not stream.ended:
-            pieces.append(stream.read(8 << 20))
-        return b"".join(pieces)
 
     def _stream(self, path: str, status: FileStatus, codec: str) -> _Stream:
         stream = self._streams.get(path)
@@ -232,8 +207,7 @@ class Decompressed:
         size = self._sizes.get(key)
         if size is None:
             counting = _Stream(self._fs, path, codec, key[1])
-            while not counting.ended:
-                counting.read(8 << 20)
+            counting.skip_to(1 << 62)  # to its end
             size = counting.pos
             self._sizes[key] = size
             if len(self._sizes) > _SIZES:

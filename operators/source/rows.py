@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from operators.common.errors import BadRecordError
+from operators.common.errors import BadRecordError, short
 from operators.common.schema import BadValue, arrow_schema, column
 
 __all__ = ["OnBadRow", "Rejected", "Rows"]
@@ -163,13 +163,9 @@ class Rows:
             start = end + 1
             if not quoted:
                 ends.append(start)
-        if ends:
+        if not ends:  # no row complete yet: the next call scans on from here
             self._scan, self._quoted = start - self._pos, quoted
-            if start != ends[-1]:  # lines of an unfinished row scanned past the last end
-                self._scan, self._quoted = ends[-1] - self._pos, False
-        else:
-            self._scan, self._quoted = start - self._pos, quoted
-        return ends
+        return ends  # (taking them consumes them and scans afresh from the last end)
 
     def _quoting(self, buf: bytes, start: int, end: int, quoted: bool) -> bool:
         """Whether the line ``buf[start:end]`` (without its LF) ends inside a quoted value,
@@ -292,7 +288,7 @@ class Rows:
     def _typed(self, texts: list[str], offsets: list[int]) -> list[Any]:
         """Records of the rows' texts; a row that does not fit is handled by ``on_bad_row``."""
         rows: list[Any] = []
-        kept: list[int] = []
+        kept: list[tuple[int, str]] = []  # (offset, text) of each row parsed
         for text, at in zip(texts, offsets, strict=True):
             try:
                 row = self._parse(text)
@@ -300,7 +296,7 @@ class Rows:
                 self._bad(at, str(exc), text)
                 continue
             rows.append(row)
-            kept.append(at)
+            kept.append((at, text))
         schema = self._schema
         if schema is None or not rows:
             return rows
@@ -313,7 +309,8 @@ class Rows:
                     arrays.append(column(values, field))
             except BadValue as exc:
                 i = exc.index
-                self._bad(kept[i], str(exc), texts[offsets.index(kept[i])], exc.name)
+                at, text = kept[i]
+                self._bad(at, str(exc), text, exc.name)
                 del rows[i], kept[i]
                 if not rows:
                     return []
@@ -362,15 +359,10 @@ class Rows:
     def _bad(self, offset: int, reason: str, text: str, field: str | None = None) -> None:
         where = f"{self._display} at byte {offset}"
         if self._on_bad == "fail":
-            msg = f"{where}: {reason}: {_short(text)}; on_bad_row = 'reject' or 'skip' reads on"
+            msg = f"{where}: {reason}: {short(text, 120)}; on_bad_row = 'reject' or 'skip' reads on"
             raise BadRecordError(msg, file=self._path, offset=offset, field=field)
         if self._on_bad == "skip":
             self.skipped += 1
-            logger.warning("skipped the row of %s: %s: %s", where, reason, _short(text))
+            logger.warning("skipped the row of %s: %s: %s", where, reason, short(text, 120))
             return
         self._rejected.append(Rejected(self._display, offset, reason, text))
-
-
-def _short(text: str, limit: int = 120) -> str:
-    shown = repr(text)
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."

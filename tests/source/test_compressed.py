@@ -152,7 +152,7 @@ def test_a_file_replaced_while_it_is_decompressed_is_retried_not_condemned(
     path.write_bytes(compress("gzip", first))
     other = tmp_path / "other.gz"
     other.write_bytes(compress("gzip", b"".join(b"%d other\n" % i for i in range(300_000))))
-    real = compressed._Raw.readinto
+    real = compressed.ForwardReader.readinto
     swapped: list[bool] = []
 
     def swap_after_the_first_read(self: Any, buffer: Any) -> int:
@@ -162,7 +162,7 @@ def test_a_file_replaced_while_it_is_decompressed_is_retried_not_condemned(
             other.replace(path)  # a new file moved over the name mid-read
         return got
 
-    monkeypatch.setattr(compressed._Raw, "readinto", swap_after_the_first_read)
+    monkeypatch.setattr(compressed.ForwardReader, "readinto", swap_after_the_first_read)
     view = Decompressed(LocalFileSystem(), "auto")
     with pytest.raises(OSError, match="replaced while it was decompressed") as caught:
         view.read(str(path), 0, 4 << 20)
