@@ -22,7 +22,7 @@ offsets (``operators.spark.source``) carry only the scan cursor's part, in Spark
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,7 +117,8 @@ class StateHandler(ABC):
 class Batch:
     """Records moving through an in-process pipeline, with the punctuation that follows them.
 
-    ``records`` are ``str`` (line mode) or ``bytes`` (binary mode) for the file source, or paths
+    ``records`` are ``str`` (line mode) or ``bytes`` (binary mode) for the file source, mappings
+    (rows with columns; a sequence that keeps them as columns), or paths
     for the directory scan. ``punctuation`` marks the end of a window (the end of a file).
     ``origin`` names the file the records came from, when there is one. ``size`` is the number
     of input bytes the records were read from, when the source counts them (line ends included).
@@ -126,7 +127,7 @@ class Batch:
     the same cut as the records.
     """
 
-    records: list[Any] = field(default_factory=list)
+    records: Sequence[Any] = field(default_factory=list)
     punctuation: bool = False
     origin: str | None = None
     size: int | None = None

@@ -51,6 +51,9 @@ __all__ = ["LocalRun", "build_local", "run_local"]
 
 logger = logging.getLogger(__name__)
 
+#: Records per batch of rows with columns (see run_local).
+COLUMNS_BATCH = 16384
+
 
 @dataclass
 class LocalRun:
@@ -208,7 +211,10 @@ def build_local(config: PipelineConfig) -> LocalRun:
         permission=region.checkpoint_permission,
         start_fresh=region.start_fresh,
     )
-    pipeline = Pipeline(source, sinks=[sink], transforms=transforms)
+    # Rows with a schema are parsed, partitioned and written a block at a time, as columns:
+    # batches of about a megabyte of rows keep the work per batch small beside the work per row.
+    batch_size = COLUMNS_BATCH if config.source.schema_ is not None else 1024
+    pipeline = Pipeline(source, sinks=[sink], transforms=transforms, batch_size=batch_size)
 
     def lost(reason: str) -> None:
         # Another process owns the directory now: writing one more cut would corrupt its run.

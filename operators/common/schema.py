@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from operators.common.errors import short
 
@@ -23,6 +24,7 @@ __all__ = [
     "BadValue",
     "arrow_schema",
     "arrow_type",
+    "cast",
     "column",
     "schema_problem",
     "type_name",
@@ -99,7 +101,7 @@ def column(values: Sequence[Any], field: pa.Field) -> pa.Array:
         # into decimal(10,2) without a word, the text's cast refuses it.
         values = [repr(v) if type(v) is float else v for v in values]
     try:
-        return pa.array(values, from_pandas=False).cast(field.type, safe=True)
+        return _cast(pa.array(values, from_pandas=False), field.type)
     except _CAST_ERRORS:
         pass
     # Find the value that does not fit; when each fits alone (a mix such as 1 and "2", which
@@ -107,10 +109,38 @@ def column(values: Sequence[Any], field: pa.Field) -> pa.Array:
     pieces = []
     for index, value in enumerate(values):
         try:
-            pieces.append(pa.array([value], from_pandas=False).cast(field.type, safe=True))
+            pieces.append(_cast(pa.array([value], from_pandas=False), field.type))
         except _CAST_ERRORS as exc:
             raise BadValue(index, field.name, value, field.type, exc) from None
     return pa.concat_arrays(pieces) if pieces else pa.array([], type=field.type)
+
+
+def cast(array: pa.Array, field: pa.Field) -> pa.Array:
+    """An Arrow column as ``field``'s type under :func:`column`'s rule (``BadValue`` for the
+    first value that does not fit): the vectorized form, for records that are already
+    columns."""
+    if array.type == field.type:
+        return array
+    if not pa.types.is_decimal(field.type) or not pa.types.is_floating(array.type):
+        try:
+            return _cast(array, field.type)
+        except _CAST_ERRORS:
+            pass
+    return column(array.to_pylist(), field)  # finds the value, by the rule for values
+
+
+def _cast(array: pa.Array | pa.ChunkedArray, type_: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """A safe cast; a number's text may have spaces or tabs around it (``" 7"`` is 7, as
+    Arrow's, DuckDB's and pandas's CSV readers read it: trimming a number loses nothing)."""
+    if _is_number(type_) and pa.types.is_string(array.type):
+        array = pc.utf8_trim(array, characters=" \t")
+    return array.cast(type_, safe=True)
+
+
+def _is_number(type_: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(type_) or pa.types.is_floating(type_) or pa.types.is_decimal(type_)
+    )
 
 
 class BadValue(ValueError):

@@ -42,8 +42,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.ipc as ipc
 
+from operators.common.columns import Columns
 from operators.common.errors import BadRecordError, short
-from operators.common.schema import BadValue, arrow_schema, column
+from operators.common.schema import BadValue, arrow_schema, cast, column
 from operators.sink.rolling import RollingPolicy
 from operators.sink.settings import SinkSettings
 from region.fs import FileSystem, FileWriter, ForwardReader
@@ -117,6 +118,10 @@ class TableEncoder:
         compressed or bulk file rolls after the write that reaches it). BadRecordError, with
         the record's index as offset, for the first record that does not fit."""
         chunk = records[start : start + take]
+        if isinstance(chunk, Columns):
+            fitted = self._columns(chunk)
+            if fitted is not None:
+                chunk = fitted
         if self.format == "jsonl" and self._schema is None:
             rows = [self._json_row(record, start + j, final) for j, record in enumerate(chunk)]
             return self._fit(rows, size)
@@ -144,9 +149,30 @@ class TableEncoder:
             data = b"".join(rows[:take])
         return self._compress(data), take
 
+    def _columns(self, chunk: Columns) -> pa.RecordBatch | None:
+        """Records that are already columns as a record batch of the schema, or ``None`` when
+        one does not fit (the record-at-a-time path names it)."""
+        schema = self._schema
+        if schema is None or not self._names.issuperset(chunk.schema.names):
+            return None
+        table = chunk.table
+        arrays = []
+        try:
+            for field in schema:
+                index = table.schema.get_field_index(field.name)
+                if index < 0:  # as a record without the key: a null
+                    arrays.append(pa.nulls(len(table), field.type))
+                else:
+                    arrays.append(cast(table.column(index).combine_chunks(), field))
+        except BadValue:
+            return None
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
     def _batch(self, chunk: Sequence[Any], start: int, final: str) -> pa.RecordBatch:
         """The records as a record batch of the schema; BadRecordError for the first one that
         does not fit."""
+        if isinstance(chunk, pa.RecordBatch):
+            return chunk
         assert self._schema is not None
         names = self._names
         for j, record in enumerate(chunk):

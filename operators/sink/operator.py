@@ -8,10 +8,11 @@ import contextlib
 import logging
 import posixpath
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from operators.common.background import Background
+from operators.common.columns import Columns
 from operators.common.errors import BadRecordError, OperatorError
 from operators.common.plugins import load_callable
 from operators.sink.formats import TableEncoder, convert
@@ -369,12 +370,21 @@ class HDFS2FileSink(SinkOperator):
         """Each record to the open file of its partition (:mod:`operators.sink.partitions`),
         the batch's records of one partition in one write, in their order."""
         assert self._parts is not None
+        if isinstance(records, Columns):  # a partition at a time, never a record at a time
+            parts, bad = self._parts.split(records)
+            for index, error in bad:
+                self._bad.route(records[index], index, error)
+            self._write_buckets(parts)
+            return
         buckets: dict[str, list[Any]] = {}
         for index, where in enumerate(self._parts.dirs(records)):
             if isinstance(where, BadRecordError):
                 self._bad.route(records[index], index, where)
             else:
                 buckets.setdefault(where, []).append(records[index])
+        self._write_buckets(buckets)
+
+    def _write_buckets(self, buckets: Mapping[str, Sequence[Any]]) -> None:
         for where, group in buckets.items():
             directory = posixpath.join(self._layout.root, where)
             self._switch(directory)

@@ -28,9 +28,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from operators.common.columns import Columns
 from operators.common.errors import BadRecordError, short
 from operators.common.safepath import name_problem
-from operators.common.schema import BadValue, arrow_schema, column
+from operators.common.schema import BadValue, arrow_schema, cast, column
 from operators.sink.owner import SINK_DIR
 
 __all__ = ["DEFAULT_PARTITION", "Partitioner", "partition_of"]
@@ -97,6 +101,72 @@ class Partitioner:
             else:
                 out[i] = "/".join(parts)
         return out
+
+    def split(
+        self, records: Columns
+    ) -> tuple[dict[str, Columns], list[tuple[int, BadRecordError]]]:
+        """What :meth:`dirs` says of records that are columns, a partition at a time: the
+        records of each partition directory (in the order of their first record, each in its
+        order), and the bad records by index. Each distinct value is named once, by the same
+        rule; records whose values do not convert go the way of :meth:`dirs`."""
+        table = records.table
+        n = len(records)
+        known: dict[tuple[str, Any, type], str | ValueError] = {}
+        picked: list[tuple[list[str | ValueError], pa.Array]] = []
+        group = pa.nulls(n, pa.int64()).fill_null(0)
+        for name in self.columns:
+            source = self._derived[name][0] if name in self._derived else name
+            index = table.schema.get_field_index(source)
+            array = table.column(index).combine_chunks() if index >= 0 else pa.nulls(n)
+            if name in self._fields:
+                try:
+                    array = cast(array, self._fields[name])
+                except BadValue:
+                    return self._split_records(records)
+            encoded = array.dictionary_encode()
+            # The directory name of each distinct value (values of one name, such as two times
+            # of one day, are one partition); a refusal is kept as the name.
+            ids: dict[str | ValueError, int] = {}
+            of_value = [
+                ids.setdefault(self._known_text(known, name, v), len(ids))
+                for v in [*encoded.dictionary.to_pylist(), None]
+            ]
+            code = pa.array(of_value, pa.int64()).take(encoded.indices.fill_null(len(of_value) - 1))
+            picked.append((list(ids), code))
+            # The partition so far, numbered densely (so that numbers stay small).
+            combined = pc.add(pc.multiply(group, len(ids)), code)
+            group = combined.dictionary_encode().indices.cast(pa.int64())
+        groups: dict[str, Columns] = {}
+        bad: list[tuple[int, BadRecordError]] = []
+        for number in pc.unique(group).to_pylist():  # in the order of first appearance
+            mask = pc.equal(group, number)
+            first = pc.index(group, number).as_py()
+            parts: list[str] = []
+            for name, (names, code) in zip(self.columns, picked, strict=True):
+                text = names[code[first].as_py()]
+                if isinstance(text, ValueError):
+                    for i in pc.indices_nonzero(mask).to_pylist():
+                        bad.append((i, BadRecordError(f"record {i}: {text}", offset=i, field=name)))
+                    break
+                parts.append(f"{name}={text}")
+            else:
+                groups["/".join(parts)] = Columns(table.filter(mask))
+        bad.sort(key=lambda b: b[0])
+        return groups, bad
+
+    def _split_records(
+        self, records: Columns
+    ) -> tuple[dict[str, Columns], list[tuple[int, BadRecordError]]]:
+        """:meth:`split` by :meth:`dirs`, for records whose values need it."""
+        table = records.table
+        rows: dict[str, list[int]] = {}
+        bad: list[tuple[int, BadRecordError]] = []
+        for index, where in enumerate(self.dirs(records.rows())):
+            if isinstance(where, BadRecordError):
+                bad.append((index, where))
+            else:
+                rows.setdefault(where, []).append(index)
+        return {w: Columns(table.take(pa.array(r, pa.int64()))) for w, r in rows.items()}, bad
 
     def _known_text(
         self, known: dict[tuple[str, Any, type], str | ValueError], name: str, value: Any

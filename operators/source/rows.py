@@ -19,7 +19,9 @@ is named by file, byte offset, column and value, and ``on_bad_row`` says what ha
 
 from __future__ import annotations
 
+import codecs
 import csv
+import itertools
 import json
 import logging
 import sys
@@ -28,7 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.csv as pacsv
 
+from operators.common.columns import Columns
 from operators.common.errors import BadRecordError, short
 from operators.common.schema import BadValue, arrow_schema, column
 
@@ -43,6 +47,8 @@ csv.field_size_limit(sys.maxsize)
 OnBadRow = Literal["reject", "skip", "fail"]
 #: Bytes of a file's start read to find its header row when a resume starts past it.
 _HEAD = 1 << 16
+_PLUS_ONE = (1).__add__  # a line's length with its line end, at C speed
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,23 @@ class Rows:
         self._nulls = frozenset(null_values)
         self._on_bad = on_bad_row
         self._read_head = read_head
+        self._schema_names = self._schema.names if self._schema is not None else []
+        self._empty = Columns.empty(self._schema) if self._schema is not None else None
+        # Arrow's CSV reader for blocks of rows it reads as the row path does (see _block):
+        # UTF-8, nulls and truth values as the rule of types has them.
+        self._arrow: tuple[pacsv.ParseOptions, pacsv.ConvertOptions] | None = None
+        if self._csv and self._schema is not None and codecs.lookup(encoding).name == "utf-8":
+            self._arrow = (
+                pacsv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False),
+                pacsv.ConvertOptions(
+                    column_types=self._schema,
+                    include_columns=self._schema.names,
+                    null_values=list(null_values),
+                    strings_can_be_null=True,
+                    true_values=["true", "True", "TRUE", "1"],
+                    false_values=["false", "False", "FALSE", "0"],
+                ),
+            )
         self.skipped = 0
         self._path = ""
         self._display = ""
@@ -108,8 +131,8 @@ class Rows:
         self._path, self._display = path, display
         self._columns = None
 
-    def batch(self) -> list[Any]:
-        return []
+    def batch(self) -> Any:
+        return self._empty if self._empty is not None else []
 
     def push(self, data: bytes) -> None:
         if self._pos:  # _scan counts from _pos: it stays
@@ -154,6 +177,15 @@ class Rows:
         start = self._pos + self._scan
         quoted = self._quoted
         quote = self._quote if self._csv else None
+        if not quoted and (quote is None or buf.find(quote, start) < 0):
+            # No quote ahead: every line is a row, found at C speed.
+            lines = buf[start:].split(b"\n", want)
+            lines.pop()  # what follows the last line end taken: no row yet, or not wanted
+            ends = list(itertools.accumulate(map(_PLUS_ONE, map(len, lines)), initial=start))
+            del ends[0]
+            if not ends:
+                self._scan = len(buf) - self._pos
+            return ends
         while len(ends) < want:
             end = buf.find(b"\n", start)
             if end < 0:
@@ -194,23 +226,46 @@ class Rows:
             p = buf.find(quote, p + 1, end)
         return quoted
 
-    def _records(self, ends: list[int], offset: int, *, last: bool) -> tuple[list[Any], int]:
+    def _records(self, ends: list[int], offset: int, *, last: bool) -> tuple[Any, int]:
         """The records of the rows ending at ``ends`` (the first at ``_pos``, byte ``offset``),
         consumed."""
         buf, start = self._buf, self._pos
+        if self._header and self._columns is None:
+            if offset > 0:
+                self._columns = self._head_columns()
+            else:  # the file's first row is its header
+                raw = buf[start : ends[0]]
+                raw = (
+                    raw[:-2] if raw.endswith(b"\r\n") else raw[:-1] if raw.endswith(b"\n") else raw
+                )
+                self._columns = self._parse_header(self._header_text(raw, offset), offset)
+                start = ends[0]
+                ends = ends[1:]
+        # Typed before anything is consumed: a row that fails (on_bad_row = "fail") raises
+        # with the offset still before it.
+        records = self._block(buf[start : ends[-1]]) if ends else None
+        if records is None:
+            records = self._rows(buf, start, ends, offset)
+        if ends:
+            start = ends[-1]
+        size = start - self._pos
+        self._pos = start
+        self._scan = 0
+        self._quoted = False
+        if last:
+            self._buf, self._pos = b"", 0
+        return records, size
+
+    def _rows(self, buf: bytes, start: int, ends: list[int], offset: int) -> Any:
+        """The records of the rows from ``start`` ending at ``ends``, one row at a time."""
         texts: list[str] = []
         offsets: list[int] = []
-        if self._header and self._columns is None and offset > 0:
-            self._columns = self._head_columns()
         for end in ends:
             at = offset + (start - self._pos)
             raw = buf[start:end]
             start = end
             if raw.endswith(b"\n"):
                 raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
-            if self._header and self._columns is None:
-                self._columns = self._parse_header(self._header_text(raw, at), at)
-                continue
             if not raw:
                 continue  # a blank line is no row (as pyarrow's and Spark's readers skip it)
             try:
@@ -221,16 +276,37 @@ class Rows:
                 continue
             texts.append(text)
             offsets.append(at)
-        # Typed before anything is consumed: a row that fails (on_bad_row = "fail") raises
-        # with the offset still before it.
-        records = self._typed(texts, offsets) if texts else []
-        size = start - self._pos
-        self._pos = start
-        self._scan = 0
-        self._quoted = False
-        if last:
-            self._buf, self._pos = b"", 0
-        return records, size
+        return self._typed(texts, offsets)
+
+    def _block(self, block: bytes) -> Columns | None:
+        """The records of a block of whole CSV rows parsed and typed by Arrow at once, or
+        ``None`` when the block needs the row-at-a-time path: it has a quote, an escape, a CR
+        that ends no line or a byte-order mark (where Arrow's reader and Python's differ), or
+        a row that does not fit (which that path names). Where this succeeds it gives what
+        the row-at-a-time path gives (a property test holds them equal)."""
+        options = self._arrow
+        if (
+            options is None
+            or self._quote in block
+            or (self._escape is not None and self._escape in block)
+            or block.count(b"\r") != block.count(b"\r\n")
+            or block.startswith(b"\xef\xbb\xbf")
+        ):
+            return None
+        names = self._columns if self._columns is not None else self._schema_names
+        if len(set(names)) != len(names):
+            return None  # a header naming a column twice: the row path keeps the last one
+        parse, convert = options
+        try:
+            table = pacsv.read_csv(
+                pa.py_buffer(block),
+                read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
+                parse_options=parse,
+                convert_options=convert,
+            )
+        except _ARROW_ERRORS:
+            return None
+        return Columns(table)
 
     def _head_columns(self) -> list[str]:
         """The header of a file read from its start (reading began past it)."""
@@ -285,7 +361,7 @@ class Rows:
                 )
         return list(names)
 
-    def _typed(self, texts: list[str], offsets: list[int]) -> list[Any]:
+    def _typed(self, texts: list[str], offsets: list[int]) -> Any:
         """Records of the rows' texts; a row that does not fit is handled by ``on_bad_row``."""
         rows: list[Any] = []
         kept: list[tuple[int, str]] = []  # (offset, text) of each row parsed
@@ -298,8 +374,10 @@ class Rows:
             rows.append(row)
             kept.append((at, text))
         schema = self._schema
-        if schema is None or not rows:
+        if schema is None:
             return rows
+        if not rows:
+            return self._empty
         while True:
             arrays = []
             try:
@@ -313,10 +391,9 @@ class Rows:
                 self._bad(at, str(exc), text, exc.name)
                 del rows[i], kept[i]
                 if not rows:
-                    return []
+                    return self._empty
                 continue
-            typed: list[Any] = pa.RecordBatch.from_arrays(arrays, schema=schema).to_pylist()
-            return typed
+            return Columns(pa.RecordBatch.from_arrays(arrays, schema=schema))
 
     def _parse(self, text: str) -> dict[str, Any]:
         if not self._csv:

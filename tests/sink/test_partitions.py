@@ -11,15 +11,18 @@ import os
 import posixpath
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from operators.common.columns import Columns
+from operators.common.errors import BadRecordError
 from operators.fs import LocalFileSystem
 from operators.sink.manifest import read_manifests
-from operators.sink.partitions import partition_of
+from operators.sink.partitions import Partitioner, partition_of
 from operators.sink.settings import SinkSettings
 from operators.testing import ManualClock
 from tests.landing import STEPS, SinkEnv, SinkRun, write_steps
@@ -246,3 +249,50 @@ def test_a_time_zone_aware_timestamp_is_partitioned_by_its_utc_day(sink_local: S
     run.stop()
     (row,) = table(sink_local)
     assert (row["dt"], row["at"]) == ("2026-11-28", datetime.datetime(2026, 11, 28, 23, 30))
+
+
+_COUNTRY = st.sampled_from(["DE", "FR", "", None, "a/b", "..", "%x=", "_hdfs_sink", "é", "e\u0301"])
+_N = st.one_of(st.none(), st.integers(-3, 3), st.sampled_from(["7", "007", " 2", "x", "1.5"]))
+_AT = st.one_of(
+    st.none(),
+    st.datetimes(datetime.datetime(2026, 11, 27), datetime.datetime(2026, 11, 30)),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=st.lists(st.tuples(_COUNTRY, _N, _AT), max_size=30),
+    n_as_text=st.booleans(),
+    columns=st.permutations(["country", "n", "day"]).map(lambda c: c[:2]),
+)
+def test_records_that_are_columns_go_to_the_partitions_records_one_by_one_go_to(
+    rows: list[tuple[Any, Any, Any]], n_as_text: bool, columns: list[str]
+) -> None:
+    """The sink splits records that are columns a partition at a time: each lands in the
+    directory, and each bad one is refused with the message, the record-at-a-time rule gives."""
+    n_values = [
+        (None if n is None else str(n)) if n_as_text else (n if isinstance(n, int) else None)
+        for _, n, _ in rows
+    ]
+    table = pa.table(
+        {
+            "country": pa.array([c for c, _, _ in rows], pa.string()),
+            "n": pa.array(n_values, pa.string() if n_as_text else pa.int64()),
+            "at": pa.array([a for _, _, a in rows], pa.timestamp("us")),
+        }
+    )
+    partitioner = Partitioner(
+        columns, {"country": "string", "n": "int64"}, {"day": ("at", "%Y-%m-%d")}
+    )
+    records = Columns(table)
+    groups, bad = partitioner.split(records)
+    expected: dict[str, list[Any]] = {}
+    refused = []
+    for index, where in enumerate(partitioner.dirs(records.rows())):
+        if isinstance(where, BadRecordError):
+            refused.append((index, str(where), where.field))
+        else:
+            expected.setdefault(where, []).append(records[index])
+    assert {k: list(v) for k, v in groups.items()} == expected
+    assert list(groups) == list(expected)  # in the order of their first record
+    assert [(i, str(e), e.field) for i, e in bad] == refused

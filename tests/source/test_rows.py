@@ -18,7 +18,7 @@ from operators.common.errors import BadRecordError
 from operators.fs.local import LocalFileSystem
 from operators.sink import HDFS2FileSink, SinkSettings
 from operators.source import HDFS2FileSource, SourceSettings
-from operators.source.rows import Rejected
+from operators.source.rows import Rejected, Rows
 from region.state import Batch
 from tests.landing import SinkEnv
 from tests.source.test_source import read_all, rebuild
@@ -295,3 +295,103 @@ def test_csv_refuses_encodings_that_hide_quotes_inside_characters() -> None:
     with pytest.raises(ValueError, match="may hold those bytes inside a character"):
         SourceSettings(file="/a", format="csv", schema=SCHEMA, encoding="cp932")
     SourceSettings(file="/a", format="csv", schema=SCHEMA, encoding="utf-8-sig")
+
+
+# -- the block path: Arrow's reader where it reads as the row path does --------------------------
+
+_TYPES = [
+    "int64",
+    "int32",
+    "double",
+    "float",
+    "bool",
+    "date",
+    "timestamp",
+    "decimal(10,2)",
+    "string",
+]
+_VALUES = [
+    "1", "+7", "-3", "007", " 7", "7 ", "\t7", "1.0", "1.5", "1e3", "nan", "inf", "-inf", "0x10",
+    "1_0", "true", "True", "tRuE", "false", "0", "yes", "2026-11-28", "2026-1-28",
+    "2026-11-28T00:00", "2026-11-28 00:00:00", "2026-11-28T00:00:00Z",
+    "2026-11-28T00:00:00+01:00", "2026-11-28T00:00:00.123456", "2026-11-28T00:00:00.1234567",
+    "1.234", "1.23", ".5", "5.", "9999999999999999999", "3.4e39", "x", "", "NULL", "é", "a b",
+]  # fmt: skip
+_VALUE = st.one_of(
+    st.sampled_from(_VALUES), st.text(alphabet="0123456789+-.eE :TZ\tx", max_size=12)
+)
+
+
+#: Values each type reads (most of each row, so that whole blocks convert).
+_VALID = {
+    "int64": ["1", "+7", "-3", "007", " 7", "7 ", "\t7", "0", "9223372036854775807", ""],
+    "int32": ["1", "-3", " 7", "2147483647", ""],
+    "double": ["1.5", "1e3", "nan", "inf", "-inf", ".5", "5.", " 2.5", "1", ""],
+    "float": ["1.5", "1e3", "nan", "-inf", " 2.5", "3.4e38", ""],
+    "bool": ["true", "True", "TRUE", "false", "0", "1", ""],
+    "date": ["2026-11-28", "2026-01-01", ""],
+    "timestamp": ["2026-11-28T00:00", "2026-11-28 00:00:00", "2026-11-28T00:00:00.123456", ""],
+    "decimal(10,2)": ["1.23", "1.2", "-0.5", ".5", " 7", "1", "12345678.91", ""],
+    "string": ["x", "a b", " x ", "é", "", "NULL", "1.5"],
+}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    data=st.data(),
+    types=st.lists(st.sampled_from(_TYPES), min_size=1, max_size=3),
+    extra=st.sampled_from(["", "\n", '"', "\r", "1,2,3,4\n", "\r\n", "x\n"]),
+    where=st.integers(0, 40),
+    chunk=st.integers(1, 200),
+    want=st.integers(1, 50),
+    header=st.booleans(),
+)
+def test_the_block_path_reads_every_row_as_the_row_path_does(
+    data: st.DataObject,
+    types: list[str],
+    extra: str,
+    where: int,
+    chunk: int,
+    want: int,
+    header: bool,
+) -> None:
+    """Blocks of rows go through Arrow's CSV reader at once; a block it would read otherwise
+    (a value Arrow reads that the rule of types refuses, a quote, a lone CR) goes row by row.
+    Either way every record, every rejected row and every offset are the row path's."""
+    schema = {f"c{i}": t for i, t in enumerate(types)}
+    names = list(schema)
+    value = [st.sampled_from(_VALID[t] * 4 + _VALUES) | _VALUE for t in types]
+    rows = data.draw(st.lists(st.tuples(*value), max_size=40))
+    lines = [",".join(row) + "\n" for row in rows]
+    lines.insert(min(where, len(lines)), extra)
+    data = (",".join(names) + "\n" if header else "") + "".join(lines)
+    raw = data.encode()
+
+    def read(block_path: bool) -> tuple[str, list[Any], list[int]]:
+        rows_ = Rows(
+            "csv",
+            encoding="utf-8",
+            schema=schema,
+            header=header,
+            read_head=lambda path, length: raw[:length],
+        )
+        if not block_path:
+            rows_._arrow = None  # the row-at-a-time path alone
+        rows_.reading("in.csv", "in.csv")
+        out: list[Any] = []
+        sizes, offset = [], 0
+        for start in range(0, len(raw), chunk):
+            rows_.push(raw[start : start + chunk])
+            while (taken := rows_.take(want, offset)) is not None:
+                records, size = taken
+                out.extend(records)
+                offset += size
+                sizes.append(size)
+        if rows_.unfinished():
+            records, size = rows_.take_unfinished(offset)
+            out.extend(records)
+            sizes.append(size)
+        rejected = [(r.offset, r.reason, r.text) for r in rows_.take_rejected()]
+        return repr(out), rejected, sizes
+
+    assert read(block_path=True) == read(block_path=False)
