@@ -1,13 +1,31 @@
-"""MkDocs hook: the README is the site's front page (its ``docs/`` links made site-relative),
-so the two cannot differ."""
+"""MkDocs hooks: the README is the site's front page (its ``docs/`` links made site-relative),
+so the two cannot differ; the site names the release it documents (pyproject.toml's version),
+in its header, its page titles and its footer."""
 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from mkdocs.structure.files import File, Files
+
+
+def release(config: Any) -> str:
+    """The version of pyproject.toml next to mkdocs.yml."""
+    pyproject = Path(config["config_file_path"]).parent / "pyproject.toml"
+    version: str = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+    return version
+
+
+def on_config(config: Any) -> Any:
+    version = release(config)
+    config["extra"]["release"] = version
+    if not config["site_name"].endswith(version):
+        config["site_name"] = f"{config['site_name']} {version}"
+    config["copyright"] = f"Documentation of hdfs-region {version}"
+    return config
 
 
 def on_files(files: Files, config: Any) -> Files:

@@ -6,6 +6,7 @@ generate, and every exception class of the code has its troubleshooting section.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -27,8 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 
-#: Languages a fenced block may have: ``text`` is output or a diagram, everything else runs.
-LANGUAGES = {"python", "toml", "bash", "json", "text"}
+#: Languages a fenced block may have: ``text`` is output or a diagram, ``mermaid`` a diagram the
+#: site draws, everything else runs.
+LANGUAGES = {"python", "toml", "bash", "json", "text", "mermaid"}
 #: Programs a ``bash`` block may call besides ``hdfs-region`` (installs and other tools' setup,
 #: which CI's own steps run for real).
 OTHER_PROGRAMS = {
@@ -44,7 +46,15 @@ OTHER_PROGRAMS = {
     "kinit",
     "cd",
     "d=$(mktemp",
+    # the quickstart's background sandbox, its wait and its kill -9 (docs/quickstart-hdfs.md)
+    "tail",
+    "grep",
+    "sleep",
+    "kill",
+    "[",
 }
+#: Shell words that start a simple command without being its program (``until X; do Y; done``).
+SHELL_KEYWORDS = {"until", "while", "do", "done", "then", "fi", "if"}
 
 
 def _blocks() -> list[tuple[str, int, str, str]]:
@@ -110,6 +120,7 @@ def _commands(code: str) -> list[list[str]]:
     """Each simple command of a shell block, as its words."""
     commands: list[list[str]] = []
     for line in code.replace("\\\n", " ").splitlines():
+        line = re.sub(r"\s\d?>>?&?\s*[^\s&|;]+", " ", line)  # redirections: > f, 2>&1
         lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
         lexer.whitespace_split = True
         lexer.commenters = "#"
@@ -118,7 +129,7 @@ def _commands(code: str) -> list[list[str]]:
             if token in {";", "&&", "||", "|", "&"}:
                 commands.append(words)
                 words = []
-            else:
+            elif words or token not in SHELL_KEYWORDS:
                 words.append(token)
         commands.append(words)
     return [c for c in commands if c]
@@ -166,9 +177,9 @@ def test_only_the_testing_example_is_run_elsewhere() -> None:
 def test_python_blocks_run(page: str, line: int, code: str, tmp_path: Path) -> None:
     """Each block runs in a fresh interpreter. Absolute example paths go under a temporary
     folder whose landing directories hold a file; a block that names a cluster of the reader's
-    (``nn:8020``, ``sc://spark-host``) or a toolkit fixture is compiled and its imports checked
-    instead, because no such cluster is here."""
-    if re.search(r"://nn[:/]|sc://spark-host|spark://master|workdir", code):
+    (``nn:8020``, ``sc://spark-host``, the quickstart's sandbox in ``$HDFS``) or a toolkit fixture
+    is compiled and its imports checked instead, because no such cluster is here."""
+    if re.search(r"://nn[:/]|sc://spark-host|spark://master|workdir|environ\[\"HDFS\"\]", code):
         compile(code, f"{page}:{line}", "exec")
         for module, names in re.findall(r"^from ([\w.]+) import ([\w, ]+)$", code, re.M):
             loaded = importlib.import_module(module)
@@ -244,3 +255,40 @@ def test_troubleshooting_names_every_error_the_code_raises() -> None:
     headings = set(re.findall(r"^## `(\w+)`", page, re.M))
     missing = sorted(_exception_classes() - headings - INTERNAL)
     assert not missing, f"docs/troubleshooting.md has no section for {missing}"
+
+
+def _mkdocs(key: str) -> str:
+    """A top-level value of mkdocs.yml (read as text: PyYAML is in the docs extra only)."""
+    found = re.search(rf"^{key}: (\S+)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    assert found, f"mkdocs.yml sets no {key}"
+    return found.group(1)
+
+
+def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:\n")[1]
+    nav = re.findall(r"^\s+- (?:[^:\n]+: )?(\S+\.md)$", text, re.M)
+    assert "guarantees.md" in nav
+    generated = {"index.md"}  # the README, made the front page by docs/hooks.py
+    missing = [page for page in nav if page not in generated and not (DOCS / page).is_file()]
+    assert not missing, f"mkdocs.yml nav names pages docs/ lacks: {missing}"
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert not pages - set(nav), f"pages the nav does not reach: {sorted(pages - set(nav))}"
+
+
+def test_the_site_and_the_package_name_the_same_addresses() -> None:
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert _mkdocs("site_url") == urls["Documentation"]
+    assert _mkdocs("repo_url") == urls["Repository"]
+
+
+def test_the_site_shows_the_release_it_documents() -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
+    assert spec and spec.loader
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    config = {"config_file_path": str(ROOT / "mkdocs.yml"), "site_name": "hdfs-region"}
+    config = hooks.on_config({**config, "extra": {}, "copyright": None})
+    assert config["site_name"] == f"hdfs-region {version}"
+    assert config["extra"]["release"] == version
+    assert version in config["copyright"]
