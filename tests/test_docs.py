@@ -292,3 +292,15 @@ def test_the_site_shows_the_release_it_documents() -> None:
     assert config["site_name"] == f"hdfs-region {version}"
     assert config["extra"]["release"] == version
     assert version in config["copyright"]
+
+
+def test_warnings_are_admonitions() -> None:
+    """A warning or note written as a paragraph ("**Warning**:", "Note:") is easy to skim past:
+    the site draws ``!!! warning`` / ``!!! note`` blocks as boxes."""
+    bad = []
+    for page in PAGES:
+        prose = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
+        for line in prose.splitlines():
+            if re.match(r"\s*(\*\*|_)?(Warning|Note|Caution|Important)\b\W*(\*\*|_)?:", line):
+                bad.append(f"{page.relative_to(ROOT)}: {line.strip()[:60]}")
+    assert not bad, f"use an admonition (!!! warning / !!! note) for: {bad}"
