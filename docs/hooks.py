@@ -33,3 +33,16 @@ def on_files(files: Files, config: Any) -> Files:
     text = re.sub(r"\]\(docs/", "](", readme.read_text(encoding="utf-8"))
     files.append(File.generated(config, "index.md", content=text))
     return files
+
+
+#: A Sphinx cross-reference role left in front of a name by the docstrings' reST
+#: (``:class:`X``` renders as ``:class:<code>X</code>``).
+_ROLE = re.compile(r":(?:class|mod|meth|func|attr|data|exc|obj):(?=<code>)")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
+    """The API pages (docs/api/, from the docstrings) show a referenced name as code, without
+    the reST role in front of it."""
+    if page.file.src_uri.startswith("api/"):
+        return _ROLE.sub("", html)
+    return html

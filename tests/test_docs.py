@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -281,12 +283,17 @@ def test_the_site_and_the_package_name_the_same_addresses() -> None:
     assert _mkdocs("repo_url") == urls["Repository"]
 
 
-def test_the_site_shows_the_release_it_documents() -> None:
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+def _hooks() -> Any:
     spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
     assert spec and spec.loader
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
+    return hooks
+
+
+def test_the_site_shows_the_release_it_documents() -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    hooks = _hooks()
     config = {"config_file_path": str(ROOT / "mkdocs.yml"), "site_name": "hdfs-region"}
     config = hooks.on_config({**config, "extra": {}, "copyright": None})
     assert config["site_name"] == f"hdfs-region {version}"
@@ -304,3 +311,13 @@ def test_warnings_are_admonitions() -> None:
             if re.match(r"\s*(\*\*|_)?(Warning|Note|Caution|Important)\b\W*(\*\*|_)?:", line):
                 bad.append(f"{page.relative_to(ROOT)}: {line.strip()[:60]}")
     assert not bad, f"use an admonition (!!! warning / !!! note) for: {bad}"
+
+
+def test_api_pages_show_referenced_names_without_their_rest_role() -> None:
+    html = "<p>See :class:<code>HDFS2FileSink</code> and :meth:<code>reset</code>.</p>"
+    api = SimpleNamespace(file=SimpleNamespace(src_uri="api/operators.md"))
+    guide = SimpleNamespace(file=SimpleNamespace(src_uri="operators.md"))
+    hooks = _hooks()
+    shown = hooks.on_page_content(html, page=api, config={}, files=[])
+    assert shown == "<p>See <code>HDFS2FileSink</code> and <code>reset</code>.</p>"
+    assert hooks.on_page_content(html, page=guide, config={}, files=[]) == html
