@@ -263,6 +263,21 @@ def cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: The distribution's name (``[project] name`` in pyproject.toml), whose metadata holds the release.
+DISTRIBUTION = "hdfs-region"
+
+
+def _version() -> str:
+    """The installed release of this distribution (its metadata: a wheel's, or an editable
+    install's, as pyproject.toml set it when installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # the packages imported from a tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -275,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
             "no job runs: the switch is pending until the next start, 130 / 143 "
             "(128 + SIGINT / SIGTERM) when a second signal stopped a run without a final cut."
         ),
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {_version()}", help="print the release"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     log_level = {
