@@ -7,10 +7,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
-from importlib.metadata import Distribution, distributions, version
+from importlib.metadata import Distribution, distribution, distributions, version
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,70 @@ def test_the_packed_environment_imports_the_drivers_releases(tmp_path: Path) -> 
     pyspark, own, hdfs, where = json.loads(done.stdout)
     assert (pyspark, own, hdfs) == (version("pyspark"), version("hdfs-region"), version("hdfs"))
     assert Path(where).is_relative_to(work)
+
+
+#: Run in a separate interpreter on an installed layout: packs with the requirements' files left
+#: out (the test above packs those) and prints where ``operators`` was imported from and the
+#: archive's names.
+_PACK_INSTALLED = """\
+import json, sys, tarfile
+from pathlib import Path
+from operators.spark import yarn
+yarn._dist_files = lambda dist: iter(())
+yarn._check_packed = lambda archive, dists: None
+archive = yarn.pack_environment(Path(sys.argv[1]))
+import operators
+with tarfile.open(archive, "r:gz") as tar:
+    print(json.dumps([operators.__file__, tar.getnames()]))
+"""
+
+
+def test_a_wheel_install_is_packed_from_where_it_is_installed(tmp_path: Path) -> None:
+    """Installed from the wheel, the packages sit in a site directory with the distribution's
+    metadata and no ``pyproject.toml`` beside them (no checkout). The archive takes every file
+    of the packages from there, the sandbox's Java sources included."""
+    site = tmp_path / "site-packages"
+    for package in ("region", "operators"):
+        shutil.copytree(
+            Path(sys.modules[package].__file__ or "").parent,
+            site / package,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    # A file only this layout has: the archive holds the installed files, not the checkout's.
+    (site / "operators" / "installed-only.txt").write_text("installed\n")
+    own = version("hdfs-region")
+    info = site / f"hdfs_region-{own}.dist-info"
+    info.mkdir()
+    requires = "".join(f"Requires-Dist: {r}\n" for r in distribution("hdfs-region").requires or ())
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: hdfs-region\nVersion: {own}\n{requires}"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _PACK_INSTALLED, str(tmp_path / "cache")],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    where, names = json.loads(done.stdout)
+    assert Path(where).is_relative_to(site)
+    packed = {
+        n.removeprefix(f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages/")
+        for n in names
+    }
+    installed = {
+        path.relative_to(site).as_posix()
+        for package in ("region", "operators")
+        for path in (site / package).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert installed - packed == set()
+    assert {
+        "operators/installed-only.txt",
+        "operators/sandbox/java/pom.xml",
+        "operators/sandbox/java/src/main/java/hdfsregion/Sandbox.java",
+        "operators/spark/executors.py",
+        f"hdfs_region-{own}.dist-info/METADATA",
+    } <= packed
