@@ -156,11 +156,19 @@ def empty_state() -> dict[str, Any]:
 
 
 def parse_state(sink: str, state: State) -> Restored:
-    """The files a checkpointed state names; OperatorError naming the sink if it is damaged."""
+    """The files a checkpointed state names; OperatorError naming the sink if it is damaged or
+    of a version this release does not read (a newer release wrote it: a downgrade). Both are
+    permanent: every reset reads the same checkpoint."""
+    version = state.get("version")
+    if version not in _VERSIONS or isinstance(version, bool):
+        known = ", ".join(map(str, _VERSIONS))
+        msg = (
+            f"sink {sink!r}: checkpointed state version {version!r} is not one this release "
+            f"reads ({known}): a later release wrote it; run that release or a later one "
+            "(docs/upgrading.md)"
+        )
+        raise permanent(OperatorError(msg))
     try:
-        if state.get("version") not in _VERSIONS:
-            msg = f"version {state.get('version')!r}, expected one of {_VERSIONS}"
-            raise ValueError(msg)
         cur = state["current"]
         current = _open_file(cur) if cur is not None else None
         pending = [
@@ -177,7 +185,7 @@ def parse_state(sink: str, state: State) -> Restored:
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         msg = f"sink {sink!r}: checkpointed state is not understood ({exc!r}): {state!r}"
-        raise OperatorError(msg) from None
+        raise permanent(OperatorError(msg)) from None
 
 
 def _open_file(value: Any) -> OpenFile:
