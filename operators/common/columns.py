@@ -32,7 +32,7 @@ class Columns(Sequence[dict[str, Any]]):
 
     @classmethod
     def empty(cls, schema: pa.Schema) -> Columns:
-        return cls(schema.empty_table())
+        return cls(pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema))
 
     @property
     def schema(self) -> pa.Schema:

@@ -25,7 +25,7 @@ import itertools
 import json
 import logging
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -95,6 +95,7 @@ class Rows:
         self._read_head = read_head
         self._schema_names = self._schema.names if self._schema is not None else []
         self._empty = Columns.empty(self._schema) if self._schema is not None else None
+        self._line_bytes = 128  # bytes of a line, as the last block had them
         # Arrow's CSV reader for blocks of rows it reads as the row path does (see _block):
         # UTF-8, nulls and truth values as the rule of types has them.
         self._arrow: tuple[pacsv.ParseOptions, pacsv.ConvertOptions] | None = None
@@ -171,7 +172,7 @@ class Rows:
 
     # -- rows ---------------------------------------------------------------------------------
 
-    def _row_ends(self, want: int) -> list[int]:
+    def _row_ends(self, want: int) -> Sequence[int]:
         """Ends (past the LF) of up to ``want`` complete rows from ``_pos``."""
         buf, ends = self._buf, list[int]()
         start = self._pos + self._scan
@@ -179,13 +180,12 @@ class Rows:
         quote = self._quote if self._csv else None
         if not quoted and (quote is None or buf.find(quote, start) < 0):
             # No quote ahead: every line is a row, found at C speed.
-            lines = buf[start:].split(b"\n", want)
-            lines.pop()  # what follows the last line end taken: no row yet, or not wanted
-            ends = list(itertools.accumulate(map(_PLUS_ONE, map(len, lines)), initial=start))
-            del ends[0]
-            if not ends:
+            lines = _LineEnds.of(buf, start, want, want * self._line_bytes * 21 // 20 + 4096)
+            if not lines:
                 self._scan = len(buf) - self._pos
-            return ends
+            elif len(lines) > 1:  # the next block's lines are looked for in as many bytes
+                self._line_bytes = (lines[-1] - start) // len(lines) + 1
+            return lines
         while len(ends) < want:
             end = buf.find(b"\n", start)
             if end < 0:
@@ -226,7 +226,7 @@ class Rows:
             p = buf.find(quote, p + 1, end)
         return quoted
 
-    def _records(self, ends: list[int], offset: int, *, last: bool) -> tuple[Any, int]:
+    def _records(self, ends: Sequence[int], offset: int, *, last: bool) -> tuple[Any, int]:
         """The records of the rows ending at ``ends`` (the first at ``_pos``, byte ``offset``),
         consumed."""
         buf, start = self._buf, self._pos
@@ -256,7 +256,7 @@ class Rows:
             self._buf, self._pos = b"", 0
         return records, size
 
-    def _rows(self, buf: bytes, start: int, ends: list[int], offset: int) -> Any:
+    def _rows(self, buf: bytes, start: int, ends: Sequence[int], offset: int) -> Any:
         """The records of the rows from ``start`` ending at ``ends``, one row at a time."""
         texts: list[str] = []
         offsets: list[int] = []
@@ -289,7 +289,7 @@ class Rows:
             options is None
             or self._quote in block
             or (self._escape is not None and self._escape in block)
-            or block.count(b"\r") != block.count(b"\r\n")
+            or (b"\r" in block and block.count(b"\r") != block.count(b"\r\n"))
             or block.startswith(b"\xef\xbb\xbf")
         ):
             return None
@@ -443,3 +443,71 @@ class Rows:
             logger.warning("skipped the row of %s: %s: %s", where, reason, short(text, 120))
             return
         self._rejected.append(Rejected(self._display, offset, reason, text))
+
+
+class _LineEnds(Sequence[int]):
+    """The ends (past the LF) of the first whole lines of ``buf`` from ``start``: the last is
+    found at once, the others only when asked for (a block Arrow reads needs none of them)."""
+
+    #: Line ends looked for one by one from a guess before all are listed instead.
+    _STEPS = 4096
+
+    def __init__(self, buf: bytes, start: int, last: int, count: int) -> None:
+        self._buf, self._start, self._last, self._count = buf, start, last, count
+        self._ends: list[int] | None = None
+
+    @classmethod
+    def of(cls, buf: bytes, start: int, want: int, span: int) -> _LineEnds:
+        """The ends of up to ``want`` lines, looked for in about ``span`` bytes first (counting
+        every line end of a large buffer for each block would cost more than reading it)."""
+        while True:
+            stop = min(len(buf), start + span)
+            total = buf.count(b"\n", start, stop)
+            if total > want or stop == len(buf):
+                break
+            span *= 2
+        if total <= want:
+            return cls(buf, start, buf.rfind(b"\n", start) + 1 if total else start, total)
+        # The want-th line end: stepped back to from the last one looked at (the span is about
+        # that of ``want`` lines, so the steps are few), or, when it is far, found from a guess
+        # by the lines' mean length; a span far too long lists them.
+        at = buf.rfind(b"\n", start, stop)
+        if total - want <= cls._STEPS:
+            for _ in range(total - want):
+                at = buf.rfind(b"\n", start, at)
+            return cls(buf, start, at + 1, want)
+        guess = start + (at - start) * want // total
+        before = buf.count(b"\n", start, guess)  # line ends before the guess
+        if abs(before - want) <= cls._STEPS:
+            at = guess
+            if before < want:
+                for _ in range(want - before):
+                    at = buf.find(b"\n", at) + 1
+            else:
+                at = buf.rfind(b"\n", start, guess)
+                for _ in range(before - want):
+                    at = buf.rfind(b"\n", start, at)
+                at += 1
+            return cls(buf, start, at, want)
+        lines = buf[start:stop].split(b"\n", want)
+        lines.pop()
+        return cls(buf, start, start + sum(map(len, lines)) + want, want)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: int) -> int:  # type: ignore[override]
+        if index in (-1, self._count - 1) and self._count:
+            return self._last
+        return self._list()[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._list())
+
+    def _list(self) -> list[int]:
+        if self._ends is None:
+            lines = self._buf[self._start : self._last].split(b"\n")
+            lines.pop()
+            ends = itertools.accumulate(map(_PLUS_ONE, map(len, lines)), initial=self._start)
+            self._ends = list(ends)[1:]
+        return self._ends

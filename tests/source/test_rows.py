@@ -395,3 +395,39 @@ def test_the_block_path_reads_every_row_as_the_row_path_does(
         return repr(out), rejected, sizes
 
     assert read(block_path=True) == read(block_path=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 300), max_size=60),
+    tail=st.binary(max_size=5).filter(lambda b: b"\n" not in b),
+    start=st.integers(0, 20),
+    want=st.integers(1, 70),
+    steps=st.sampled_from([0, 1, 4096]),
+    span=st.integers(1, 2000),
+)
+def test_line_ends_are_found_by_guess_and_step_as_by_listing_every_line(
+    lengths: list[int], tail: bytes, start: int, want: int, steps: int, span: int
+) -> None:
+    """The end of a block of whole lines is looked for in a span of bytes, guessed from the
+    mean line length and then found exactly (stepping line by line, or listing every line when
+    the guess is far off): it is always where listing the lines one by one puts it."""
+    from operators.source import rows as rows_module
+
+    buf = b"".join(b"x" * n + b"\n" for n in lengths) + tail
+    start = min(start, len(buf))
+    start = buf.find(b"\n", start) + 1 if buf.find(b"\n", start) >= 0 else len(buf)
+    expected, at = [], start
+    while len(expected) < want and (end := buf.find(b"\n", at)) >= 0:
+        at = end + 1
+        expected.append(at)
+    original = rows_module._LineEnds._STEPS
+    rows_module._LineEnds._STEPS = steps
+    try:
+        found = rows_module._LineEnds.of(buf, start, want, span)
+        assert len(found) == len(expected)
+        if expected:
+            assert found[-1] == expected[-1]
+        assert list(found) == expected
+    finally:
+        rows_module._LineEnds._STEPS = original
