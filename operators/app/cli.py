@@ -25,6 +25,7 @@ from operators.app.console import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_PENDING,
+    EXIT_PIPE,
     LOG_CONTEXT,
     PROG,
     config_error,
@@ -32,6 +33,7 @@ from operators.app.console import (
     setup_logging,
 )
 from operators.app.progress import ProgressDisplay, summary_line
+from operators.app.stdout import StdoutClosed, guarded, silence
 from region.errors import ConfigError, RegionError
 from region.signals import held_until_exit, last_signal
 
@@ -497,6 +499,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A reader that stops early (`| head`) ends any command quietly, help included: never a
+    # traceback, nor a failure of the command's own work.
+    try:
+        with guarded():
+            return _main(argv)
+    except StdoutClosed:
+        silence()
+        return EXIT_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     from operators.app.yarn_cluster import record_result
 

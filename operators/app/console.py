@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_OK",
     "EXIT_PENDING",
+    "EXIT_PIPE",
     "LOG_CONTEXT",
     "PROG",
     "JsonFormatter",
@@ -35,6 +36,8 @@ EXIT_FAILURE = 1
 EXIT_CONFIG = 2
 #: ``switch`` with no job running: the request is written and waits for the next start.
 EXIT_PENDING = 3
+#: The reader of standard output closed it (``| head``): 128 + SIGPIPE, as a shell shows.
+EXIT_PIPE = 141
 
 PROG = "hdfs-region"
 
