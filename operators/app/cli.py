@@ -106,6 +106,7 @@ def _run(config: PipelineConfig, available_now: bool, display: ProgressDisplay) 
 def cmd_switch(args: argparse.Namespace) -> int:
     from operators.app.switch import switch_directory
 
+    setup_logging(args.log_level or "WARNING", None)
     try:
         config = load_pipeline(args.config)
         switch = switch_directory(config, args.directory)
@@ -141,6 +142,7 @@ def cmd_switch(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from operators.app.inspect import inspect
 
+    setup_logging(args.log_level or "WARNING", None)
     return inspect(args.target)
 
 
@@ -247,6 +249,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
 def cmd_init(args: argparse.Namespace) -> int:
     from operators.app.init_command import init_pipeline
 
+    setup_logging(args.log_level or "WARNING", None)
     try:
         path = init_pipeline(
             Path(args.dir),
@@ -280,6 +283,30 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+#: The levels --log-level takes (any case).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(text: str) -> str:
+    """An argparse type: a level name of :data:`LOG_LEVELS`, upper-cased (a wrong one is a
+    usage error, exit 2, not a traceback from logging)."""
+    level = text.upper()
+    if level not in LOG_LEVELS:
+        msg = f"invalid level {text!r} (choose from {', '.join(LOG_LEVELS)}, in any case)"
+        raise argparse.ArgumentTypeError(msg)
+    return level
+
+
+def _add_log_level(command: argparse.ArgumentParser, default: str = "WARNING") -> None:
+    """``--log-level``, the same on every subcommand."""
+    command.add_argument(
+        "--log-level",
+        type=_log_level,
+        metavar="LEVEL",
+        help=f"log level: {', '.join(LOG_LEVELS)} (default: {default})",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -297,10 +324,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"{PROG} {_version()}", help="print the release"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    log_level = {
-        "metavar": "LEVEL",
-        "help": "log level (default: INFO, or WARNING under a live progress line)",
-    }
 
     run = sub.add_parser(
         "run",
@@ -321,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="process every file present now, then stop with a final cut and exit 0",
     )
     run.add_argument("--no-progress", action="store_true", help="do not show progress")
-    run.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
+    _add_log_level(run, "INFO, or WARNING under a live progress line")
     run.add_argument(
         "--log-format",
         choices=("text", "json"),
@@ -350,15 +373,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     switch.add_argument("config", metavar="CONFIG.toml")
     switch.add_argument("directory", metavar="DIRECTORY")
+    _add_log_level(switch)
     switch.set_defaults(func=cmd_switch)
 
     inspect = sub.add_parser(
         "inspect",
         help="list the cuts of a checkpoint directory and the newest operator states",
+        description=(
+            "Print what a checkpoint directory holds: who holds its lock, its cuts (for the "
+            "spark engine its micro-batches), each valid or why not, and the operators' state "
+            "in the newest valid cut, as the next start restores it. Given a pipeline TOML, its "
+            "[region] checkpoint_dir is read. Exit 1 when there is no checkpoint directory or "
+            "no valid cut."
+        ),
     )
     inspect.add_argument(
         "target", metavar="CHECKPOINT_DIR", help="a checkpoint directory (or a pipeline TOML)"
     )
+    _add_log_level(inspect)
     inspect.set_defaults(func=cmd_inspect)
 
     copy = sub.add_parser(
@@ -396,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     copy.add_argument(
         "--chunk-size", type=int, metavar="BYTES", help="bytes per request (default 4 MiB)"
     )
-    copy.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
+    _add_log_level(copy)
     copy.set_defaults(func=cmd_copy)
 
     init = sub.add_parser(
@@ -413,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--output", default="curated", help="output directory (default curated)")
     init.add_argument("--engine", choices=ENGINES, default="local", help="default: local")
     init.add_argument("--force", action="store_true", help="replace an existing pipeline.toml")
+    _add_log_level(init)
     init.set_defaults(func=cmd_init)
 
     demo = sub.add_parser(
@@ -427,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--engine", choices=ENGINES, default="spark", help="default: spark")
     demo.add_argument("--files", type=int, default=8, help="landing files (default 8)")
     demo.add_argument("--lines", type=int, default=500, help="lines per file (default 500)")
-    demo.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
+    _add_log_level(demo)
     demo.set_defaults(func=cmd_demo)
 
     sandbox = sub.add_parser(
@@ -493,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --yarn: NodeManagers, 3 GiB each (default 1)",
     )
-    sandbox.add_argument("--log-level", **log_level)  # type: ignore[arg-type]
+    _add_log_level(sandbox)
     sandbox.set_defaults(func=cmd_sandbox)
     return parser
 
