@@ -227,7 +227,7 @@ def test_every_setting_says_what_it_means() -> None:
 
 #: Exceptions that never leave the code that raises them (control flow, caught nearby; a
 #: value that does not fit its column becomes the BadRecordError of its record).
-INTERNAL = {"NotVerbatim", "FileMoved", "BadValue"}
+INTERNAL = {"NotVerbatim", "FileMoved", "BadValue", "StdoutClosed"}
 
 
 def _exception_classes() -> set[str]:
@@ -321,3 +321,19 @@ def test_api_pages_show_referenced_names_without_their_rest_role() -> None:
     shown = hooks.on_page_content(html, page=api, config={}, files=[])
     assert shown == "<p>See <code>HDFS2FileSink</code> and <code>reset</code>.</p>"
     assert hooks.on_page_content(html, page=guide, config={}, files=[]) == html
+
+
+@pytest.mark.parametrize(
+    "page", ["README.md", "docs/getting-started.md", "docs/troubleshooting.md"]
+)
+def test_exit_code_tables_are_the_generated_one(page: str) -> None:
+    from operators.app.exit_codes import DOC_MARK, markdown_table
+
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert text.count(DOC_MARK) == 1, f"{page} shows the exit codes once, under their mark"
+    start = text.index(DOC_MARK)
+    table = markdown_table()
+    assert text[start : start + len(table)] == table, (
+        f"{page}'s exit code table differs from operators/app/exit_codes.py's: replace it with "
+        "the output of `python -m operators.app.exit_codes`"
+    )

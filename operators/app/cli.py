@@ -1,12 +1,7 @@
 """The ``hdfs-region`` command line: parse the arguments and dispatch to a command, mapping
 its errors to an exit code at this edge.
 
-Exit codes: 0 success; 1 runtime failure (the region failed after its reset attempts, the
-checkpoint directory is in use or unusable, an I/O error), with the cause; 2 configuration
-error, with one line per bad key naming it and its value; 3 (``switch`` only) the request is
-written but no job runs: it is pending until the next start; 128 + the signal's number (130 for
-SIGINT, 143 for SIGTERM) when ``run`` stopped without a final cut (a second signal: what was
-read after the last cut is not published, and the summary says how much).
+Exit codes: :mod:`operators.app.exit_codes`, one table shown in every ``--help``.
 """
 
 from __future__ import annotations
@@ -16,8 +11,10 @@ import logging
 import shlex
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from operators.app.config import ENGINES, PipelineConfig, check_default_fs_input, load_pipeline
 from operators.app.console import (
@@ -32,6 +29,7 @@ from operators.app.console import (
     error,
     setup_logging,
 )
+from operators.app.exit_codes import EXIT_SIGINT, epilog, fill_epilog
 from operators.app.progress import ProgressDisplay, summary_line
 from operators.app.stdout import StdoutClosed, guarded, silence
 from region.errors import ConfigError, RegionError
@@ -307,23 +305,36 @@ def _add_log_level(command: argparse.ArgumentParser, default: str = "WARNING") -
     )
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's, with the exit codes of an epilog one under the other."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.indent(fill_epilog(text, width - len(indent)), indent)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every parser of the command, its subcommands' too, formats help the same way."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description=(
             "Move files from a landing directory to rolling output files, exactly once, in a "
             "checkpointed consistent region (on Spark or in-process)."
         ),
-        epilog=(
-            "Exit codes: 0 success, 1 runtime failure, 2 configuration error, 3 (switch) "
-            "no job runs: the switch is pending until the next start, 130 / 143 "
-            "(128 + SIGINT / SIGTERM) when a second signal stopped a run without a final cut."
-        ),
+        epilog=epilog(),
     )
     parser.add_argument(
         "--version", action="version", version=f"{PROG} {_version()}", help="print the release"
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
 
     run = sub.add_parser(
         "run",
@@ -333,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
             "gracefully (a final cut); running the same command again resumes from the "
             "checkpoint."
         ),
+        epilog=epilog("run"),
     )
     run.add_argument("config", metavar="CONFIG.toml")
     run.add_argument(
@@ -367,9 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
             "checkpoint directory: applied under a permit and recorded by the next cut, so a "
             "restart keeps it. The directory it already watches is listed again at once. "
             "A relative DIRECTORY is taken from CONFIG's folder, as CONFIG's own paths are; it "
-            "must be a directory or not exist yet. [scan] roots limit where it may switch. "
-            "Exit 0: a running job applies it; 3: no job runs, the next start applies it."
+            "must be a directory or not exist yet. [scan] roots limit where it may switch."
         ),
+        epilog=epilog("switch"),
     )
     switch.add_argument("config", metavar="CONFIG.toml")
     switch.add_argument("directory", metavar="DIRECTORY")
@@ -386,6 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
             "[region] checkpoint_dir is read. Exit 1 when there is no checkpoint directory or "
             "no valid cut."
         ),
+        epilog=epilog("inspect"),
     )
     inspect.add_argument(
         "target", metavar="CHECKPOINT_DIR", help="a checkpoint directory (or a pipeline TOML)"
@@ -402,10 +415,9 @@ def build_parser() -> argparse.ArgumentParser:
             "[filesystem] table of --config. DST ending in '/' or naming a directory receives "
             "SRC's name. The destination appears whole or not at all; running the command "
             "again after a crash finishes the copy. Prints '<size> bytes successfully copied "
-            "from SRC to DST .' Exit codes: 0 copied, 1 failure, 2 configuration error, 3 SRC "
-            "and DST are one file, 4 --delete-source without SRC and a DST this copy is not "
-            "shown to have written (not copied)."
+            "from SRC to DST .'"
         ),
+        epilog=epilog("copy"),
     )
     copy.add_argument("src", metavar="SRC")
     copy.add_argument("dst", metavar="DST")
@@ -439,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--output (local paths, relative to DIR, or hdfs:// and webhdfs:// URIs), check "
             "that it loads, and print the command that runs it."
         ),
+        epilog=epilog("init"),
     )
     init.add_argument("dir", nargs="?", default=".", metavar="DIR")
     init.add_argument("--landing", default="landing", help="directory watched (default landing)")
@@ -455,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Create sample landing files in DIR, run a pipeline, SIGKILL it in the middle, run "
             "the same command again to completion, and compare the output record by record."
         ),
+        epilog=epilog("demo"),
     )
     demo.add_argument("dir", nargs="?", metavar="DIR", help="work directory (default: a new one)")
     demo.add_argument("--engine", choices=ENGINES, default="spark", help="default: spark")
@@ -475,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
             "restart-namenode, status; with --yarn: stop-nodemanager I, start-nodemanager I. The "
             "first start resolves the classpath with Maven."
         ),
+        epilog=epilog("sandbox"),
     )
     sandbox.add_argument(
         "dir", nargs="?", metavar="DIR", help="data, configuration and log (default: a new one)"
@@ -551,7 +566,7 @@ def _main(argv: Sequence[str] | None) -> int:
         code: int = record_result(lambda: args.func(args))
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_SIGINT
     return code
 
 

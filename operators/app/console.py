@@ -1,5 +1,5 @@
-"""What the command says on standard error: its exit codes, error lines (scrubbed of secrets)
-and the logging setup, shared by every command."""
+"""What the command says on standard error: its error lines (scrubbed of secrets) and the
+logging setup, shared by every command; the exit codes are :mod:`operators.app.exit_codes`'s."""
 
 from __future__ import annotations
 
@@ -11,6 +11,13 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from operators.app.config import PipelineConfigError
+from operators.app.exit_codes import (
+    EXIT_CONFIG,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_PENDING,
+    EXIT_PIPE,
+)
 from operators.app.progress import LiveLineHandler, ProgressDisplay
 from operators.fs.errors import scrub, scrub_secrets
 from region.errors import ConfigError
@@ -31,13 +38,6 @@ __all__ = [
     "setup_logging",
 ]
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_CONFIG = 2
-#: ``switch`` with no job running: the request is written and waits for the next start.
-EXIT_PENDING = 3
-#: The reader of standard output closed it (``| head``): 128 + SIGPIPE, as a shell shows.
-EXIT_PIPE = 141
 
 PROG = "hdfs-region"
 

@@ -7,10 +7,7 @@ A plain path (or ``file://``) is on the local disk; a URI (``hdfs://nn:8020/x``,
 settings file serves). The direction follows: local -> remote is IBM's ``copyFromLocalFile``,
 remote -> local ``copyToLocalFile``; local -> local and remote -> remote are copies too.
 
-Exit codes: 0 copied (or found already copied); 1 a failure (no source, I/O, a destination with
-other content); 2 a configuration error; 3 SRC and DST are one file under two names (nothing
-copied, nothing deleted); 4 ``--delete-source`` without SRC while a file is at DST that this
-copy is not proven to have written (nothing copied).
+Exit codes: :mod:`operators.app.exit_codes` (3 SRC and DST are one file, 4 not copied).
 """
 
 from __future__ import annotations
@@ -23,7 +20,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from operators.app.config import PipelineConfigError, format_validation_error
-from operators.app.console import EXIT_FAILURE, EXIT_OK, config_error, error
+from operators.app.console import config_error, error
+from operators.app.exit_codes import EXIT_FAILURE, EXIT_NOT_COPIED, EXIT_OK, EXIT_SAME_FILE
 from operators.copy import copy_file, result_message
 from operators.copy.transfer import SameFileError, SourceGoneError
 from operators.fs import open_path
@@ -35,11 +33,6 @@ from region.settings import load_toml
 __all__ = ["EXIT_NOT_COPIED", "EXIT_SAME_FILE", "direction_of", "load_filesystem", "run_copy"]
 
 logger = logging.getLogger(__name__)
-
-#: SRC and DST are one file under two names: nothing copied, nothing deleted.
-EXIT_SAME_FILE = 3
-#: ``--delete-source``, no SRC, and a file at DST not proven to be this copy's: nothing copied.
-EXIT_NOT_COPIED = 4
 
 
 class _FilesystemTable(BaseModel):

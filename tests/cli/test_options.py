@@ -57,3 +57,17 @@ def test_an_unknown_log_level_is_a_usage_error(
 def test_a_level_in_any_case_is_taken() -> None:
     args = build_parser().parse_args(["inspect", "d", "--log-level", "debug"])
     assert args.log_level == "DEBUG"
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_every_help_lists_the_exit_codes_of_the_one_table(command: str | None) -> None:
+    from operators.app.exit_codes import EXIT_CODES
+
+    parser = build_parser() if command is None else _subcommands()[command]
+    text = " ".join(parser.format_help().split())
+    assert "exit codes:" in text
+    for row in EXIT_CODES:
+        if command is None or not row.commands or command in row.commands:
+            assert f" {row.codes} {row.meaning.replace('`', '')[:40]}" in text
+        else:
+            assert f" {row.codes} " not in text.split("exit codes:")[1]
