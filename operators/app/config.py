@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import posixpath
 import re
@@ -104,6 +105,25 @@ _LOCAL_FILE_KEYS = (
     "key_store_path",
 )
 _FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+#: Keys of the ``[filesystem]`` table that only a cluster reads (a login, credentials, TLS,
+#: WebHDFS's addresses): on the local disk they do nothing, and why, for the warning.
+_CLUSTER_ONLY_KEYS = {
+    "kerberos_principal": "the local disk has no Kerberos login",
+    "keytab": "the local disk has no Kerberos login",
+    "keytab_env": "the local disk has no Kerberos login",
+    "user": "the local disk acts as the process's own user",
+    "password": "the local disk takes no password",
+    "password_env": "the local disk takes no password",
+    "token": "the local disk takes no delegation token",
+    "token_env": "the local disk takes no delegation token",
+    "ca_bundle": "the local disk has no TLS",
+    "key_store_password": "the local disk has no TLS",
+    "key_store_password_env": "the local disk has no TLS",
+    "gateway_path": "the local disk has no WebHDFS",
+    "webhdfs_uri": "the local disk has no WebHDFS",
+}
+
+logger = logging.getLogger(__name__)
 
 
 class PipelineConfigError(ConfigError):
@@ -456,6 +476,39 @@ class PipelineConfig(BaseModel):
         text = f"scan {paths['scan']}\nsink {paths['sink']}"
         return "auto-" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
+    def inert_keys(self) -> list[str]:
+        """One line per key given in the settings file that does nothing in this pipeline,
+        naming it and why: ``[spark]`` keys when the local engine runs, cluster-only
+        ``[filesystem]`` keys when every path is on the local disk."""
+        lines = [
+            f"[spark] {key}: does nothing with engine = 'local' (the local engine runs no "
+            "Spark): remove it, or run on the spark engine"
+            for key in sorted(self.spark.model_fields_set)
+            if self.engine == "local"
+        ]
+        if self.filesystem.kind == "local" and not self._any_remote_path():
+            lines.extend(
+                f"[filesystem] {key}: does nothing: every path of this pipeline is on the local "
+                f"disk, and {why}: remove it, or set [filesystem] uri to the cluster"
+                for key, why in _CLUSTER_ONLY_KEYS.items()
+                if key in self.filesystem.model_fields_set
+            )
+        return lines
+
+    def _any_remote_path(self) -> bool:
+        """Whether a configured path names a filesystem other than the local disk (the
+        ``[filesystem]`` table's login and credentials go with it)."""
+        paths = [
+            self.scan.directory,
+            self.source.file,
+            self.sink.file,
+            self.sink.directory,
+            self.region.checkpoint_dir,
+            self.scan.archive_dir,
+            *(self.scan.roots or ()),
+        ]
+        return any(p is not None and self.locate(p)[0].kind != "local" for p in paths)
+
     def identity_paths(self) -> dict[str, str]:
         """What a derived :meth:`pipeline_id` is made of (URIs without credentials): stamped
         beside it, so a refusal can say which one changed."""
@@ -751,4 +804,6 @@ def load_pipeline(path: str | os.PathLike[str], *, engine: Engine | None = None)
         raise PipelineConfigError(shown, [str(exc)]) from None
     resolved._folder = str(config_path.parent)
     resolved._path = shown
+    for line in resolved.inert_keys():
+        logger.warning("%s: %s", shown, line)
     return resolved
