@@ -23,6 +23,7 @@ the value (never the value of a credential).
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import json
 import logging
@@ -67,8 +68,10 @@ __all__ = [
     "TransformSettings",
     "check_default_fs_input",
     "format_validation_error",
+    "key_line",
     "load_pipeline",
     "resolve_path",
+    "with_line_numbers",
 ]
 
 Engine = Literal["spark", "local"]
@@ -573,6 +576,9 @@ def format_validation_error(exc: ValidationError, secrets: Sequence[str] = ()) -
             else:
                 message = "unknown key"
                 fields = _known_keys(table)
+                close = difflib.get_close_matches(key, [*fields, *_aliases(table)], n=1)
+                if close:
+                    message += f"; did you mean {close[0]!r}?"
                 if fields:
                     message += f" (known: {', '.join(fields)})"
         elif kind == "missing":
@@ -613,6 +619,56 @@ def _alias_of(table: str | None, key: str) -> str | None:
                 if key != name and key in choices:
                     return name
     return None
+
+
+def _aliases(table: str | None) -> list[str]:
+    """The other names (IBM's) the keys of ``table`` may be given by."""
+    if table is None:
+        return []
+    annotation = PipelineConfig.model_fields[table].annotation
+    names: list[str] = []
+    for candidate in getattr(annotation, "__args__", (annotation,)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            for name, field in candidate.model_fields.items():
+                choices = getattr(field.validation_alias, "choices", ())
+                names.extend(c for c in choices if isinstance(c, str) and c != name)
+    return names
+
+
+#: A problem line that names its key: ``[table] key: ...`` or ``key: ...`` (top level).
+_NAMED_KEY = re.compile(r"^(?:\[(?P<table>[\w.]+)\] )?(?P<key>[A-Za-z_][\w-]*)[.:]")
+_HEADER = re.compile(r"^\s*\[\[?\s*(?P<table>[^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+
+
+def key_line(text: str, table: str | None, key: str) -> int | None:
+    """The line number (from 1) of ``key = ...`` under ``[table]`` (the top level for
+    ``None``) in TOML ``text``, or ``None`` when it is not written there."""
+    current: str | None = None
+    assign = re.compile(rf"""^\s*(["']?){re.escape(key)}\1\s*=""")
+    for number, line in enumerate(text.splitlines(), 1):
+        header = _HEADER.match(line)
+        if header is not None:
+            current = header.group("table").replace(" ", "")
+        elif current == table and assign.match(line):
+            return number
+    return None
+
+
+def with_line_numbers(problems: list[str], path: str | os.PathLike[str]) -> list[str]:
+    """``problems`` each prefixed with ``line N:``, the line of the key it names in the
+    settings file, where that key is written (a default has no line)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return problems
+    located = []
+    for problem in problems:
+        named = _NAMED_KEY.match(problem)
+        number = None
+        if named is not None:
+            number = key_line(text, named.group("table"), named.group("key"))
+        located.append(problem if number is None else f"line {number}: {problem}")
+    return located
 
 
 def _known_keys(table: str | None) -> list[str]:
@@ -791,17 +847,18 @@ def load_pipeline(path: str | os.PathLike[str], *, engine: Engine | None = None)
         config = PipelineConfig.model_validate(data)
     except ValidationError as exc:
         problems = format_validation_error(exc, _secrets_of(data))
-        raise PipelineConfigError(shown, problems) from None
+        raise PipelineConfigError(shown, with_line_numbers(problems, config_path)) from None
     try:
         resolved = _resolve_paths(
             config, config_path.parent, default_checkpoints=default_checkpoint_dir(config_path)
         )
     except ValueError as exc:
-        raise PipelineConfigError(shown, str(exc).splitlines()) from None
+        problems = str(exc).splitlines()
+        raise PipelineConfigError(shown, with_line_numbers(problems, config_path)) from None
     try:
         resolved.apart_by_identity()
     except ValueError as exc:
-        raise PipelineConfigError(shown, [str(exc)]) from None
+        raise PipelineConfigError(shown, with_line_numbers([str(exc)], config_path)) from None
     resolved._folder = str(config_path.parent)
     resolved._path = shown
     for line in resolved.inert_keys():

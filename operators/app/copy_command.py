@@ -19,7 +19,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from operators.app.config import PipelineConfigError, format_validation_error
+from operators.app.config import (
+    PipelineConfigError,
+    format_validation_error,
+    with_line_numbers,
+)
 from operators.app.console import config_error, error
 from operators.app.exit_codes import EXIT_FAILURE, EXIT_NOT_COPIED, EXIT_OK, EXIT_SAME_FILE
 from operators.copy import copy_file, result_message
@@ -51,7 +55,8 @@ def load_filesystem(path: str | os.PathLike[str]) -> FileSystemSettings:
     try:
         settings = _FilesystemTable.model_validate(data).filesystem
     except ValidationError as exc:
-        raise PipelineConfigError(os.fspath(path), format_validation_error(exc)) from None
+        problems = with_line_numbers(format_validation_error(exc), config_path)
+        raise PipelineConfigError(os.fspath(path), problems) from None
     if settings.keytab is not None:
         # A keytab is a local file, relative to the settings file as in a pipeline.
         keytab = os.path.join(config_path.parent, settings.keytab.get_secret_value())

@@ -74,7 +74,8 @@ CASES = [
     ),
     pytest.param(
         {"scan": 'directory = "landing"\nsleep_tme = "1s"'},
-        "[scan] sleep_tme: unknown key (known: directory, pattern, sleep_time,",
+        "[scan] sleep_tme: unknown key; did you mean 'sleep_time'? (known: directory, pattern, "
+        "sleep_time,",
         id="unknown-key",
     ),
     pytest.param({"scan": 'pattern = "x"'}, "[scan] directory: required", id="no-directory"),
@@ -317,3 +318,44 @@ def test_a_key_given_twice_under_its_two_names_is_named_as_such(
     code, err = run_main(pdir.write_config(body), capsys)
     assert code == 2
     assert "[scan] sleepTime: the same setting as sleep_time, given twice: keep one" in err
+
+
+def test_a_bad_key_is_named_with_its_line_and_a_near_miss_with_the_key_meant(
+    pdir: PipelineDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = pdir.write_config(
+        'engine = "local"\n'
+        "naem = 'x'\n"
+        "\n"
+        "[scan]\n"
+        'directory = "landing"\n'
+        'sleep_tme = "1s"  # misspelt\n'
+        "\n"
+        "[sink]\n"
+        'file = "out/part-%FILENUM.txt"\n'
+        "tuplesPerFle = 3\n"
+        'tuples_per_file = "abc"\n'
+    )
+    code, err = run_main(config, capsys)
+    assert code == 2
+    lines = [line.strip() for line in err.splitlines()[1:]]
+    assert any(line.startswith("line 2: naem: unknown key; did you mean 'name'?") for line in lines)
+    assert any(
+        line.startswith("line 6: [scan] sleep_tme: unknown key; did you mean 'sleep_time'?")
+        for line in lines
+    )
+    # An IBM spelling is suggested as such.
+    assert any(
+        line.startswith("line 10: [sink] tuplesPerFle: unknown key; did you mean 'tuplesPerFile'?")
+        for line in lines
+    )
+    assert "line 11: [sink] tuples_per_file: Input should be a valid integer" in err
+
+
+def test_a_key_far_from_any_gets_no_guess(
+    pdir: PipelineDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = pdir.write_config(settings("local", scan='directory = "landing"\nzzz = 1'))
+    code, err = run_main(config, capsys)
+    assert code == 2
+    assert "line 6: [scan] zzz: unknown key (known:" in err
