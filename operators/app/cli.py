@@ -105,6 +105,14 @@ def cmd_switch(args: argparse.Namespace) -> int:
     from operators.app.switch import switch_directory
 
     setup_logging(args.log_level or "WARNING", None)
+    if args.cancel:
+        if args.directory is not None:
+            error("--cancel takes no DIRECTORY: it removes the pending switch, whatever its own")
+            return EXIT_CONFIG
+        return _cancel_switch(args.config)
+    if args.directory is None:
+        error("give DIRECTORY (the directory to watch), or --cancel")
+        return EXIT_CONFIG
     try:
         config = load_pipeline(args.config)
         switch = switch_directory(config, args.directory)
@@ -129,6 +137,42 @@ def cmd_switch(args: argparse.Namespace) -> int:
     print(
         f"switch to {switch.shown} requested: the running job, {switch.running}, applies it "
         "once it has finished the file it is reading (its log says 'now watching')",
+        flush=True,
+    )
+    return EXIT_OK
+
+
+def _cancel_switch(config_path: str) -> int:
+    from operators.app.switch import cancel_switch
+
+    try:
+        cancel = cancel_switch(load_pipeline(config_path))
+    except ConfigError as exc:
+        return config_error(exc)
+    except OSError as exc:
+        error(f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+    request = cancel.request
+    if request is None:
+        print(f"no switch request in {cancel.control}: nothing to cancel", flush=True)
+        return EXIT_OK
+    if cancel.running is not None:
+        error(
+            f"the running job, {cancel.running}, applies the switch to {cancel.directory} "
+            "within a second of it: nothing cancelled; to go back, switch to the directory "
+            "it watched before"
+        )
+        return EXIT_FAILURE
+    if cancel.applied_by is not None:
+        print(
+            f"no pending switch: the switch to {cancel.directory} was applied and cut "
+            f"{cancel.applied_by} records it; to go back, switch to the directory watched "
+            "before",
+            flush=True,
+        )
+        return EXIT_OK
+    print(
+        f"cancelled the pending switch to {cancel.directory} (removed {cancel.control})",
         flush=True,
     )
     return EXIT_OK
@@ -379,12 +423,19 @@ def build_parser() -> argparse.ArgumentParser:
             "checkpoint directory: applied under a permit and recorded by the next cut, so a "
             "restart keeps it. The directory it already watches is listed again at once. "
             "A relative DIRECTORY is taken from CONFIG's folder, as CONFIG's own paths are; it "
-            "must be a directory or not exist yet. [scan] roots limit where it may switch."
+            "must be a directory or not exist yet (CONFIG.toml itself is refused). [scan] "
+            "roots limit where it may switch. --cancel removes a pending switch."
         ),
         epilog=epilog("switch"),
     )
     switch.add_argument("config", metavar="CONFIG.toml")
-    switch.add_argument("directory", metavar="DIRECTORY")
+    switch.add_argument("directory", nargs="?", metavar="DIRECTORY")
+    switch.add_argument(
+        "--cancel",
+        action="store_true",
+        help="remove the pending switch (one no job has applied yet) instead, and say which; "
+        "with none, say so",
+    )
     _add_log_level(switch)
     switch.set_defaults(func=cmd_switch)
 

@@ -86,7 +86,7 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         ("switch", "copy"),
         "`switch`: no job runs, the request is pending until the next start; `copy`: SRC and "
         "DST are one file under two names (nothing copied, nothing deleted)",
-        "`switch`: start the job; `copy`: give a DST that is another file",
+        "`switch`: start the job, or `switch --cancel`; `copy`: give a DST that is another file",
     ),
     ExitCode(
         "4",

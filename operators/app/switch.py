@@ -16,22 +16,37 @@ before anything is read, naming the request and how to replace it
 
 from __future__ import annotations
 
+import os
 import posixpath
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from operators.app.config import PipelineConfig, resolve_path
 from operators.app.engines import read_identity
 from operators.copy.identity import mark, same_file
 from operators.fs import open_path
-from operators.scan.control import CONTROL_FILE, ControlFile, SwitchRequest, request_switch
+from operators.scan.control import (
+    CONTROL_FILE,
+    ControlFile,
+    SwitchRequest,
+    read_switch,
+    request_switch,
+)
 from operators.scan.housekeeping import archive_folder
 from operators.scan.operator import roots_problem, within_roots
-from region.errors import ConfigError
+from region.errors import ConfigError, RegionError
 from region.fs import FileSystem
 from region.lock import CheckpointLock
 
-__all__ = ["Switch", "check_pending_switch", "control_path", "switch_directory"]
+__all__ = [
+    "Cancel",
+    "Switch",
+    "cancel_switch",
+    "check_pending_switch",
+    "control_path",
+    "switch_directory",
+]
 
 
 def control_path(checkpoint_dir: str) -> str:
@@ -100,8 +115,30 @@ def _taken(config: PipelineConfig, scan_fs: FileSystem, target: str) -> str | No
     return None
 
 
+def _is_the_settings_file(config: PipelineConfig, directory: str) -> bool:
+    """Whether DIRECTORY names the settings file itself (``switch job.toml job.toml``), from
+    the shell's folder or from the settings file's."""
+    settings = os.path.abspath(config.path)
+    for candidate in (directory, os.path.join(config.folder, directory)):
+        if os.path.abspath(candidate) == settings:
+            return True
+        try:
+            if os.path.samefile(candidate, settings):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def switch_directory(config: PipelineConfig, directory: str) -> Switch:
     """Request the switch. ConfigError naming what stands in the way."""
+    if _is_the_settings_file(config, directory):
+        msg = (
+            f"DIRECTORY {directory!r} is the settings file {config.path}, not a directory to "
+            f"watch: nothing stored. Give the directory, e.g. `hdfs-region switch {config.path} "
+            "landing-2`"
+        )
+        raise ConfigError(msg)
     if config.single_file is not None:
         msg = (
             f"[source] file: {config.single_file!r} is read on its own, there is no directory "
@@ -163,6 +200,66 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
     )
     running = CheckpointLock(cp_fs, cp_dir).in_use()
     return Switch(scan_fs.display(target), request, running, exists=problem is None)
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """What ``switch --cancel`` found in the control file (a URI): the request removed, or
+    ``None`` (there was none); ``applied_by``: the cut that recorded it applied (then it is
+    not pending, and it stays); ``running``: the job holding the checkpoint directory (then
+    nothing is removed: it applies a request within a second of it)."""
+
+    control: str
+    request: SwitchRequest | None
+    #: The requested directory as a URI.
+    directory: str = ""
+    applied_by: int | None = None
+    running: str | None = None
+
+
+def _recorded_switch(state: Any) -> int:
+    """The newest switch request a checkpointed state says was applied (``switch``: its seq),
+    whatever operator nests the scan's state; 0 for none."""
+    if isinstance(state, dict):
+        found = state.get("switch")
+        own = found if isinstance(found, int) else 0
+        return max([own, *(_recorded_switch(v) for v in state.values())])
+    return 0
+
+
+def _applied_by(config: PipelineConfig, cp_fs: FileSystem, cp_dir: str, seq: int) -> int | None:
+    """The newest cut when it records the request ``seq`` as applied, else ``None``."""
+    from region.checkpoint import CheckpointStore
+
+    try:
+        newest = CheckpointStore(cp_fs, cp_dir, pipeline_id=config.pipeline_id()).latest()
+    except RegionError:
+        return None
+    if newest is None or _recorded_switch(newest.operators) < seq:
+        return None
+    return newest.cut_id
+
+
+def cancel_switch(config: PipelineConfig) -> Cancel:
+    """Remove the pending switch request of ``config``'s job, if there is one (see
+    :class:`Cancel`). ConfigError when the control file is not a request."""
+    cp_fs, cp_dir = open_path(config.region.checkpoint_dir, config.filesystem)
+    path = control_path(cp_dir)
+    shown = cp_fs.display(path)
+    try:
+        request = read_switch(cp_fs, path)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if request is None:
+        return Cancel(shown, None)
+    directory = open_path(config.scan_directory, config.filesystem)[0].display(request.directory)
+    running = CheckpointLock(cp_fs, cp_dir).in_use()
+    if running is not None:
+        return Cancel(shown, request, directory, running=running)
+    applied = _applied_by(config, cp_fs, cp_dir, request.seq)
+    if applied is None:
+        cp_fs.delete(path)
+    return Cancel(shown, request, directory, applied_by=applied)
 
 
 def check_pending_switch(config: PipelineConfig, control: ControlFile, scan_fs: FileSystem) -> None:

@@ -207,3 +207,52 @@ def test_a_pending_switch_to_a_name_that_became_a_link_to_the_output_is_named_at
     last = done.stderr.strip().splitlines()[-1]
     assert f"names file://{pdir.root / 'later'}, the output directory" in last, last
     assert pdir.output_lines() == ["a1"]  # nothing read twice
+
+
+def test_a_switch_to_the_settings_file_itself_is_refused_and_stores_nothing(
+    pdir: PipelineDir, tmp_path: Path
+) -> None:
+    pdir.add_file("a.txt", ["a1"])
+    config = pdir.write_config(LOCAL.format(scan=""))
+    control = pdir.root / "checkpoints" / "pipeline" / "control.json"
+    # As typed from the settings file's folder, and from elsewhere: absolute, and relative to
+    # the shell's folder (from the settings file's folder that names nothing yet, which was
+    # stored as a pending switch).
+    relative = str(config.relative_to(tmp_path))
+    cases = ((pdir.root, "pipeline.toml"), (tmp_path, str(config)), (tmp_path, relative))
+    for cwd, directory in cases:
+        refused = cli("switch", str(config), directory, cwd=cwd)
+        assert refused.returncode == 2, refused.stdout
+        assert "is the settings file" in refused.stderr and "nothing stored" in refused.stderr
+        assert not control.exists()
+
+
+def test_cancel_removes_a_pending_switch_and_says_so(pdir: PipelineDir) -> None:
+    pdir.add_file("a.txt", ["a1"])
+    put(pdir.root / "B", "b.txt", ["b1"])
+    config = pdir.write_config(LOCAL.format(scan=""))
+    control = pdir.root / "checkpoints" / "pipeline" / "control.json"
+    none = cli("switch", str(config), "--cancel")
+    assert none.returncode == 0, none.stderr
+    assert "nothing to cancel" in none.stdout
+    assert cli("switch", str(config), "B").returncode == 3
+    cancelled = cli("switch", str(config), "--cancel")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"cancelled the pending switch to file://{pdir.root / 'B'}" in cancelled.stdout
+    assert not control.exists()
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert pdir.output_lines() == ["a1"]  # the landing directory, not B
+
+
+def test_cancel_leaves_a_switch_a_cut_recorded(pdir: PipelineDir) -> None:
+    pdir.add_file("a.txt", ["a1"])
+    put(pdir.root / "B", "b.txt", ["b1"])
+    config = pdir.write_config(LOCAL.format(scan=""))
+    assert cli("switch", str(config), "B").returncode == 3
+    done = cli("run", str(config), "--available-now", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    late = cli("switch", str(config), "--cancel")
+    assert late.returncode == 0, late.stderr
+    assert "no pending switch" in late.stdout and "records it" in late.stdout
+    assert (pdir.root / "checkpoints" / "pipeline" / "control.json").exists()
