@@ -117,6 +117,7 @@ class LocalRun:
 
 def progress_of(stats: PipelineStats, scan: HDFS2DirectoryScan, sink: HDFS2FileSink) -> Progress:
     region = stats.region
+    bad = sink.metrics
     return Progress(
         status=region.status.value,
         files_in=scan.files_emitted,
@@ -124,7 +125,10 @@ def progress_of(stats: PipelineStats, scan: HDFS2DirectoryScan, sink: HDFS2FileS
         files_passed_over=scan.passed_over,
         files_modified=scan.modified,
         records_in=stats.records_in - stats.replayed_in,
-        records_out=stats.records_out - stats.replayed_out,
+        # Records the sink routed to its rejects (or skipped) are not output.
+        records_out=max(0, stats.records_out - stats.replayed_out - bad.records_not_written),
+        records_rejected=bad.records_rejected,
+        records_skipped=bad.bad_records - bad.records_rejected,
         records_replayed=stats.replayed_in,
         records_unpublished=sink.records_unpublished,
         records_after_cut=stats.uncovered_in,

@@ -43,9 +43,13 @@ class Progress:
     files_modified: int = 0
     #: Records read (each once, however often a reset replayed it).
     records_in: int = 0
-    #: Records handed to the sink, each once (``None``: unknown, e.g. after a Spark SQL
-    #: transform).
+    #: Records the sink wrote, each once (``None``: unknown, e.g. after a Spark SQL
+    #: transform); those it could not write are counted apart, below.
     records_out: int | None = 0
+    #: Records and rows the sink could not write (``on_bad_record``): kept in the rejects
+    #: file, or skipped (each logged).
+    records_rejected: int = 0
+    records_skipped: int = 0
     #: Records read again after resets (not counted in ``records_in``).
     records_replayed: int = 0
     #: Records in output files not published when the run ended (``None``: unknown); of them,
@@ -326,6 +330,10 @@ def summary_line(final: Progress) -> str:
     parts = [f"{format_count(final.records_in)} records in"]
     if final.records_out is not None:
         parts[0] += f", {format_count(final.records_out)} out"
+    if final.records_rejected:
+        parts[0] += f", {format_count(final.records_rejected)} rejected (in the rejects file)"
+    if final.records_skipped:
+        parts[0] += f", {format_count(final.records_skipped)} bad records skipped"
     if not final.final_cut:
         left = final.records_unpublished
         if left is None:

@@ -23,4 +23,7 @@ class SinkMetrics:
     #: Records that could not be written (skipped or rejected, see ``on_bad_record``).
     bad_records: int = 0
     records_rejected: int = 0  # of ``bad_records``, those written to the rejects file
+    #: Of ``bad_records``, records handed to this sink that it could not write (the others are
+    #: rows the source could not read, which were never records).
+    records_not_written: int = 0
     published: list[tuple[str, int]] = field(default_factory=list)  # the last 100

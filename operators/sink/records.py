@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +144,24 @@ class RecordEncoder:
         return 0
 
 
+def as_json(record: Any) -> Any:
+    """A record as the rejects file keeps it, so that a reader gets the record back, not its
+    Python spelling: a string as itself, bytes as their UTF-8 text (bytes that are not UTF-8
+    backslash-escaped, ``\\xff``), a mapping as an object, a tuple or list as an array,
+    numbers, booleans and ``None`` as JSON's, anything else as its ``str``."""
+    if isinstance(record, float) and not math.isfinite(record):
+        return str(record)  # JSON has no NaN nor infinity
+    if record is None or isinstance(record, str | bool | int | float):
+        return record
+    if isinstance(record, bytes | bytearray | memoryview):
+        return bytes(record).decode("utf-8", "backslashreplace")
+    if isinstance(record, Mapping):
+        return {str(k): as_json(v) for k, v in record.items()}
+    if isinstance(record, tuple | list):
+        return [as_json(v) for v in record]
+    return str(record)
+
+
 class BadRecords:
     """``on_bad_record`` of one sink. Default: ``reject`` when a rejects sink is given, else
     ``skip`` logged at ERROR (a skip nobody asked for: the record is gone unless someone reads
@@ -219,9 +238,15 @@ class BadRecords:
         if not isinstance(exc, BadRecordError):  # its message names neither record nor value
             reason = f"record {index} {short(record)}: {reason}"
         self._metrics.bad_records += 1
+        self._metrics.records_not_written += 1
         if self._rejects is not None:
             line = json.dumps(
-                {"sink": self._sink, "index": index, "reason": reason, "record": repr(record)},
+                {
+                    "sink": self._sink,
+                    "index": index,
+                    "reason": reason,
+                    "record": as_json(record),
+                },
                 ensure_ascii=True,
             )
             self._rejects.write(Batch([line]))

@@ -171,7 +171,7 @@ def test_no_credential_in_logs_errors_progress_inspect_or_files(
     assert len(data) == 10 and data[0] == "r0-0"
     rejects = [s for s in fs.list_dir("/s1/out/_rejects") if not s.name.startswith(".")]
     lines = [json.loads(x) for s in rejects for x in fs.read(s.path).decode().splitlines()]
-    assert sorted(r["record"] for r in lines) == ["42", "42", "42"]
+    assert sorted(r["record"] for r in lines) == [42, 42, 42]
     for where, text in outputs.items():
         assert_clean(text, where)
     # Every file the runs produced: checkpoints, the identity, lock files, output, rejects.
