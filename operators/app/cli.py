@@ -466,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
             "[filesystem] table of --config. DST ending in '/' or naming a directory receives "
             "SRC's name. The destination appears whole or not at all; running the command "
             "again after a crash finishes the copy. Prints '<size> bytes successfully copied "
-            "from SRC to DST .'"
+            "from SRC to DST', ending with DST's URI."
         ),
         epilog=epilog("copy"),
     )

@@ -140,5 +140,8 @@ def run_copy(
         "" if done.written else " (already there)",
         ", source deleted" if done.source_deleted else "",
     )
-    print(result_message(done), flush=True)
+    # IBM's result tuple keeps its "<destination> ." (result_message). The line ends with the
+    # destination's URI instead: a period after it, spaced or not, reads as part of it (a
+    # file name may end in '.'), and the URIs are meant to be given back.
+    print(result_message(done).removesuffix(" ."), flush=True)
     return EXIT_OK

@@ -44,7 +44,7 @@ from urllib.parse import quote
 
 from operators.common.faults import FAULT_ENV, stop_here
 from operators.copy.identity import Mark, mark, same_file
-from operators.fs.local import LocalFileSystem
+from operators.fs.local import LocalFileSystem, unlogged_listing
 from region.fs import FileSystem
 
 __all__ = [
@@ -176,7 +176,10 @@ def remove_leftovers(fs: FileSystem, destination: str) -> int:
     """Step 3: delete what killed copies to ``destination`` left; the number deleted."""
     directory, name = posixpath.split(destination)
     try:
-        entries = fs.list_dir(directory or ".")
+        # Only this copy's temporaries matter here: a named pipe or a link beside them is
+        # someone else's, and no reason for a warning.
+        with unlogged_listing():
+            entries = fs.list_dir(directory or ".")
     except (FileNotFoundError, NotADirectoryError):
         return 0
     removed = 0

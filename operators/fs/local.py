@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import ctypes.util
 import errno
@@ -10,18 +12,34 @@ import logging
 import os
 import shutil
 import stat as stat_mod
+from collections.abc import Iterator
 
 from region.atomic import dir_permission
 from region.errors import permanent
 from region.fs import FileStatus, ListingEntry
 
-__all__ = ["LocalFileSystem", "LocalWriter"]
+__all__ = ["LocalFileSystem", "LocalWriter", "unlogged_listing"]
 
 logger = logging.getLogger(__name__)
 
 #: Symbolic links and special files already logged as left out of a listing (a scan lists
 #: every few seconds).
 _LINKS_LOGGED: set[str] = set()
+
+#: Set while a listing is only searched for names of one's own (a copy's temporaries): the
+#: links and special files it leaves out are none of the caller's business, so not logged.
+_UNLOGGED: contextvars.ContextVar[bool] = contextvars.ContextVar("unlogged", default=False)
+
+
+@contextlib.contextmanager
+def unlogged_listing() -> Iterator[None]:
+    """Listings in the block do not log the links and special files they leave out."""
+    token = _UNLOGGED.set(True)
+    try:
+        yield
+    finally:
+        _UNLOGGED.reset(token)
+
 
 #: What each kind of special file is called in messages.
 _SPECIAL_KINDS = (
@@ -212,7 +230,7 @@ class LocalFileSystem:
         return out
 
     def _left_out(self, link: str) -> None:
-        if link in _LINKS_LOGGED:
+        if link in _LINKS_LOGGED or _UNLOGGED.get():
             return
         _LINKS_LOGGED.add(link)
         try:
@@ -228,7 +246,7 @@ class LocalFileSystem:
         )
 
     def _left_out_special(self, path: str, mode: int) -> None:
-        if path in _LINKS_LOGGED:
+        if path in _LINKS_LOGGED or _UNLOGGED.get():
             return
         _LINKS_LOGGED.add(path)
         logger.warning(
