@@ -260,7 +260,8 @@ class CheckpointStore:
             ) from None
         self._last_cut_id = max(self._last_cut_id, cut_id)
         self.last_size = len(data)
-        logger.info(
+        # DEBUG: the controller's line says the cut completed (at INFO when it is news).
+        logger.debug(
             "Wrote checkpoint of cut %d to %s (%d bytes)", cut_id, self.fs.display(final), len(data)
         )
 

@@ -87,6 +87,10 @@ ALLOWED_TRANSITIONS: Mapping[RegionStatus, frozenset[RegionStatus]] = {
 }
 
 
+#: Cuts that record nothing new are logged at DEBUG; one INFO line sums them up per this many
+#: seconds of such cuts (an idle job would otherwise log a line per period, all day).
+IDLE_SUMMARY_SECONDS = 60.0
+
 #: Upper bounds (seconds) of the cut-duration histogram in :class:`RegionSnapshot`.
 CUT_SECONDS_BUCKETS: tuple[float, ...] = (
     0.01,
@@ -230,6 +234,10 @@ class RegionController:
         self._consecutive_resets = 0
         self._last_error: str | None = None
         self._traced: str | None = None  # the failure whose traceback was logged last
+        # Cuts that recorded what the one before recorded, since the last INFO line about cuts.
+        self._idle_cuts = 0
+        self._idle_since: float | None = None  # the last INFO line about cuts
+        self._changed_cut_id: int | None = None
 
         #: Called (no arguments) when a cut becomes durable and when a reset completes, while
         #: permits are blocked: what was processed since the last durable cut is now covered by
@@ -479,6 +487,8 @@ class RegionController:
             )
             self._finish_stop()
             return True
+        # Nothing read, written or listed since that cut: this cut is only logged at DEBUG.
+        idle = kept is not None and _same_states(states, kept.states)
         # 6. Write one region checkpoint through the store (atomic: temp file, sync, rename).
         self._check_stop_now()
         try:
@@ -535,7 +545,7 @@ class RegionController:
             for i, bound in enumerate(CUT_SECONDS_BUCKETS):
                 if seconds <= bound:
                     self._cut_buckets[i] += 1
-        logger.info("Cut %d completed in %.3f s (trigger: %s)", cut_id, seconds, trigger)
+        self._log_cut(cut_id, seconds, trigger, idle=idle and not final)
         # 10. Resume (or, for the final cut of a graceful stop, close and stop).
         if final and not settled and any(op.changed_after_publish() for op in self.operators):
             # 7b changed state after the checkpoint (files archived leave a source's memory):
@@ -548,6 +558,36 @@ class RegionController:
             self._set_status(RegionStatus.PROCESSING)
             self.permits.unblock()
         return True
+
+    def _log_cut(self, cut_id: int, seconds: float, trigger: str, *, idle: bool) -> None:
+        """The cut's line: INFO when it records something new (and for a final cut), else
+        DEBUG, with one INFO line per :data:`IDLE_SUMMARY_SECONDS` of such cuts."""
+        now = self._clock()
+        if not idle:
+            if self._idle_cuts:
+                self._log_idle(now)
+            self._idle_since, self._changed_cut_id = now, cut_id
+            logger.info("Cut %d completed in %.3f s (trigger: %s)", cut_id, seconds, trigger)
+            return
+        logger.debug(
+            "Cut %d completed in %.3f s (trigger: %s), nothing new", cut_id, seconds, trigger
+        )
+        if self._idle_since is None:  # idle from the start (recovered, nothing since)
+            self._idle_since = now
+        self._idle_cuts += 1
+        if now - self._idle_since >= IDLE_SUMMARY_SECONDS:
+            self._log_idle(now)
+            self._idle_since = now
+
+    def _log_idle(self, now: float) -> None:
+        since = "" if self._changed_cut_id is None else f" since cut {self._changed_cut_id}"
+        logger.info(
+            "idle: %d cut(s) in %.0f s, nothing new%s",
+            self._idle_cuts,
+            now - (self._idle_since if self._idle_since is not None else now),
+            since,
+        )
+        self._idle_cuts = 0
 
     def _adopt_if_durable(self, cut_id: int, states: dict[str, dict[str, Any]]) -> None:
         """After a failed write, ask the store whether the cut still became durable (e.g. only

@@ -601,3 +601,57 @@ def test_status_table_has_two_terminal_states_and_every_state_reachable():
     for _ in RegionStatus:
         reachable |= {n for s in reachable for n in ALLOWED_TRANSITIONS[s]}
     assert reachable == set(RegionStatus)
+
+
+class _Still(Probe):
+    """A participant whose state changes only when told (``moved``): an idle job's."""
+
+    def __init__(self, name: str, journal: list[tuple[str, str]]) -> None:
+        super().__init__(name, journal)
+        self.moved = 0
+
+    def checkpoint(self, cut_id: int) -> dict[str, Any]:
+        return {"moved": self.moved}
+
+
+def test_an_idle_region_logs_a_summary_not_a_line_per_cut(make_store, caplog):
+    from region.controller import IDLE_SUMMARY_SECONDS
+
+    clock = ManualClock(1000.0)
+    still = _Still("scan", [])
+    controller = RegionController(region_settings(), [still], make_store(), clock=clock)
+    controller.start()
+
+    def info_lines() -> list[str]:
+        return [
+            rec.getMessage()
+            for rec in caplog.records
+            if rec.levelno == logging.INFO and rec.name == "region.controller"
+        ]
+
+    with caplog.at_level(logging.DEBUG, logger="region.controller"):
+        caplog.clear()
+        assert controller.make_consistent()  # the first cut records the state: news
+        assert [line.split(" in ")[0] for line in info_lines()] == ["Cut 1 completed"]
+        caplog.clear()
+        cuts = int(IDLE_SUMMARY_SECONDS) * 2  # one a second, two summaries' worth
+        for _ in range(cuts):
+            clock.advance(1.0)
+            assert controller.make_consistent()
+        lines = info_lines()
+        assert len(lines) == 2, lines
+        assert all(
+            line.startswith("idle: ") and "nothing new since cut 1" in line for line in lines
+        )
+        assert sum(int(line.split()[1]) for line in lines) == cuts
+        debug = [
+            r
+            for r in caplog.records
+            if r.levelno == logging.DEBUG and "nothing new" in r.getMessage()
+        ]
+        assert len(debug) == cuts  # each cut still at DEBUG
+        caplog.clear()
+        still.moved += 1  # something moved: the cut is news again
+        clock.advance(1.0)
+        assert controller.make_consistent()
+        assert [line.split(" in ")[0] for line in info_lines()] == [f"Cut {cuts + 2} completed"]
