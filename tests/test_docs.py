@@ -337,3 +337,35 @@ def test_exit_code_tables_are_the_generated_one(page: str) -> None:
         f"{page}'s exit code table differs from operators/app/exit_codes.py's: replace it with "
         "the output of `python -m operators.app.exit_codes`"
     )
+
+
+def _written_paths(config: PipelineConfig) -> list[str]:
+    sink = config.sink.template or config.sink.directory or ""
+    return [config.scan_directory, os.path.dirname(sink), config.region.checkpoint_dir]
+
+
+def test_what_the_examples_write_into_the_checkout_is_ignored_by_git() -> None:
+    """The example settings (conf/) and the documentation's commands must not leave files the
+    checkout would show as new (``git status``)."""
+    from operators.app.config import load_pipeline
+
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    inside: set[str] = set()
+    for path in sorted((ROOT / "conf").glob("*.toml")):
+        try:
+            config = load_pipeline(path)
+        except ValueError:
+            continue  # a fragment (conf/region.toml), not a pipeline
+        for written in _written_paths(config):
+            local = written.removeprefix("file://")
+            if os.path.isabs(local) and Path(local).is_relative_to(ROOT):
+                inside.add(os.path.relpath(local, ROOT))
+    assert inside, "the examples write nothing into the checkout: this test tests nothing"
+    for relative in sorted(inside):
+        ignored = subprocess.run(
+            ["git", "check-ignore", "-q", "--no-index", relative + "/x"], cwd=ROOT, check=False
+        )
+        assert ignored.returncode == 0, f"conf/ examples write {relative}/, not ignored by git"
+    page = (DOCS / "monitoring.md").read_text(encoding="utf-8")
+    assert "hdfs-region run conf/" not in page.split("## Metrics")[0]
