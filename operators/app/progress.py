@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # imported at run time only by a live display
@@ -112,6 +112,16 @@ def render(p: Progress, records_per_s: float, bytes_per_s: float) -> str:
     return " | ".join(parts)
 
 
+#: As log lines (no terminal), progress that did not move is logged once per this many seconds.
+IDLE_LOG_SECONDS = 60.0
+
+
+def _counters(progress: Progress) -> Progress:
+    """``progress`` without what moves while nothing is read or written (the time, the status
+    and the cuts of an idle job)."""
+    return replace(progress, status="", elapsed=0.0, cuts=0, last_cut_id=None)
+
+
 class ProgressDisplay:
     """Shows the progress of one run on ``stream`` (default: standard error).
 
@@ -130,6 +140,7 @@ class ProgressDisplay:
         interval: float | None = None,
         enabled: bool = True,
         width: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         if live is None:
@@ -143,6 +154,11 @@ class ProgressDisplay:
         self._latest = Progress()
         self._window: deque[tuple[float, int, int]] = deque()
         self._last_shown = 0.0
+        self._clock = clock
+        # As log lines: the counters of the last line logged, and when (an idle job logs one
+        # line per IDLE_LOG_SECONDS, not one per interval).
+        self._last_logged: Progress | None = None
+        self._last_logged_at = 0.0
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         # Live mode only, made at the first line or record shown (that is when rich is imported).
@@ -167,7 +183,7 @@ class ProgressDisplay:
 
     def update(self, progress: Progress) -> None:
         """Record a new state and show it when the interval has passed (thread-safe)."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             self._latest = progress
             self._window.append((now, progress.records_in, progress.bytes_in or 0))
@@ -181,6 +197,10 @@ class ProgressDisplay:
                 if not self._finished:  # a late callback must not draw after the final line
                     self._draw(line)
                 return
+            counters = _counters(progress)
+            if counters == self._last_logged and now - self._last_logged_at < IDLE_LOG_SECONDS:
+                return  # nothing moved: the line would say what the last one said
+            self._last_logged, self._last_logged_at = counters, now
         logger.info("%s", line)
 
     def finish(self, progress: Progress | None = None) -> str:

@@ -245,3 +245,24 @@ def test_without_a_terminal_rich_is_never_imported(
     assert stream.getvalue() == "a record\n"
     lines = [r.getMessage() for r in caplog.records if r.name == "operators.app.progress"]
     assert lines == [render(RUNNING, 0.0, 0.0), final]
+
+
+def test_as_log_lines_an_idle_job_logs_one_line_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+    from operators.app.progress import IDLE_LOG_SECONDS
+
+    now = [0.0]
+    display = ProgressDisplay(io.StringIO(), live=False, interval=5.0, clock=lambda: now[0])
+    idle = Progress(status="processing", records_in=10, files_in=1, cuts=1)
+    with caplog.at_level(logging.INFO, logger="operators.app.progress"):
+        for tick in range(int(2 * IDLE_LOG_SECONDS / 5) + 1):  # two minutes, every 5 s
+            now[0] = 5.0 * (tick + 1)
+            # The cuts, the status and the time move on; nothing is read or written.
+            display.update(
+                dataclasses.replace(idle, cuts=tick + 1, elapsed=now[0], status="checkpointing")
+            )
+        idle_lines = len(caplog.records)
+        now[0] += 5.0
+        display.update(dataclasses.replace(idle, records_in=11, elapsed=now[0]))
+    assert idle_lines == 3  # the first, then one a minute
+    assert len(caplog.records) == 4  # a record read: logged at once
+    assert "records 11" in caplog.records[-1].getMessage()
