@@ -8,7 +8,8 @@ One iteration (:meth:`PipelineRunner.step`):
 
 1. take a permit (waits while a cut or reset runs);
 2. ``batch = source.next_batch(batch_size)``;
-3. each transform over the whole batch (``None`` drops a record);
+3. each transform over the whole batch (``None`` drops a record; a transform whose
+   ``over_batch`` attribute is true is called once with the batch's records and returns them);
 4. ``sink.write(batch)`` for every sink, then ``sink.on_tick(now)`` for every sink;
 5. give the permit back; in an operator-driven region, a batch ending in punctuation is followed
    by ``make_consistent()``.
@@ -44,6 +45,8 @@ __all__ = ["Pipeline", "PipelineRunner", "PipelineStats", "StepOutcome", "run_pi
 
 logger = logging.getLogger(__name__)
 
+#: A record's function (its result, or ``None`` to drop it); with a true ``over_batch``
+#: attribute, the function of a batch's records (a sequence) returning the new records.
 Transform = Callable[[Any], Any]
 
 #: Longest uninterrupted sleep while idle, so a stop request is noticed promptly.
@@ -289,7 +292,10 @@ class PipelineRunner:
                     for transform in self.pipeline.transforms:
                         stage = transform
                         with doing(f"{_stage_name(transform)} over {of_batch}"):
-                            records = [out for out in map(transform, records) if out is not None]
+                            if getattr(transform, "over_batch", False):
+                                records = transform(records)
+                            else:
+                                records = [r for r in map(transform, records) if r is not None]
                     self._records_out += len(records)
                     self._pending_out += len(records)
                     if records is not batch.records:

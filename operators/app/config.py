@@ -149,6 +149,10 @@ class TransformSettings(BaseModel):
     #: ``"module:function"`` called once per record; returns the new record, or ``None`` to drop
     #: it. Both engines (a Python UDF on Spark). The settings file's folder is importable.
     function: str | None = None
+    #: The ``function`` takes and returns a ``pyarrow.RecordBatch`` of a batch's records (their
+    #: columns: records with a ``[source.schema]``), called once per batch instead of once per
+    #: record. Local engine.
+    vectorized: bool = False
 
     @field_validator("function")
     @classmethod
@@ -163,6 +167,8 @@ class TransformSettings(BaseModel):
             raise ValueError("give exactly one of sql = '...' or function = 'module:function'")
         if self.sql is not None and not self.sql.strip():
             raise ValueError("sql is empty")
+        if self.vectorized and self.function is None:
+            raise ValueError("vectorized = true is for a function = 'module:function'")
         return self
 
 

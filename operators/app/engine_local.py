@@ -34,6 +34,7 @@ from operators.app.engines import (
 from operators.app.metrics import Histogram, JobView, MetricsServer, health, period_of
 from operators.app.progress import Progress, ProgressDisplay
 from operators.app.switch import check_pending_switch, control_path
+from operators.common.columns import OverColumns
 from operators.common.plugins import load_callable
 from operators.fs import FileSystemSettings, open_path
 from operators.scan import HDFS2DirectoryScan
@@ -168,8 +169,19 @@ def build_local(config: PipelineConfig) -> LocalRun:
                 "use function = 'module:function' (a per-record Python function)"
             )
             raise ConfigError(msg)
-        assert config.transform.function is not None
-        transforms.append(load_function(config.transform.function, config.folder))
+        function = config.transform.function
+        assert function is not None
+        if not config.transform.vectorized:
+            transforms.append(load_function(function, config.folder))
+        elif config.source.schema_ is None:
+            msg = (
+                "[transform] vectorized = true: the function takes the records' columns, which "
+                "records have with [source] format = 'csv' or 'jsonl' and a [source.schema]"
+            )
+            raise ConfigError(msg)
+        else:
+            loaded = load_function(function, config.folder)
+            transforms.append(OverColumns(loaded, f"[transform] function {function!r}"))
     # The scan's control input: switch requests (hdfs-region switch) in the checkpoints.
     control = ControlFile(cp_fs, control_path(cp_dir))
     check_pending_switch(config, control, scan_fs)

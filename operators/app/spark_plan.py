@@ -77,6 +77,13 @@ class SparkPlan:
         if config.spark.execution == "streaming":
             check_streaming_on_yarn(config)
         _check_kerberos_on_yarn(config)
+        if config.transform is not None and config.transform.vectorized:
+            msg = (
+                "[transform] vectorized = true: the spark engine calls a function once per "
+                "record so far; a function of record batches runs on the local engine "
+                "(engine = 'local')"
+            )
+            raise ConfigError(msg)
         if config.transform is not None and config.transform.function is not None:
             load_function(config.transform.function, config.folder)  # fails here, not in Spark
         if config.sink.on_published is not None:

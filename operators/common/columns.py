@@ -10,12 +10,12 @@ records with columns, and its partitioner.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 import pyarrow as pa
 
-__all__ = ["Columns"]
+__all__ = ["Columns", "OverColumns"]
 
 
 class Columns(Sequence[dict[str, Any]]):
@@ -97,3 +97,35 @@ class Columns(Sequence[dict[str, Any]]):
 
     def __repr__(self) -> str:
         return f"Columns({len(self)} records: {', '.join(self.schema.names)})"
+
+
+class OverColumns:
+    """A function of a ``pyarrow.RecordBatch`` (the records' columns) as a transform of a
+    batch's records: called once per batch (``over_batch``), not once per record; it returns
+    a record batch (or table) of the records to write, which may have other columns or rows."""
+
+    over_batch = True
+
+    def __init__(self, function: Callable[[pa.RecordBatch], Any], name: str) -> None:
+        self._function = function
+        self._name = name
+
+    def __call__(self, records: Sequence[Any]) -> Columns:
+        if isinstance(records, Columns):
+            table = records.table
+        else:
+            table = pa.Table.from_pylist(list(records))
+        batch = pa.RecordBatch.from_arrays(
+            [c.combine_chunks() for c in table.columns], schema=table.schema
+        )
+        out = self._function(batch)
+        if isinstance(out, pa.RecordBatch | pa.Table):
+            return Columns(out)
+        msg = (
+            f"{self._name} returned {type(out).__name__}, not a pyarrow.RecordBatch "
+            "(vectorized = true: it takes and returns the records' columns)"
+        )
+        raise TypeError(msg)
+
+    def __repr__(self) -> str:
+        return f"OverColumns({self._name})"

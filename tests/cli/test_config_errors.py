@@ -222,6 +222,17 @@ def test_bad_values_exit_2_naming_key_and_value(
             {"sink": 'file = "o/%FILENUM"\ncompression = "gzip"'},
             "[sink] compression = 'gzip': the spark engine writes uncompressed files only",
         ),
+        (
+            "local",
+            {"transform": 'function = "pace:pace"\nvectorized = true'},
+            "[transform] vectorized = true: the function takes the records' columns, which "
+            "records have with [source] format = 'csv' or 'jsonl' and a [source.schema]",
+        ),
+        (
+            "spark",
+            {"transform": 'function = "pace:pace"\nvectorized = true'},
+            "[transform] vectorized = true: the spark engine calls a function once per record",
+        ),
     ],
 )
 def test_settings_one_engine_cannot_run(
