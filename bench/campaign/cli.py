@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.campaign.carried import carried_file_killed
 from bench.campaign.checkpoint import corrupt_checkpoint
 from bench.campaign.cron import cron
+from bench.campaign.curated import curated_campaign
 from bench.campaign.datanode import datanode_dies
 from bench.campaign.decode import undecodable
 from bench.campaign.disk import disk_full
@@ -51,6 +52,7 @@ SCENARIOS = (
     "operations",
     "archive",
     "cron",
+    "curated",
 )
 
 #: A scenario name and the call that runs it: one row of the table, or several.
@@ -142,6 +144,7 @@ def plan(work: Path, args: argparse.Namespace, only: list[str]) -> list[Step]:
         ("disk", lambda: disk_full(work, args)),
         ("operations", lambda: operations(work, args)),
         ("cron", lambda: cron(work, args)),
+        ("curated", lambda: curated_campaign(work, args)),
     ):
         if name in only:
             steps.append((name, func))

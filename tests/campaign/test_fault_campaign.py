@@ -168,3 +168,13 @@ def test_a_runner_whose_heartbeat_dies_stops_by_itself_and_nothing_is_lost_or_do
     assert (row["lost"], row["duplicated"], row["corrupt"]) == (0, 0, 0), row
     assert row["ok"], row
     assert "ValueError" in row["message"] and "writes nothing" in row["message"], row
+
+
+def test_curated_data_through_sigkills_is_every_row_once_typed(campaign: dict[str, Any]) -> None:
+    """gzip'd CSV into partitioned Parquet, killed at random: every good row once, with its
+    declared types, and every bad row once in the rejects."""
+    (row,) = rows(campaign, "curated")
+    assert row["ok"], row["outcome"]
+    assert row["lost"] == row["duplicated"] == row["corrupt"] == 0
+    assert row["details"]["rows"] > 1000 and row["details"]["bad_rows"] > 0
+    assert "rejected once each" in row["outcome"]
