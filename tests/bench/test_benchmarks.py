@@ -198,6 +198,7 @@ def test_run_all_tabulates_the_results(results: Path) -> None:
     assert any(n.startswith("4 cut latency local") for n in names)
     assert any(n.startswith("5 restart after SIGKILL") for n in names)
     assert any(n.startswith("7 steady scan of 300 files, local") for n in names)
+    assert any(n.startswith("8 CSV -> Parquet partitioned") for n in names)
     assert "All benchmarks" in done.stdout
 
 
