@@ -14,6 +14,8 @@ order), and the table that routes ``(method, op)`` to them.
   so far in a closed file, as a datanode does; a datanode that dies mid-upload
   (``cut_next_upload_after``, or the server stopped or killed) leaves the bytes and a lease in
   recovery.
+- OPEN's datanode step opens the file after its checks: a file deleted in between is not found
+  (404 FileNotFoundException), as Hadoop's datanode, which opens it through the namenode, answers.
 - Only the owner or the superuser may SETPERMISSION.
 
 What a path's lease, owner and mode are, and the permission checks, are the namespace's
@@ -169,7 +171,14 @@ def op_open(server: Server, req: Handler, path: str, params: dict[str, str],
         ns.check(user, path, "READ")
     if offset > st.st_size:
         raise RemoteError(403, "EOFException", "Cannot seek after EOF")
-    with open(ns.local(path), "rb") as f:
+    try:
+        f = open(ns.local(path), "rb")  # noqa: SIM115 (closed below)
+    except (FileNotFoundError, NotADirectoryError):
+        # Deleted (or renamed away) since the checks above: Hadoop's datanode opens the file
+        # through the namenode, which then finds none. Once open, the bytes stay readable, as
+        # a datanode serves a block it has not dropped yet.
+        raise not_found(f"File does not exist: {path}") from None
+    with f:
         f.seek(offset)
         data = f.read(-1 if length is None else length)
     drain(req, consumed)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 import logging
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -13,6 +15,7 @@ import pytest
 import requests
 
 from operators.fs.webhdfs import WebHdfsFileSystem
+from operators.testing import webhdfs_operations
 from operators.testing.webhdfs_server import WebHdfsServer, start_process
 from tests.conftest import webhdfs_settings
 
@@ -364,6 +367,29 @@ def test_truncate_waits_for_block_recovery(tmp_path: Path) -> None:
         w.write(b"x")
         w.close()
         assert fs.read("/f") == b"012x"
+
+
+def test_a_file_deleted_as_its_read_opens_it_is_not_found(
+    server: WebHdfsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DELETE landing between the datanode step's checks of an OPEN and its open of the file:
+    Hadoop's datanode opens the file through the namenode, so the read finds no file, as one
+    deleted before it began (a lock's reader meets this when a heartbeat replaces the generation
+    it is reading), never an IOException naming the server's disk."""
+    fs = make_fs(server)
+    put(fs, "/d/f", b"abc")
+    local = os.fspath(server.local_path("/d/f"))
+    real_open = builtins.open
+
+    def open_after_a_delete(file: str, mode: str = "r", *args: object, **kw: object) -> object:
+        if mode == "rb" and os.fspath(file) == local and os.path.exists(local):
+            fs.delete("/d/f")  # another client's DELETE, served meanwhile
+        return real_open(file, mode, *args, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(webhdfs_operations, "open", open_after_a_delete, raising=False)
+    with pytest.raises(FileNotFoundError, match="/d/f"):
+        fs.read("/d/f")
+    assert not fs.exists("/d/f")
 
 
 def test_paths_under_a_file_and_kinds_that_differ(server: WebHdfsServer) -> None:

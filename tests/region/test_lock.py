@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import re
@@ -15,13 +16,15 @@ from typing import Any
 
 import pytest
 
+from operators.fs import open_path
 from operators.fs.local import LocalFileSystem
-from operators.testing import ManualClock
+from operators.testing import ManualClock, webhdfs_operations
+from operators.testing.webhdfs_server import WebHdfsServer
 from region.checkpoint import CheckpointStore
 from region.errors import LockedError, LockLostError, LockUnsafeError
 from region.fs import FileSystem
 from region.lock import CheckpointLock, LockHolder
-from tests.conftest import FsHandle
+from tests.conftest import FsHandle, webhdfs_settings
 
 T0 = 1_700_000_000.0
 
@@ -225,6 +228,37 @@ def test_the_heartbeat_thread_keeps_refreshing_until_release(any_fs: FsHandle) -
     final = lock.holder()
     assert final is not None and final.released
     assert len(any_fs.fs.list_dir(directory)) == 1
+
+
+def test_a_generation_a_heartbeat_deletes_while_it_is_read_is_looked_up_again(
+    webhdfs_server: WebHdfsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """holder() listed generation 1 as the newest; while the WebHDFS datanode step was opening
+    it, a heartbeat wrote generation 2 and deleted 1. The read finds no file and holder() looks
+    again, naming generation 2 (the interleaving of a heartbeat every few milliseconds)."""
+    fs, _ = open_path("/", webhdfs_settings(webhdfs_server.uri))
+    directory = f"/tests/lock-{uuid.uuid4().hex[:8]}/ckpt"
+    lock = CheckpointLock(fs, directory, owner="job-a", heartbeat_interval=0)
+    lock.acquire()
+    taken = lock.holder()
+    assert taken is not None and taken.generation == 1
+    local = os.fspath(webhdfs_server.local_path(taken.path))
+    real_open = builtins.open
+    beats: list[int] = []
+
+    def open_after_a_heartbeat(file: str, mode: str = "r", *args: object, **kw: object) -> object:
+        if mode == "rb" and os.fspath(file) == local and not beats:
+            lock.refresh()  # the heartbeat thread's beat, served meanwhile
+            beats.append(1)
+        return real_open(file, mode, *args, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(webhdfs_operations, "open", open_after_a_heartbeat, raising=False)
+    newest = lock.holder()
+    assert beats == [1]
+    assert newest is not None and newest.owner == "job-a" and newest.generation == 2
+    lock.release()
+    final = lock.holder()
+    assert final is not None and final.released and final.generation == 3
 
 
 def test_lock_files_are_invisible_to_the_checkpoint_store(any_fs: FsHandle) -> None:
