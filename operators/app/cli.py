@@ -16,7 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from operators.app.config import ENGINES, PipelineConfig, check_default_fs_input, load_pipeline
+from operators.app.config import (
+    DEFAULT_ENGINE,
+    ENGINES,
+    PipelineConfig,
+    check_default_fs_input,
+    load_pipeline,
+)
 from operators.app.console import (
     EXIT_CONFIG,
     EXIT_FAILURE,
@@ -392,7 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("config", metavar="CONFIG.toml")
     run.add_argument(
-        "--engine", choices=ENGINES, help="override the file's engine (default: spark)"
+        "--engine",
+        choices=ENGINES,
+        help=f"override the file's engine key; a file without one runs on {DEFAULT_ENGINE} (the "
+        "default, kept so that a job never changes engines on an upgrade: its checkpoints "
+        "belong to the engine that wrote them)",
     )
     run.add_argument(
         "--available-now",
@@ -507,7 +517,14 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("dir", nargs="?", default=".", metavar="DIR")
     init.add_argument("--landing", default="landing", help="directory watched (default landing)")
     init.add_argument("--output", default="curated", help="output directory (default curated)")
-    init.add_argument("--engine", choices=ENGINES, default="local", help="default: local")
+    init.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="local",
+        help="the engine written into the file (default: local: no JVM, starts in about a "
+        "second, the same guarantees; spark for [transform] sql, a YARN cluster or a job "
+        f"spread over executors). A file without the key runs on {DEFAULT_ENGINE}",
+    )
     init.add_argument("--force", action="store_true", help="replace an existing pipeline.toml")
     _add_log_level(init)
     init.set_defaults(func=cmd_init)

@@ -59,6 +59,7 @@ from region.errors import ConfigError
 from region.settings import Duration, RegionSettings, load_toml
 
 __all__ = [
+    "DEFAULT_ENGINE",
     "ENGINES",
     "Engine",
     "MetricsSettings",
@@ -76,6 +77,11 @@ __all__ = [
 
 Engine = Literal["spark", "local"]
 ENGINES: tuple[Engine, ...] = ("spark", "local")
+#: The engine of a settings file without an ``engine`` key. It stays "spark" on purpose: a
+#: checkpoint directory belongs to the engine that wrote it, and a job whose file never named
+#: its engine must not change engines on an upgrade (it would be refused, or with fresh
+#: checkpoints read its input again). New files name their engine (``init`` writes one).
+DEFAULT_ENGINE: Engine = "spark"
 
 #: Tables of the settings file, in the order they are documented.
 _TABLES = ("region", "scan", "source", "transform", "sink", "filesystem", "spark", "metrics")
@@ -251,7 +257,7 @@ class PipelineConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    engine: Engine = "spark"
+    engine: Engine = DEFAULT_ENGINE
     #: The pipeline identity stored in every checkpoint; default: derived from the scanned
     #: directory and the sink's file template (see :meth:`pipeline_id`).
     name: str | None = None
@@ -867,6 +873,13 @@ def load_pipeline(path: str | os.PathLike[str], *, engine: Engine | None = None)
         raise PipelineConfigError(shown, with_line_numbers([str(exc)], config_path)) from None
     resolved._folder = str(config_path.parent)
     resolved._path = shown
+    if engine is None and "engine" not in data:
+        logger.info(
+            'engine: %s, the default (%s has no engine key; set engine = "local" or '
+            '"spark" there, or give --engine)',
+            resolved.engine,
+            shown,
+        )
     for line in resolved.inert_keys():
         logger.warning("%s: %s", shown, line)
     return resolved

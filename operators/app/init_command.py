@@ -30,7 +30,10 @@ _TEMPLATE = """\
 #
 # Every key with its default: docs/reference/configuration.md (IBM Streams names work too).
 
-# "local": in-process, no JVM. "spark": the same operators on Spark (local mode by default).
+# "local": in-process, no JVM, starts in about a second (Spark starts a JVM first: tens of
+# seconds), the same guarantees. "spark": the same operators on Spark (local mode by default),
+# for [transform] sql, a YARN cluster or a job spread over executors. Keep this key: without
+# it a run uses "spark", and a checkpoint directory belongs to the engine that wrote it.
 engine = "{engine}"
 {filesystem}
 [region]
