@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 import signal
 import sys
 import textwrap
@@ -31,6 +30,7 @@ from operators.app.console import (
     EXIT_PIPE,
     LOG_CONTEXT,
     PROG,
+    command,
     config_error,
     error,
     setup_logging,
@@ -136,7 +136,7 @@ def cmd_switch(args: argparse.Namespace) -> int:
     if switch.running is None:
         print(
             f"switch to {switch.shown} is pending: no job runs on these checkpoints; the next "
-            f"start ({PROG} run {args.config}) applies it",
+            f"start ({command('run', args.config)}) applies it",
             flush=True,
         )
         return EXIT_PENDING
@@ -312,7 +312,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_CONFIG if isinstance(exc, FileExistsError) else EXIT_FAILURE
     print(f"wrote {path} (it loads); land files in its [scan] directory, then run:")
-    print(f"  hdfs-region run {shlex.quote(str(path))} --available-now")
+    print(f"  {command('run', str(path), '--available-now')}")
     return EXIT_OK
 
 

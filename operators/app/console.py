@@ -6,6 +6,9 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import os
+import shlex
+import shutil
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -32,6 +35,7 @@ __all__ = [
     "PROG",
     "JsonFormatter",
     "clean",
+    "command",
     "config_error",
     "error",
     "log_format",
@@ -40,6 +44,51 @@ __all__ = [
 
 
 PROG = "hdfs-region"
+
+
+def _as_typed(path: str, *, same: Callable[[str, str], bool]) -> str:
+    """``path`` as a shell in the current directory runs it: its bare name when PATH finds
+    that very file, else relative to the current directory when it is under it, else absolute."""
+    name = os.path.basename(path)
+    found = shutil.which(name)
+    if found is not None and same(found, path):
+        return name
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute, os.getcwd())
+    if relative != os.curdir and not relative.startswith(os.pardir + os.sep):
+        return relative if os.sep in relative else os.curdir + os.sep + relative
+    return absolute
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _same_path(a: str, b: str) -> bool:
+    # Not samefile: a virtual environment's python is a link to the system's, which has not its
+    # packages; only the very path runs with them.
+    return os.path.abspath(a) == os.path.abspath(b)
+
+
+def command(*args: str) -> str:
+    """The ``hdfs-region`` command with ``args``, as the user can type it here: ``hdfs-region``
+    when PATH finds the running script, else the script's path (``.venv/bin/hdfs-region`` after
+    an install into a virtual environment that is not activated), or ``python -m operators.app``
+    when the package runs as a module. Each argument is quoted for a POSIX shell."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    script = sys.argv[0] if sys.argv else ""
+    if spec is not None and spec.name.startswith("operators.app."):
+        python = _as_typed(sys.executable, same=_same_path)
+        head = f"{shlex.quote(python)} -m {spec.name.removesuffix('.__main__')}"
+    elif os.path.basename(script) == PROG and os.path.isfile(script):
+        head = shlex.quote(_as_typed(script, same=_same_file))
+    else:  # called from Python (the API, a test): the installed command's name
+        head = PROG
+    return " ".join([head, *(shlex.quote(arg) for arg in args)])
 
 
 def clean(text: str) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from operators.app.config import Engine
+from operators.app.console import command as typed_command
 from region.errors import ConfigError
 
 __all__ = ["PACE_ENV", "expected_output", "read_output", "run_demo", "shout", "write_landing"]
@@ -190,7 +191,7 @@ def run_demo(
         engine,
         "--no-progress",
     ]
-    shown = f"hdfs-region run {config.name} --available-now --engine {engine}"
+    shown = typed_command("run", str(config), "--available-now", "--engine", engine)
 
     say(f"hdfs-region demo ({engine} engine) in {work}")
     say(f"1. wrote {files} landing files, {len(records):,} records, in landing/ (3 share an mtime)")
@@ -260,5 +261,5 @@ def run_demo(
         say(f"   (in-progress files left: {hidden})")
     verdict = "exactly once: YES" if ok else "exactly once: NO"
     say(f"   {verdict}   ({time.monotonic() - started:.1f}s)")
-    say(f"   look around: hdfs-region inspect {work / 'checkpoints'}")
+    say(f"   look around: {typed_command('inspect', str(work / 'checkpoints'))}")
     return ok

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.app.config import PipelineConfig, resolve_path
+from operators.app.console import command
 from operators.app.engines import read_identity
 from operators.copy.identity import mark, same_file
 from operators.fs import open_path
@@ -135,8 +136,8 @@ def switch_directory(config: PipelineConfig, directory: str) -> Switch:
     if _is_the_settings_file(config, directory):
         msg = (
             f"DIRECTORY {directory!r} is the settings file {config.path}, not a directory to "
-            f"watch: nothing stored. Give the directory, e.g. `hdfs-region switch {config.path} "
-            "landing-2`"
+            f"watch: nothing stored. Give the directory, e.g. "
+            f"`{command('switch', config.path, 'landing-2')}`"
         )
         raise ConfigError(msg)
     if config.single_file is not None:
@@ -278,7 +279,7 @@ def check_pending_switch(config: PipelineConfig, control: ControlFile, scan_fs: 
     if problem:
         msg = (
             f"the switch request in {control.fs.display(control.path)} names {problem}: switch "
-            f"to a directory (the one to watch) with `hdfs-region switch {config.path} "
+            f"to a directory (the one to watch) with `{command('switch', config.path)} "
             "DIRECTORY`, which replaces it"
         )
         raise ConfigError(msg)

@@ -41,6 +41,8 @@ def documented(text: str, values: dict[str, str]) -> str:
     for value, placeholder in values.items():
         text = text.replace(value, placeholder)
     text = HOLDER.sub(HOLDER_SHOWN, text)
+    # The command as this run was started (`python -m operators.app`): the docs show its name.
+    text = re.sub(r"[^\s(`]+ -m operators\.app\b", "hdfs-region", text)
     return re.sub(r"expires in \d+s", "expires in <seconds>s", text)
 
 

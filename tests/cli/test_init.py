@@ -15,7 +15,8 @@ def test_init_writes_a_pipeline_that_runs_and_names_the_next_command(tmp_path: P
     made = cli("init", "job", "--landing", "landing", "--output", "curated", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     config = tmp_path / "job" / "pipeline.toml"
-    assert f"hdfs-region run {Path('job') / 'pipeline.toml'} --available-now" in made.stdout
+    # Run as `python -m operators.app`: the next command is given the same way.
+    assert f"-m operators.app run {Path('job') / 'pipeline.toml'} --available-now" in made.stdout
     assert (tmp_path / "job" / "landing").is_dir()  # ready for the first file
     (tmp_path / "job" / "landing" / "a.txt").write_text("one\ntwo\n")
     ran = cli("run", str(config), "--available-now", "--no-progress", cwd=tmp_path)
@@ -53,7 +54,8 @@ def test_init_quotes_a_folder_with_a_space_and_paths_with_quotes_and_backslashes
     made = cli("init", "my job", "--landing", 'a"b\\c', "--output", "cur ated", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     line = made.stdout.strip().splitlines()[-1]
-    assert shlex.split(line) == ["hdfs-region", "run", "my job/pipeline.toml", "--available-now"]
+    words = shlex.split(line)
+    assert words[1:] == ["-m", "operators.app", "run", "my job/pipeline.toml", "--available-now"]
     landing = tmp_path / "my job" / 'a"b\\c'
     assert landing.is_dir()
     (landing / "x.txt").write_text("one\n")

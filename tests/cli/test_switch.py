@@ -158,7 +158,7 @@ def test_a_file_is_refused_at_switch_time_and_a_pending_switch_gone_bad_is_named
         assert done.returncode == 2, done.stderr
         assert f"switch request in file://{control}" in done.stderr
         assert f"file://{target} is not a directory" in done.stderr
-        assert f"hdfs-region switch {config} DIRECTORY" in done.stderr
+        assert f"-m operators.app switch {config} DIRECTORY" in done.stderr
     # Switching again (here back to the landing directory) is the way out.
     assert cli("switch", str(config), "landing").returncode == 3
     done = cli("run", str(config), "--available-now", "--no-progress")
