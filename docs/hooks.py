@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mkdocs.structure.files import File, Files
+if TYPE_CHECKING:  # mkdocs is in the docs extra only; the tests read these hooks without it
+    from mkdocs.structure.files import Files
 
 
 def release(config: Any) -> str:
@@ -29,6 +30,8 @@ def on_config(config: Any) -> Any:
 
 
 def on_files(files: Files, config: Any) -> Files:
+    from mkdocs.structure.files import File
+
     readme = Path(config["config_file_path"]).parent / "README.md"
     text = re.sub(r"\]\(docs/", "](", readme.read_text(encoding="utf-8"))
     files.append(File.generated(config, "index.md", content=text))

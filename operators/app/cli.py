@@ -619,7 +619,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # traceback, nor a failure of the command's own work.
     try:
         with guarded():
-            return _main(argv)
+            try:
+                return _main(argv)
+            finally:
+                # What is still buffered (a pipe's stdout is block-buffered) is written here,
+                # guarded, not by the interpreter's flush at exit (which exits 120 on a closed
+                # pipe); `--help`'s SystemExit passes through here too.
+                sys.stdout.flush()
     except StdoutClosed:
         silence()
         return EXIT_PIPE

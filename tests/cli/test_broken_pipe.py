@@ -23,11 +23,17 @@ SETTINGS = """\
 """
 
 
-def closed_reader(*args: str) -> tuple[int, str]:
-    """``hdfs-region ARGS`` whose standard output is a pipe closed before it writes."""
+def closed_reader(*args: str, buffered: bool = True) -> tuple[int, str]:
+    """``hdfs-region ARGS`` whose standard output is a pipe closed before it writes;
+    ``buffered``: as Python writes to a pipe by default (block-buffered, flushed at exit), else
+    with ``PYTHONUNBUFFERED`` set."""
+    env = cli_env()
+    env.pop("PYTHONUNBUFFERED", None)
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen(
         [sys.executable, "-m", "operators.app", *args],
-        env=cli_env(),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -52,8 +58,11 @@ def config(pdir: PipelineDir) -> Path:
     [("--help",), ("inspect", "{config}"), ("run", "{config}", "--available-now")],
     ids=["help", "inspect", "run"],
 )
-def test_a_closed_pipe_ends_the_command_quietly(config: Path, args: tuple[str, ...]) -> None:
-    code, err = closed_reader(*(a.format(config=config) for a in args))
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+def test_a_closed_pipe_ends_the_command_quietly(
+    config: Path, args: tuple[str, ...], buffered: bool
+) -> None:
+    code, err = closed_reader(*(a.format(config=config) for a in args), buffered=buffered)
     assert code == 141
     assert "Traceback" not in err and "Broken pipe" not in err and "error" not in err
 
