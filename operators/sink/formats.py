@@ -118,14 +118,13 @@ class TableEncoder:
         compressed or bulk file rolls after the write that reaches it). BadRecordError, with
         the record's index as offset, for the first record that does not fit."""
         chunk = records[start : start + take]
-        if isinstance(chunk, Columns):
-            fitted = self._columns(chunk)
-            if fitted is not None:
-                chunk = fitted
         if self.format == "jsonl" and self._schema is None:
             rows = [self._json_row(record, start + j, final) for j, record in enumerate(chunk)]
             return self._fit(rows, size)
-        batch = self._batch(chunk, start, final)
+        # Columns that fit are taken as they are; the others are converted record by record,
+        # which names the first that does not fit.
+        fitted = self._columns(chunk) if isinstance(chunk, Columns) else None
+        batch = fitted if fitted is not None else self._batch(chunk, start, final)
         if self.bulk:
             return batch.serialize().to_pybytes(), take
         if self.format == "jsonl":
@@ -171,8 +170,6 @@ class TableEncoder:
     def _batch(self, chunk: Sequence[Any], start: int, final: str) -> pa.RecordBatch:
         """The records as a record batch of the schema; BadRecordError for the first one that
         does not fit."""
-        if isinstance(chunk, pa.RecordBatch):
-            return chunk
         assert self._schema is not None
         names = self._names
         for j, record in enumerate(chunk):
