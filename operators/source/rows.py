@@ -449,7 +449,7 @@ class _LineEnds(Sequence[int]):
     """The ends (past the LF) of the first whole lines of ``buf`` from ``start``: the last is
     found at once, the others only when asked for (a block Arrow reads needs none of them)."""
 
-    #: Line ends looked for one by one from a guess before all are listed instead.
+    #: Line ends stepped back over one by one before all are listed instead.
     _STEPS = 4096
 
     def __init__(self, buf: bytes, start: int, last: int, count: int) -> None:
@@ -469,26 +469,12 @@ class _LineEnds(Sequence[int]):
         if total <= want:
             return cls(buf, start, buf.rfind(b"\n", start) + 1 if total else start, total)
         # The want-th line end: stepped back to from the last one looked at (the span is about
-        # that of ``want`` lines, so the steps are few), or, when it is far, found from a guess
-        # by the lines' mean length; a span far too long lists them.
-        at = buf.rfind(b"\n", start, stop)
+        # that of ``want`` lines, so the steps are few); a span far too long lists the lines.
         if total - want <= cls._STEPS:
+            at = buf.rfind(b"\n", start, stop)
             for _ in range(total - want):
                 at = buf.rfind(b"\n", start, at)
             return cls(buf, start, at + 1, want)
-        guess = start + (at - start) * want // total
-        before = buf.count(b"\n", start, guess)  # line ends before the guess
-        if abs(before - want) <= cls._STEPS:
-            at = guess
-            if before < want:
-                for _ in range(want - before):
-                    at = buf.find(b"\n", at) + 1
-            else:
-                at = buf.rfind(b"\n", start, guess)
-                for _ in range(before - want):
-                    at = buf.rfind(b"\n", start, at)
-                at += 1
-            return cls(buf, start, at, want)
         lines = buf[start:stop].split(b"\n", want)
         lines.pop()
         return cls(buf, start, start + sum(map(len, lines)) + want, want)

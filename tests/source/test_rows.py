@@ -409,9 +409,9 @@ def test_the_block_path_reads_every_row_as_the_row_path_does(
 def test_line_ends_are_found_by_guess_and_step_as_by_listing_every_line(
     lengths: list[int], tail: bytes, start: int, want: int, steps: int, span: int
 ) -> None:
-    """The end of a block of whole lines is looked for in a span of bytes, guessed from the
-    mean line length and then found exactly (stepping line by line, or listing every line when
-    the guess is far off): it is always where listing the lines one by one puts it."""
+    """The end of a block of whole lines is looked for in a span of bytes and found exactly
+    (stepping back line by line, or listing every line when the span holds far more): it is
+    always where listing the lines one by one puts it."""
     from operators.source import rows as rows_module
 
     buf = b"".join(b"x" * n + b"\n" for n in lengths) + tail
