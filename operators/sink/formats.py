@@ -45,6 +45,7 @@ import pyarrow.ipc as ipc
 from operators.common.columns import Columns
 from operators.common.errors import BadRecordError, short
 from operators.common.schema import BadValue, arrow_schema, cast, column
+from operators.sink.bulk import BulkWriter
 from operators.sink.rolling import RollingPolicy
 from operators.sink.settings import SinkSettings
 from region.fs import FileSystem, FileWriter, ForwardReader
@@ -62,10 +63,6 @@ logger = logging.getLogger(__name__)
 
 TABLE_FORMATS = ("jsonl", "csv", "parquet", "orc")
 BULK_FORMATS = ("parquet", "orc")
-#: Rows gathered into one Parquet row group or ORC stripe when a staged file is converted
-#: (the staged file's batches are as small as the batches written).
-_GROUP_ROWS = 1 << 20
-_GROUP_BYTES = 64 << 20
 #: Bytes read from the staged file at once while converting.
 _READ = 8 << 20
 
@@ -262,26 +259,6 @@ def form_format(form: str) -> tuple[str, str | None]:
     return fmt, None if codec == "none" else codec
 
 
-class _Writer(io.RawIOBase):
-    """A file writer of the sink's filesystem as a write-only stream for Parquet and ORC."""
-
-    def __init__(self, writer: Any) -> None:
-        self._writer = writer
-        self.size = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        self._writer.write(bytes(view))
-        self.size += len(view)
-        return len(view)
-
-    def tell(self) -> int:
-        return self.size
-
-
 def convert(
     fs: FileSystem, staged: str, target: str, form: str, permission: int | None
 ) -> tuple[FileWriter, int]:
@@ -293,33 +270,13 @@ def convert(
     fmt, codec = form_format(form)
     out = fs.create(target, overwrite=True, permission=permission)
     try:
-        stream = _Writer(out)
         reader = ipc.open_stream(
             pa.PythonFile(io.BufferedReader(ForwardReader(fs, staged, _READ), _READ))
         )
-        sink = pa.PythonFile(stream, mode="w")
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            writer: Any = pq.ParquetWriter(sink, reader.schema, compression=codec or "none")
-        else:
-            import pyarrow.orc as orc
-
-            writer = orc.ORCWriter(sink, compression=codec or "uncompressed")
-        group: list[pa.RecordBatch] = []
-        rows = size = 0
-        try:
-            for batch in reader:
-                group.append(batch)
-                rows += batch.num_rows
-                size += batch.nbytes
-                if rows >= _GROUP_ROWS or size >= _GROUP_BYTES:
-                    writer.write(pa.Table.from_batches(group, reader.schema))
-                    group, rows, size = [], 0, 0
-            if group or fmt == "orc":
-                writer.write(pa.Table.from_batches(group, reader.schema))
-        finally:
-            writer.close()
+        bulk = BulkWriter(out, fmt, codec, reader.schema)
+        for batch in reader:
+            bulk.add(batch)
+        size = bulk.close()
         out.sync()
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         out.close()
@@ -328,4 +285,4 @@ def convert(
     except BaseException:
         out.close()
         raise
-    return out, stream.size
+    return out, size

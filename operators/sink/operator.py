@@ -15,7 +15,8 @@ from operators.common.background import Background
 from operators.common.columns import Columns
 from operators.common.errors import BadRecordError, OperatorError
 from operators.common.plugins import load_callable
-from operators.sink.formats import TableEncoder, convert
+from operators.sink.bulk import EarlyConversions
+from operators.sink.formats import TableEncoder, convert, form_format
 from operators.sink.layout import INPROGRESS, MARKER, STAGED, SinkLayout, norm
 from operators.sink.manifest import MANIFEST_DIR, Published, write_manifest
 from operators.sink.metrics import SinkMetrics
@@ -169,6 +170,7 @@ class HDFS2FileSink(SinkOperator):
         # Staged Arrow streams already converted (Parquet, ORC): the last cut's state may still
         # name one as open, so each is deleted once a cut taken after its conversion completes.
         self._spent: list[str] = []
+        self._early = EarlyConversions(fs, name)
         self._spent_at: dict[int, list[str]] = {}
 
     # -- public read-only views ---------------------------------------------------------------
@@ -317,6 +319,8 @@ class HDFS2FileSink(SinkOperator):
             if cur.writer is None:
                 cur.writer = self._fs.append(cur.work)
             cur.writer.write(data)
+            if cur.early is not None:
+                cur.early.feed(data)
             cur.size += len(data)
             cur.tuples += take
             cur.dirty = cur.touched = True
@@ -509,6 +513,12 @@ class HDFS2FileSink(SinkOperator):
         if header:
             writer.write(header)
             cur.size = len(header)
+        if staged and work.endswith(STAGED):
+            # Its Parquet or ORC file is encoded while it is written (operators.sink.bulk).
+            fmt, codec = form_format(cur.form)
+            target = layout.side(final, INPROGRESS)
+            cur.early = self._early.start(target, fmt, codec, permission)
+            cur.early.feed(header)
         # Opened for a record: its records come after the last cut taken (published_through).
         cur.open_after = self._last_cut
         self._cur = cur
@@ -608,16 +618,20 @@ class HDFS2FileSink(SinkOperator):
 
         1. Its close lands (settled here). The last cut's state names the staged file as
            open, or no cut does (then it is deleted at the reset and its records replayed).
-        2. The Parquet or ORC file is written and synced as ``.<name>~<sink>.inprogress``. A
-           crash while it is written leaves a partial file no state names as a work file:
-           the reset deletes it, cuts the staged file back to the last cut and goes on.
+        2. The Parquet or ORC file is written and synced as ``.<name>~<sink>.inprogress``:
+           finished here when it was written while the staged file grew
+           (:mod:`operators.sink.bulk`), else written here from the staged file. A crash
+           while it is written leaves a partial file no state names as a work file: the
+           reset deletes it, cuts the staged file back to the last cut and goes on.
         3. The staged file is spent, deleted once a cut taken from now on completes (that cut
            names the converted file as pending). A crash before leaves it beside the pending
            file, and the reset deletes it: the state names the converted file instead.
         """
         self._settle(cur.work)  # 1.
         target = self._layout.side(cur.final, INPROGRESS)
-        writer, size = convert(  # 2.
+        early, cur.early = cur.early, None
+        done = early.finish() if early is not None else None  # 2., while it was written
+        writer, size = done or convert(
             self._fs, cur.work, target, cur.form, self.settings.permission
         )
         self._close_writer(target, writer)
@@ -716,6 +730,7 @@ class HDFS2FileSink(SinkOperator):
     def _drop_writer(self) -> None:
         """Release the open files' handles without publishing (reset and crash)."""
         for cur in self._open_files():
+            self._cancel_early(cur)
             if cur.writer is None:
                 continue
             writer, cur.writer = cur.writer, None
@@ -884,8 +899,16 @@ class HDFS2FileSink(SinkOperator):
         # safe because those files are gone and published names are skipped, never overwritten.
         self.reset(empty_state())
 
+    def _cancel_early(self, cur: OpenFile, *, remove: bool = False) -> None:
+        """Stop the early conversion of a file that stays staged (a reset, a stop): a file
+        restored from a cut converts its staged file when it rolls."""
+        early, cur.early = cur.early, None
+        if early is not None:
+            early.cancel(remove=remove)
+
     def close(self) -> None:
         for cur in self._open_files():
+            self._cancel_early(cur, remove=True)
             if cur.writer is not None:
                 if cur.dirty:
                     cur.writer.sync()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.common.errors import OperatorError
+from operators.sink.bulk import Early
 from operators.sink.formats import TableEncoder
 from operators.sink.layout import MARKER, REWRITE, SinkLayout, final_of, side_name
 from operators.sink.records import RecordEncoder
@@ -91,6 +92,9 @@ class OpenFile:
     #: Its format, compression and header (``""``: lines or blocks), see
     #: :class:`~operators.sink.formats.TableEncoder`.
     form: str = ""
+    #: Its Parquet or ORC file, encoded while it is written (not state: a restored file is
+    #: converted from its staged file when it rolls).
+    early: Early | None = None
 
     @property
     def name(self) -> str:

@@ -9,6 +9,8 @@ import decimal
 import gzip
 import json
 import logging
+import random
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +24,7 @@ from hypothesis import strategies as st
 from operators.common.columns import Columns
 from operators.common.errors import BadRecordError
 from operators.common.schema import arrow_schema
-from operators.sink import formats
+from operators.sink import bulk, formats
 from operators.sink.settings import SinkSettings
 from tests.landing import (
     BATCHES,
@@ -275,6 +277,7 @@ class _Crash(BaseException):
     "step",
     [
         "writing the converted file",
+        "the early file half written",
         "after it, before the next cut",
         "after the cut, before the publish",
     ],
@@ -298,10 +301,21 @@ def test_a_crash_at_each_step_of_a_bulk_file_loses_and_repeats_nothing(
             raise _Crash
 
         monkeypatch.setattr("operators.sink.operator.convert", half)
+
+        # The early file fails on its thread: the staged file is converted at the roll.
+        def fail(self: Any, data: bytes) -> None:
+            raise OSError("the early file's disk is full")
+
+        monkeypatch.setattr("operators.sink.bulk.Early._take", fail)
         with pytest.raises(_Crash):
             run.write(recs[6:12])  # the 10th record rolls the file: converted
         monkeypatch.setattr("operators.sink.operator.convert", real)
         assert any(n.endswith(".inprogress") for n in sink_local.hidden())
+        run.crash()
+        replay = 6
+    elif step == "the early file half written":
+        run.write(recs[6:9])  # no roll: the Parquet file is being written beside the staged
+        assert {n.rsplit(".", 1)[1] for n in sink_local.hidden()} == {"arrow", "inprogress"}
         run.crash()
         replay = 6
     elif step == "after it, before the next cut":
@@ -533,3 +547,83 @@ def test_records_that_are_columns_are_encoded_as_the_same_records_one_by_one(
             return exc.offset, exc.field, str(exc)
 
     assert encode(records) == encode(records.rows())
+
+
+# -- a bulk file encoded while it is written -------------------------------------------------
+
+
+def _row_groups(data: bytes) -> list[int]:
+    meta = pq.ParquetFile(pa.BufferReader(data)).metadata
+    return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+
+
+def test_a_parquet_file_is_encoded_while_its_stream_grows_and_rolls_into_the_same_rows(
+    sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bulk, "GROUP_ROWS", 4)
+    rng = random.Random(7)
+    # Names of 200 KB: row groups pass the writer's buffer (1 MB) before the roll.
+    recs = [{**r, "name": rng.randbytes(100_000).hex()} for r in records(25)]
+    run = SinkRun(sink_local, config(sink_local, "parquet", None, tuples_per_file=10))
+    for start in range(0, 8, 2):
+        run.write(recs[start : start + 2])
+    # Before the roll, row groups are already in the in-progress Parquet file (a byte on the
+    # disk means a full writer's buffer: more than a row group).
+    target = sink_local.out + "/.part-0.parquet~sink.inprogress"
+    deadline = time.monotonic() + 30
+    while not sink_local.fs.exists(target) or sink_local.fs.status(target).size == 0:
+        assert time.monotonic() < deadline, "the Parquet file was not written before its roll"
+        time.sleep(0.05)
+    for start in range(8, 25, 2):
+        run.write(recs[start : start + 2])
+    run.stop()
+    files = sink_local.published()
+    names = sorted(files, key=filenum_order)
+    assert [row for n in names for row in read_rows("parquet", None, files[n])] == typed(recs)
+    # Groups of whole writes, each at least GROUP_ROWS rows but the last of a file.
+    assert [_row_groups(files[n]) for n in names] == [[4, 4, 2], [4, 4, 2], [4, 1]]
+    assert sink_local.hidden() == []
+
+
+def test_many_open_partitions_write_smaller_row_groups_not_more_memory(
+    sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bulk, "_EARLY_BYTES", 1)  # every write is over the bound
+    recs = [{**r, "name": f"p{r['id'] % 3}"} for r in records(30)]
+    cfg = config(sink_local, "parquet", None, partition_by=["name"])
+    run = SinkRun(sink_local, cfg)
+    for start in range(0, 30, 6):
+        run.write(recs[start : start + 6])
+    run.stop()
+    for part in ("p0", "p1", "p2"):
+        files = sink_local.published(f"{sink_local.out}/name={part}")
+        assert len(files) == 1, files.keys()
+        (data,) = files.values()
+        # Each write's two rows of this partition are a row group of their own.
+        assert _row_groups(data) == [2] * 5, part
+        ids = [r["id"] for r in read_rows("parquet", None, data)]
+        assert ids == [r["id"] for r in recs if r["name"] == part]
+
+
+def test_an_early_file_that_fails_is_converted_from_its_stream_at_the_roll(
+    sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = bulk.Early._take
+    calls = [0]
+
+    def fail_third(self: Any, data: bytes) -> None:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise OSError("no space left on device")
+        real(self, data)
+
+    monkeypatch.setattr(bulk.Early, "_take", fail_third)
+    recs = records(25)
+    run = SinkRun(sink_local, config(sink_local, "orc", "zstd", tuples_per_file=10))
+    with caplog.at_level(logging.WARNING):
+        for start in range(0, 25, 3):
+            run.write(recs[start : start + 3])
+        run.stop()
+    assert "early conversion of" in caplog.text and "no space left on device" in caplog.text
+    assert [row for f in published_rows(sink_local, "orc", "zstd") for row in f] == typed(recs)
+    assert sink_local.hidden() == []
