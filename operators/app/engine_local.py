@@ -31,7 +31,7 @@ from operators.app.engines import (
     read_identity,
     warn_files_left,
 )
-from operators.app.metrics import Histogram, JobView, MetricsServer, health, period_of
+from operators.app.metrics import Histogram, JobView, health, period_of
 from operators.app.progress import Progress, ProgressDisplay
 from operators.app.switch import check_pending_switch, control_path
 from operators.common.columns import OverColumns
@@ -283,6 +283,8 @@ def run_local(
     metrics = None
     if config.metrics.port is not None:
         labels = {"pipeline": config.pipeline_id(), "engine": "local"}
+        from operators.app.metrics_server import MetricsServer  # only when metrics are served
+
         metrics = MetricsServer(
             run.view, port=config.metrics.port, host=config.metrics.host, labels=labels
         ).start()

@@ -31,7 +31,7 @@ from operators.app.engines import (
     load_function,
     warn_files_left,
 )
-from operators.app.metrics import Histogram, JobView, MetricsServer, period_of
+from operators.app.metrics import Histogram, JobView, period_of
 from operators.app.progress import Progress, ProgressDisplay
 from operators.app.spark_plan import (
     SECRET_ENV,
@@ -288,6 +288,8 @@ def run_spark(
     metrics = None
     if config.metrics.port is not None:
         # Before the lock: a port already taken is a configuration error, nothing has started.
+        from operators.app.metrics_server import MetricsServer  # only when metrics are served
+
         metrics = MetricsServer(
             lambda: totals.view(runner[0] if runner else None, lock, config),
             port=config.metrics.port,

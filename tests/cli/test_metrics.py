@@ -13,7 +13,8 @@ import urllib.request
 
 import pytest
 
-from operators.app.metrics import JobView, MetricsServer, health
+from operators.app.metrics import JobView, health
+from operators.app.metrics_server import MetricsServer
 from operators.app.progress import Progress
 from tests.cli.conftest import ROOT, PipelineDir, cli, start_cli, wait_for
 from tests.conftest import Prometheus, free_port
