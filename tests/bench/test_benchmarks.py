@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from operators.fs import open_path
 from operators.sandbox import Sandbox
 from operators.spark.standalone import StandaloneCluster
 
@@ -186,6 +187,33 @@ def test_curated_checks_every_row_of_both_runs_and_reports_memory(results: Path)
         figures = data["figures"][side]
         assert len(figures["seconds"]) == 1 and figures["peak_rss_mb"][0] > 10
     assert data["ratio_to_plain_pyarrow"] > 0
+
+
+@pytest.mark.integration  # three processes on the cluster: kept out of the README's command
+def test_curated_on_hdfs_reads_and_writes_through_the_cluster_and_checks_every_row(
+    hdfs_sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """bench_curated.py --hdfs-uri on the session's cluster: the input, both runs' outputs and
+    the checkpoints on hdfs://, every row checked there."""
+    info = hdfs_sandbox.info
+    work = tmp_path / "work"
+    done = run_script(
+        "bench_curated.py",
+        *("--hdfs-uri", info.hdfs + "/bench-curated", "--conf-dir", info.conf_dir),
+        *("--mb", "1", "--repeat", "1", "--no-spark"),
+        *("--json", str(tmp_path / "curated.json"), "--work", str(work)),
+        timeout=300,
+    )
+    assert done.returncode == 0, failed(done)
+    assert "on hdfs://" in done.stdout
+    assert not any(work.iterdir()), "the benchmark left its scratch files behind"
+    data = json.loads((tmp_path / "curated.json").read_text())
+    assert data["on"] == "hdfs" and data["rows"] > 0
+    for side in ("ours", "plain"):
+        assert len(data["figures"][side]["seconds"]) == 1
+    # Nothing is left on the cluster: each run's directory is removed.
+    fs, root = open_path(info.hdfs + "/bench-curated")
+    assert [s.name for s in fs.list_dir(root)] == []
 
 
 def test_run_all_tabulates_the_results(results: Path) -> None:
