@@ -136,21 +136,29 @@ class Partitioner:
             # The partition so far, numbered densely (so that numbers stay small).
             combined = pc.add(pc.multiply(group, len(ids)), code)
             group = combined.dictionary_encode().indices.cast(pa.int64())
+        # One stable sort by partition number (numbered in the order of first appearance), then
+        # a slice per partition: a batch spanning many partitions costs one pass, not one per
+        # partition.
+        order = pc.sort_indices(group)
+        ordered = table.take(order)
+        counts = dict(zip(*(c.to_pylist() for c in pc.value_counts(group).flatten()), strict=True))
         groups: dict[str, Columns] = {}
         bad: list[tuple[int, BadRecordError]] = []
-        for number in pc.unique(group).to_pylist():  # in the order of first appearance
-            mask = pc.equal(group, number)
-            first = pc.index(group, number).as_py()
+        start = 0
+        for number in range(len(counts)):
+            count = counts[number]
+            first = order[start].as_py()
             parts: list[str] = []
             for name, (names, code) in zip(self.columns, picked, strict=True):
                 text = names[code[first].as_py()]
                 if isinstance(text, ValueError):
-                    for i in pc.indices_nonzero(mask).to_pylist():
+                    for i in order.slice(start, count).to_pylist():
                         bad.append((i, BadRecordError(f"record {i}: {text}", offset=i, field=name)))
                     break
                 parts.append(f"{name}={text}")
             else:
-                groups["/".join(parts)] = Columns(table.filter(mask))
+                groups["/".join(parts)] = Columns(ordered.slice(start, count))
+            start += count
         bad.sort(key=lambda b: b[0])
         return groups, bad
 
