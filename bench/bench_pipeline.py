@@ -45,7 +45,7 @@ from bench.common import (
 )
 from operators.app.config import load_pipeline
 from operators.app.engine_local import build_local, run_local
-from operators.app.metrics import MetricsServer
+from operators.app.metrics_server import MetricsServer
 from operators.fs.local import LocalFileSystem
 from operators.scan import HDFS2DirectoryScan, ScanSettings
 from operators.sink import HDFS2FileSink, SinkSettings
