@@ -2,10 +2,10 @@
 engine) against a plain pyarrow loop (``csv.open_csv`` -> one ``ParquetWriter`` per partition,
 no guarantees) and Spark's built-in ``readStream.schema(s).csv(...)`` ->
 ``writeStream.partitionBy(...).parquet(...)``, whole processes, alternately. Each run's output
-is checked (every row once); the peak RSS of each process is reported beside its time (the
-process's own: Spark's JVM, a child of its driver, is not counted).
+is checked (every row once); beside its time, the peak RSS of each process and of its process
+tree (sampled every 0.1 s: Spark's JVM, a child of its driver, counts there).
 
-    python -m bench.bench_curated --mb 200 --repeat 3 [--no-spark]
+    python -m bench.bench_curated --mb 200 --repeat 3 [--no-spark] [--spark-engine]
     python -m bench.bench_curated --mb 200 --hdfs      # all three on a sandbox's hdfs://
 
 With ``--hdfs`` (a sandbox started for the run, or ``--hdfs-uri`` with ``--conf-dir``) the input,
@@ -21,7 +21,6 @@ import contextlib
 import os
 import posixpath
 import random
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +31,15 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Comparison, add_common_args, machine, scratch, upload, write_json
+from bench.common import (
+    Comparison,
+    add_common_args,
+    machine,
+    run_measured,
+    scratch,
+    upload,
+    write_json,
+)
 
 COUNTRIES = ["DE", "FR", "IT", "ES", "PT", "NL", "BE", "AT", "PL", "SE"]
 SCHEMA = {"id": "int64", "country": "string", "day": "date", "amount": "double", "note": "string"}
@@ -61,32 +68,22 @@ def make_input(directory: Path, mb: float, files: int = 8) -> int:
 
 
 def timed(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> dict[str, float]:
-    """Run a whole process; its seconds and its own peak RSS (MB)."""
-    start = time.perf_counter()
-    process = subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        assert process.stderr is not None
-        raise RuntimeError(f"{command[:3]} failed: {process.stderr.read().decode()[-3000:]}")
-    return {"seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024}
+    """Run a whole process: its seconds, its own peak RSS and its process tree's (MB)."""
+    return run_measured(command, cwd, env)
 
 
 OURS = """\
-engine = "local"
+engine = "{engine}"
 {filesystem}[region]
 period = "1s"
-checkpoint_dir = "{work}/ckpt-{tag}"
+checkpoint_dir = "{work}/ckpt-{engine}-{tag}"
 [scan]
 directory = "{landing}"
 [source]
 format = "csv"
 schema = {schema}
 [sink]
-file = "{work}/ours-{tag}/part-%FILENUM.parquet"
+file = "{work}/{key}-{tag}/part-%FILENUM.parquet"
 format = "parquet"
 schema = {schema}
 partition_by = ["country"]
@@ -261,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=float, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-spark", action="store_true", help="leave Spark's built-in job out")
+    parser.add_argument(
+        "--spark-engine", action="store_true", help="run the Spark engine's job too"
+    )
     parser.add_argument("--hdfs", action="store_true", help="on hdfs://, a sandbox started here")
     parser.add_argument("--hdfs-uri", default=None, help="on hdfs://nn:port/base, a running one")
     parser.add_argument("--conf-dir", default=None, help="its Hadoop configuration directory")
@@ -279,19 +279,24 @@ def main(argv: list[str] | None = None) -> int:
         (work / "pyarrow_loop.py").write_text(PYARROW if where.fs is None else PYARROW_HDFS)
         (work / "spark_job.py").write_text(SPARK.format(schema=SPARK_SCHEMA))
 
-        def ours(tag: str) -> dict[str, float]:
-            config = work / f"ours-{tag}.toml"
-            text = OURS.format(
-                filesystem=where.filesystem(),
-                work=where.base,
-                tag=tag,
-                landing=landing if where.fs is None else posixpath.join(where.base, "landing"),
-                schema=schema,
-            )
-            config.write_text(text)
-            command = [sys.executable, "-m", "operators.app", "run", str(config)]
-            command += ["--available-now", "--no-progress", "--log-level", "WARNING"]
-            return timed(command, Path.cwd(), where.env())
+        def ours(key: str, engine: str) -> Callable[[str], dict[str, float]]:
+            def run(tag: str) -> dict[str, float]:
+                config = work / f"{key}-{tag}.toml"
+                text = OURS.format(
+                    engine=engine,
+                    key=key,
+                    filesystem=where.filesystem(),
+                    work=where.base,
+                    tag=tag,
+                    landing=landing if where.fs is None else posixpath.join(where.base, "landing"),
+                    schema=schema,
+                )
+                config.write_text(text)
+                command = [sys.executable, "-m", "operators.app", "run", str(config)]
+                command += ["--available-now", "--no-progress", "--log-level", "WARNING"]
+                return timed(command, Path.cwd(), where.env())
+
+            return run
 
         def script(path: Path, key: str) -> Callable[[str], dict[str, float]]:
             """A script run as ``script [<hdfs URI>] <landing> <output> <checkpoint>``."""
@@ -314,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise AssertionError(f"{key} run {tag}: {len(got)} rows, expected {rows} once")
 
         race = Comparison(args.mb)
-        race.add("ours", "hdfs-region run (local engine)", ours)
+        race.add("ours", "hdfs-region run (local engine)", ours("ours", "local"))
+        if args.spark_engine:
+            race.add("ours_spark", "hdfs-region run (Spark engine)", ours("ours_spark", "spark"))
         race.add("plain", "plain pyarrow loop", script(work / "pyarrow_loop.py", "plain"))
         if not args.no_spark:
             race.add(
@@ -325,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         f"CSV -> Parquet partitioned by country, {args.mb:g} MB, {rows} rows"
         + (" on hdfs://" if on_hdfs else ""),
         baseline="plain",
-        columns={"peak RSS MB": "peak_rss_mb"},
+        columns={"peak RSS MB": "peak_rss_mb", "tree RSS MB": "peak_tree_rss_mb"},
     )
     result: dict[str, Any] = {
         "benchmark": "curated",
@@ -339,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.no_spark:
         result["ratio_to_spark"] = race.ratio("spark", "ours")
+    if args.spark_engine:
+        result["spark_engine_ratio_to_plain_pyarrow"] = race.ratio("plain", "ours_spark")
+        if not args.no_spark:
+            result["spark_engine_ratio_to_spark"] = race.ratio("spark", "ours_spark")
     write_json(args.json, result)
     return 0
 

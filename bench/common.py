@@ -40,6 +40,7 @@ __all__ = [
     "percentile",
     "print_table",
     "published_files",
+    "run_measured",
     "scratch",
     "upload",
     "write_json",
@@ -47,6 +48,64 @@ __all__ = [
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
+
+
+def _tree_rss(root: int) -> int:
+    """Bytes resident in ``root`` and every process below it (Linux ``/proc``; 0 elsewhere)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)  # field 4: the parent
+        rss[pid] = int(fields[21]) * page  # field 24: resident pages
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+def run_measured(
+    command: Sequence[str], cwd: Path, env: dict[str, str] | None = None, *, every: float = 0.1
+) -> dict[str, float]:
+    """Run a whole process: its seconds, its own peak RSS and the peak RSS of its process tree
+    (sampled every ``every`` seconds: a JVM the process starts counts), in MB. A failure raises
+    with the end of its standard error."""
+    import subprocess
+    import threading
+
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        list(command), cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(every):
+            peak[0] = max(peak[0], _tree_rss(process.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    assert process.stderr is not None
+    err = process.stderr.read()  # until it ends: a full pipe would stop it
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{list(command)[:3]} failed: {err.decode(errors='replace')[-3000:]}")
+    own = usage.ru_maxrss / 1024
+    return {"seconds": seconds, "peak_rss_mb": own, "peak_tree_rss_mb": max(own, peak[0] / 2**20)}
 
 
 def load_average() -> list[float]:

@@ -186,6 +186,8 @@ def test_curated_checks_every_row_of_both_runs_and_reports_memory(results: Path)
     for side in ("ours", "plain"):
         figures = data["figures"][side]
         assert len(figures["seconds"]) == 1 and figures["peak_rss_mb"][0] > 10
+        # The process tree's peak holds at least the process's own.
+        assert figures["peak_tree_rss_mb"][0] >= figures["peak_rss_mb"][0]
     assert data["ratio_to_plain_pyarrow"] > 0
 
 
