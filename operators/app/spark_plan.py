@@ -5,6 +5,7 @@ which secrets travel by environment, and what a cluster or YARN refuses."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import posixpath
@@ -16,6 +17,7 @@ from operators.app.engines import (
 )
 from operators.common.plugins import load_callable
 from operators.sink.owner import SINK_DIR
+from operators.sink.settings import SinkSettings
 from operators.spark.batchlog import PLANS_DIR, SPARK_DIR
 from operators.spark.executors import check_shared_path
 from operators.spark.options import FILE_FIELDS, SCAN_FIELDS
@@ -230,16 +232,21 @@ class SparkPlan:
                 f"[sink] publish: the spark engine publishes by rename only (got {sink.publish!r})"
             )
             raise ConfigError(msg)
-        if sink.format not in ("line", "binary"):
+        table = sink.format not in ("line", "binary")
+        if table and (transform is None or transform.sql is None):
+            # The spark engine reads lines and blocks: the columns come from a SQL transform.
             msg = (
-                f"[sink] format = {sink.format!r}: the spark engine writes lines and blocks only "
-                "so far; records with columns are written by the local engine (engine = 'local')"
+                f"[sink] format = {sink.format!r}: the spark engine writes the columns of a "
+                "[transform] sql (e.g. sql = \"SELECT CAST(split(value, ',')[0] AS BIGINT) AS "
+                'id, ... FROM input"); records with columns from a function or from [source] '
+                "are written by the local engine (engine = 'local')"
             )
             raise ConfigError(msg)
-        if sink.compression_codec is not None:
+        if not table and sink.compression_codec is not None:
             msg = (
-                f"[sink] compression = {sink.compression!r}: the spark engine writes "
-                "uncompressed files only so far (the local engine compresses them)"
+                f"[sink] compression = {sink.compression!r}: the spark engine compresses "
+                "records with columns only so far (format jsonl, csv, parquet or orc); the "
+                "local engine compresses lines and blocks"
             )
             raise ConfigError(msg)
         options = self._fs_options()
@@ -262,11 +269,31 @@ class SparkPlan:
                 options[field] = str(getattr(sink, field))
         # Files as full as the limit says: the run publishes the open ones at every stop.
         options["span_batches"] = "true"
+        if table:
+            options.update(_table_options(sink))
         options["manifest"] = _text(sink.manifest)
         options["manifest_retain"] = str(sink.manifest_retain)
         if sink.on_published is not None:
             options["on_published"] = sink.on_published
         return options
+
+
+def _table_options(sink: SinkSettings) -> dict[str, str]:
+    """The ``hdfs_sink`` options of records with columns (lists and tables as JSON)."""
+    out: dict[str, str] = {}
+    if sink.compression is not None:
+        out["compression"] = sink.compression
+    if sink.schema_ is not None:
+        out["schema"] = json.dumps(sink.schema_)
+    if sink.partition_by:
+        out["partition_by"] = json.dumps(list(sink.partition_by))
+        out["max_open_files"] = str(sink.max_open_files)
+    if sink.derived:
+        out["derived"] = json.dumps({k: d.model_dump() for k, d in sink.derived.items()})
+    if sink.format == "csv":
+        out["header"] = _text(sink.header)
+        out["delimiter"] = sink.delimiter
+    return out
 
 
 def _text(value: Any) -> str:

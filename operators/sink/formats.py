@@ -27,6 +27,7 @@ between runs) is closed as it is, never appended to in another form.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 import gzip
@@ -36,7 +37,8 @@ import itertools
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -47,13 +49,17 @@ from operators.common.errors import BadRecordError, short
 from operators.common.schema import BadValue, arrow_schema, cast, column
 from operators.sink.bulk import BulkWriter
 from operators.sink.rolling import RollingPolicy
-from operators.sink.settings import SinkSettings
 from region.fs import FileSystem, FileWriter, ForwardReader
+
+if TYPE_CHECKING:
+    from operators.sink.settings import SinkSettings
 
 __all__ = [
     "BULK_FORMATS",
     "TABLE_FORMATS",
     "TableEncoder",
+    "TableSettings",
+    "TableSpec",
     "compress_piece",
     "convert",
     "form_format",
@@ -67,13 +73,75 @@ BULK_FORMATS = ("parquet", "orc")
 _READ = 8 << 20
 
 
+class TableSettings(Protocol):
+    """What :class:`TableEncoder` reads of the sink's settings: :class:`SinkSettings` (the
+    in-process sink) or :class:`TableSpec` (Spark's tasks, which get plain values)."""
+
+    @property
+    def format(self) -> str: ...
+
+    @property
+    def compression_codec(self) -> str | None: ...
+
+    @property
+    def partition_by(self) -> Sequence[str]: ...
+
+    @property
+    def derived(self) -> Mapping[str, Any]: ...
+
+    @property
+    def schema_(self) -> Mapping[str, str] | None: ...
+
+    @property
+    def delimiter(self) -> str: ...
+
+    @property
+    def header(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """The table settings of a sink as plain values (:class:`TableSettings`), for Spark's
+    workers: ``derived`` maps a partition column to ``(source column, strftime pattern)``."""
+
+    format: str
+    compression_codec: str | None = None
+    partition_by: tuple[str, ...] = ()
+    derived: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    schema_: dict[str, str] | None = None
+    delimiter: str = ","
+    header: bool = True
+
+    @classmethod
+    def of(cls, settings: SinkSettings) -> TableSpec:
+        return cls(
+            format=settings.format,
+            compression_codec=settings.compression_codec,
+            partition_by=tuple(settings.partition_by),
+            derived={k: (d.column, d.strftime) for k, d in settings.derived.items()},
+            schema_=dict(settings.schema_) if settings.schema_ is not None else None,
+            delimiter=settings.delimiter,
+            header=settings.header,
+        )
+
+
 class TableEncoder:
-    """The bytes of records with columns in a file of the sink (see the module doc)."""
+    """The bytes of records with columns in a file of the sink (see the module doc).
+
+    ``columns``: the records' Arrow schema, when the settings give no ``[sink.schema]`` (a
+    Spark DataFrame's typed columns); the settings' schema wins when both are given."""
 
     #: Records of these formats are never EncodedLines.
     line_encoding = None
 
-    def __init__(self, settings: SinkSettings, fs: FileSystem, rolling: RollingPolicy) -> None:
+    def __init__(
+        self,
+        settings: TableSettings,
+        fs: FileSystem,
+        rolling: RollingPolicy,
+        *,
+        columns: pa.Schema | None = None,
+    ) -> None:
         self._fs = fs
         self._rolling = rolling
         self.format = settings.format
@@ -82,9 +150,14 @@ class TableEncoder:
         # Partition columns that are record columns are in the directory names, not the files.
         parts = frozenset(c for c in settings.partition_by if c not in settings.derived)
         self._parts = parts
-        written = {k: v for k, v in (settings.schema_ or {}).items() if k not in parts}
-        self._schema = arrow_schema(written) if written else None
-        self._names = frozenset(settings.schema_ or ()) | parts
+        if settings.schema_ is None and columns is not None:
+            kept = [f for f in columns if f.name not in parts]
+            self._schema = pa.schema(kept) if kept else None
+            self._names = frozenset(columns.names) | parts
+        else:
+            written = {k: v for k, v in (settings.schema_ or {}).items() if k not in parts}
+            self._schema = arrow_schema(written) if written else None
+            self._names = frozenset(settings.schema_ or ()) | parts
         self._delimiter = settings.delimiter
         header = b""
         if self.bulk:

@@ -8,7 +8,15 @@ import posixpath
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
 
 from operators.common.safepath import name_problem
 from operators.common.schema import schema_problem
@@ -31,7 +39,11 @@ def _idle(value: Any) -> float | None:
 
 IdleDuration = Annotated[float | None, BeforeValidator(_idle)]
 
-__all__ = ["Derived", "SinkSettings", "repeating_names"]
+__all__ = ["COLUMNS_FROM_INPUT", "Derived", "SinkSettings", "repeating_names"]
+
+#: The validation context key of a sink whose records bring their column types (Spark's
+#: ``hdfs_sink`` writes the typed columns of its DataFrame): ``[sink.schema]`` is optional then.
+COLUMNS_FROM_INPUT = "columns_from_input"
 
 
 def repeating_names(template: FileNameTemplate, why: str) -> str:
@@ -206,8 +218,9 @@ class SinkSettings(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _table(self) -> SinkSettings:
+    def _table(self, info: ValidationInfo) -> SinkSettings:
         fmt = self.format
+        typed_input = bool((info.context or {}).get(COLUMNS_FROM_INPUT))
         if self.schema_ is not None:
             problem = schema_problem(self.schema_)
             if problem is not None:
@@ -215,7 +228,7 @@ class SinkSettings(BaseModel):
             if fmt in ("line", "binary"):
                 msg = f"[sink.schema] is for records with columns; format={fmt!r} writes {fmt}s"
                 raise ValueError(msg)
-        elif fmt in ("csv", "parquet", "orc"):
+        elif fmt in ("csv", "parquet", "orc") and not typed_input:
             msg = (
                 f"format={fmt!r} needs [sink.schema], the type of each column, e.g. "
                 'schema = { id = "int64", name = "string", day = "date" }'

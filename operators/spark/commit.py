@@ -90,6 +90,9 @@ class WrittenFile:
     opened_ns: int
     #: The file name the records asked for (``file_attribute_name``), relative to the output.
     name: str | None = None
+    #: The partition directory of its records (``partition_by``, e.g. ``k=v/dt=2026-11-30``),
+    #: relative to the output: the file is published into it.
+    subdir: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -102,6 +105,8 @@ class WrittenFile:
         }
         if self.name is not None:
             out["name"] = self.name
+        if self.subdir is not None:
+            out["subdir"] = self.subdir
         return out
 
     @classmethod
@@ -114,6 +119,7 @@ class WrittenFile:
             int(value["size"]),
             int(value["opened_ns"]),
             value.get("name"),
+            value.get("subdir"),
         )
 
 

@@ -19,6 +19,7 @@ from region.fs import FileSystem
 
 if TYPE_CHECKING:
     from operators.fs.settings import FileSystemSettings
+    from operators.sink.formats import TableSpec
     from operators.sink.owner import Owner
 
 __all__ = ["ScanConfig", "SinkConfig", "open_config_fs"]
@@ -109,3 +110,7 @@ class SinkConfig:
     fs: FileSystemSettings | None = None
     #: The job writing the output (:mod:`operators.sink.owner`); ``None``: not known, not claimed.
     owner: Owner | None = None
+    #: Records with columns (``format`` jsonl, csv, parquet or orc; compression, partitions):
+    #: written by the in-process sink's encoder (:mod:`operators.spark.tables`); ``None``:
+    #: lines or blocks.
+    table: TableSpec | None = None

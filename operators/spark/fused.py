@@ -65,6 +65,7 @@ from region.settings import RegionSettings, Trigger
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = [
     "FrameTransform",
@@ -213,6 +214,7 @@ def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
             "records_in": 0,
             "open": still_open,
             "name": f.name,
+            "subdir": f.subdir,
         }
         for still_open, files in ((False, message.files), (True, message.open))
         for f in files
@@ -337,9 +339,9 @@ def stateful_part(
 
 def _plan_nodes(
     spark: SparkSession, transform: str | FrameTransform, *, binary: bool, schema: str | None
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], StructType]:
     """The node names of ``transform``'s optimized plan over an input of ``schema``, and the
-    names of the columns it returns."""
+    columns it returns."""
 
     def nothing(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from ()
@@ -351,7 +353,7 @@ def _plan_nodes(
     frame = transform(spark.range(0).mapInArrow(nothing, schema))
     plan = str(frame._jdf.queryExecution().optimizedPlan().toString())
     nodes = [m.group(1) for m in map(_NODE.match, plan.splitlines()) if m is not None]
-    return nodes, list(frame.schema.fieldNames())
+    return nodes, frame.schema
 
 
 #: The observation that counts a SQL transform's input records.
@@ -422,7 +424,18 @@ class FusedRunner:
         columns = [StructField("value", value)]
         if sink.attribute is not None:
             columns.insert(0, StructField(sink.attribute, StringType()))
-        self.writer = HdfsSinkStreamWriter(sink, StructType(columns))
+        if sink.table is not None and frame is None:
+            from region.errors import ConfigError
+
+            # The tasks read lines or blocks: a DataFrame transform gives the columns.
+            msg = (
+                f"hdfs_sink format={sink.table.format!r} writes the columns of a DataFrame "
+                "transform (a SQL one: [transform] sql); a fused run without one has only lines"
+            )
+            raise ConfigError(msg)
+        # Records with columns: each batch's writer is made with the transform's columns.
+        schema = StructType(columns) if sink.table is None else None
+        self.writer = HdfsSinkStreamWriter(sink, schema)
         self.transform = transform
         #: A DataFrame transform between the reading and the writing half of each task.
         self.frame = frame
@@ -455,13 +468,18 @@ class FusedRunner:
         from region.errors import ConfigError
 
         schema = self.reader.config.schema()
-        nodes, columns = _plan_nodes(self.spark, frame, binary=self.binary, schema=schema)
+        nodes, out = _plan_nodes(self.spark, frame, binary=self.binary, schema=schema)
+        columns = list(out.fieldNames())
         name = getattr(frame, "__qualname__", None) or repr(frame)
         if isinstance(frame, functools.partial) and frame.func is _sql_over:
             name = f"[transform] sql {frame.args[1]!r}"
         sink = self.writer.config
         wanted = [sink.column or "value", *([sink.attribute] if sink.attribute else [])]
-        if sorted(columns) != sorted(wanted):
+        if sink.table is not None:
+            # Records with columns: the transform's columns are the table's (checked as the
+            # writer of each batch checks them: partition columns, the schema's columns).
+            HdfsSinkStreamWriter(sink, out)
+        elif sorted(columns) != sorted(wanted):
             # The sink would pick one column and drop the rest without a word (a single
             # column of another name was written as the value).
             msg = (
@@ -693,6 +711,7 @@ class FusedRunner:
                     r["size"],
                     r["opened_ns"],
                     r["name"],
+                    r.get("subdir"),
                 )
                 for r in written
                 if r["open"] is still_open

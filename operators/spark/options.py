@@ -13,6 +13,7 @@ show; Spark's ``spark.redaction.regex`` hides only keys it matches (not ``keytab
 
 from __future__ import annotations
 
+import json
 import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar
@@ -22,8 +23,9 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from operators.fs.settings import FileSystemSettings, split_uri
 from operators.scan.operator import ScanSettings
 from operators.sink import SinkSettings
+from operators.sink.formats import TableSpec
 from operators.sink.owner import Owner
-from operators.sink.settings import repeating_names
+from operators.sink.settings import COLUMNS_FROM_INPUT, repeating_names
 from operators.sink.templating import FileNameTemplate
 from operators.source.operator import SourceSettings
 from operators.spark.config import ScanConfig, SinkConfig
@@ -118,10 +120,16 @@ def route_options(
     return routed
 
 
-def build(model: type[M], values: Mapping[str, Any], *, source: str) -> M:
+def build(
+    model: type[M],
+    values: Mapping[str, Any],
+    *,
+    source: str,
+    context: dict[str, Any] | None = None,
+) -> M:
     """``model(**values)`` with validation errors turned into one ConfigError naming the option."""
     try:
-        return model.model_validate(dict(values))
+        return model.model_validate(dict(values), context=context)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}"
@@ -256,7 +264,16 @@ _SINK_FIELDS = (
     "format",
     "delivery",
     "permission",
+    "compression",
+    "schema_",
+    "partition_by",
+    "derived",
+    "header",
+    "delimiter",
 )
+#: Sink options whose values are lists or tables: JSON (``partition_by`` may also be a
+#: comma-separated list of names).
+_JSON_FIELDS = ("schema_", "partition_by", "derived")
 
 
 def _fs_or_local(settings: FileSystemSettings) -> FileSystemSettings | None:
@@ -363,6 +380,25 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
     )
 
 
+def _structured(values: dict[str, Any]) -> None:
+    """The JSON values of :data:`_JSON_FIELDS` parsed in place (ConfigError naming the option
+    when one is not JSON)."""
+    for key in _JSON_FIELDS:
+        raw = values.get(key)
+        if not isinstance(raw, str):
+            continue
+        text = raw.strip()
+        if key == "partition_by" and not text.startswith("["):
+            values[key] = [c.strip() for c in text.split(",") if c.strip()]
+            continue
+        try:
+            values[key] = json.loads(text)
+        except ValueError as exc:
+            name = key.rstrip("_")
+            msg = f"{_SINK}: option {name}={raw!r} is not JSON ({exc})"
+            raise ConfigError(msg) from None
+
+
 def sink_config(options: Mapping[str, str]) -> SinkConfig:
     """The ``hdfs_sink`` options, validated (ConfigError naming the option otherwise)."""
     routed = route_options(
@@ -374,7 +410,10 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         },
         source=_SINK,
     )
-    values = dict(routed["sink"])
+    values: dict[str, Any] = dict(routed["sink"])
+    _structured(values)
+    # The records' columns come with the DataFrame: [sink.schema] is optional here.
+    typed = {COLUMNS_FROM_INPUT: True}
     attribute = values.get("file_attribute_name")
     if "file" not in values and attribute is None:
         raise ConfigError(f"{_SINK}: the option 'file' (a file name template) is required")
@@ -384,7 +423,7 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
             msg = f"{_SINK}: file_attribute_name={attribute!r} needs the option 'directory'"
             raise ConfigError(msg)
         fs_settings, directory = resolve(values.pop("directory"), routed["fs"], source=_SINK)
-        sink = build(SinkSettings, {**values, "directory": directory}, source=_SINK)
+        sink = build(SinkSettings, {**values, "directory": directory}, source=_SINK, context=typed)
         if sink.on_returning_name != "new_file":
             msg = (
                 f"{_SINK}: on_returning_name={sink.on_returning_name!r}: the Spark sink never "
@@ -399,7 +438,7 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
             if dir_fs.display() != fs_settings.display():
                 raise ConfigError(f"{_SINK}: directory and file name different filesystems")
             values["directory"] = directory
-        sink = build(SinkSettings, {**values, "file": file_path}, source=_SINK)
+        sink = build(SinkSettings, {**values, "file": file_path}, source=_SINK, context=typed)
         assert sink.template is not None
         template = sink.template
         names = FileNameTemplate(template, sink.time_format)
@@ -413,12 +452,13 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
             "not in its directory"
         )
         raise ConfigError(msg)
-    if sink.format not in ("line", "binary"):
+    if sink.format in ("line", "binary") and sink.compression_codec is not None:
         msg = (
-            f"{_SINK}: format={sink.format!r}: hdfs_sink writes lines and blocks only so far; "
-            "write records with columns with the local engine"
+            f"{_SINK}: compression={sink.compression!r} with format={sink.format!r}: hdfs_sink "
+            "compresses records with columns (jsonl, csv, parquet, orc) only so far"
         )
         raise ConfigError(msg)
+    table = None if sink.format in ("line", "binary") else TableSpec.of(sink)
     spark = build(SinkOptions, routed["spark"], source=_SINK)
     if spark.log_dir is not None:
         log_fs, log_dir = resolve(spark.log_dir, routed["fs"], source=_SINK)
@@ -446,4 +486,5 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         on_published=sink.on_published,
         fs=_fs_or_local(fs_settings),
         owner=Owner.of_options(options),
+        table=table,
     )

@@ -16,6 +16,11 @@ makes files of the configured size or age, not one per batch and task. The open 
 published when they are full, when they reach ``time_per_file`` (at a commit), or when the
 query stops (:func:`close_open_files`).
 Otherwise every batch closes its files.
+
+Records with columns (``format`` ``jsonl``, ``csv``, ``parquet``, ``orc``; ``compression``,
+``partition_by``): the DataFrame's typed columns are written as a table by the in-process
+sink's encoder and partitioner (:mod:`operators.spark.tables`), each partition's files
+published into ``<output dir>/<column>=<value>/``; their files end with each micro-batch.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from operators.common.safepath import name_problem, numbered_name
 from operators.fs.settings import split_uri
 from operators.sink.manifest import Published, manifest_dir, write_manifest
 from operators.sink.owner import Owner
+from operators.sink.partitions import partition_of
 from operators.sink.templating import FileNameTemplate
 from operators.spark.commit import (
     CommitResult,
@@ -265,9 +271,18 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
     """Executors: :meth:`write` (Arrow batches to in-progress files). Driver: :meth:`commit` /
     :meth:`abort` through the sink log (each call may run in a fresh process)."""
 
-    def __init__(self, config: SinkConfig, schema: StructType) -> None:
+    def __init__(self, config: SinkConfig, schema: StructType | None) -> None:
+        """``schema``: the input DataFrame's columns (``None``: a writer that only commits,
+        publishes and closes files: :func:`close_open_files`)."""
         self.config = config
-        self.column = _pick_column(config, schema)
+        #: Lines and blocks: the column written.
+        self.column = ""
+        #: Records with columns: the Arrow schema of the input's columns.
+        self.columns: pa.Schema | None = None
+        if schema is not None and config.table is not None:
+            self.columns = _table_columns(config, schema)
+        elif schema is not None:
+            self.column = _pick_column(config, schema)
         self._fs: FileSystem | None = None
         #: What the newest :meth:`commit` in this process published (fused execution reads it
         #: for its metrics: records and bytes out).
@@ -315,6 +330,8 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             return SinkTaskMessage(ids.partition, ids.attempt)
         if sink.attribute is not None:
             return self._write_named(iterator, ids)
+        if sink.table is not None:
+            return self._write_table(iterator, ids)
         out = _TaskOutput(self, self.fs, ids, carried)
         binary = sink.binary
         try:
@@ -421,13 +438,41 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             raise
         return SinkTaskMessage(ids.partition, ids.attempt, files)
 
+    def _write_table(
+        self, iterator: Iterator[pa.RecordBatch | EncodedLines | Punctuation], ids: TaskIds
+    ) -> SinkTaskMessage:
+        """Records with columns to in-progress files, one per partition directory the task
+        sees (:class:`operators.spark.tables.TableFiles`); all closed at the end of the task."""
+        from operators.spark.tables import TableFiles
+
+        if self.columns is None:
+            msg = f"{_SINK}: this writer was made without the input's columns; it cannot write"
+            raise TypeError(msg)
+        task = f"p{ids.partition:05d}-t{ids.task_id}-a{ids.attempt}"
+        out = TableFiles(self.config, self.fs, task, ids.partition, self.columns, _fault)
+        try:
+            for batch in iterator:
+                if isinstance(batch, Punctuation):
+                    continue  # files end with the task
+                if isinstance(batch, EncodedLines):
+                    msg = f"{_SINK}: encoded lines given to a sink of records with columns"
+                    raise ValueError(msg)
+                if batch.num_rows:
+                    out.write(batch)
+            out.finish()
+        except BaseException:
+            out.discard()
+            raise
+        return SinkTaskMessage(ids.partition, ids.attempt, out.files)
+
     @property
     def spans_batches(self) -> bool:
         """Whether files stay open across batches (asked for, and a limit says when a file is
-        complete)."""
+        complete). Never for records with columns (:mod:`operators.spark.tables` says why)."""
         rolling = self.config.rolling
         limits = (rolling.tuples, rolling.bytes, rolling.seconds)
-        return self.config.span_batches and any(v is not None for v in limits)
+        spans = self.config.span_batches and any(v is not None for v in limits)
+        return spans and self.config.table is None
 
     def _carried(self, ids: TaskIds) -> tuple[bool, bool, WrittenFile | None]:
         """``(carry, published, file)``: whether this task's last file may stay open; whether
@@ -477,7 +522,12 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
 
             def namer(f: WrittenFile, filenum: int) -> str:
                 now = f.opened_ns / 1e9
-                return template.render(filenum=filenum, now=now, partition=f.partition)
+                final = template.render(filenum=filenum, now=now, partition=f.partition)
+                if f.subdir is None:
+                    return final
+                # partition_by: the template's name inside the partition's directory.
+                rel = posixpath.relpath(final, config.output_dir)
+                return posixpath.normpath(posixpath.join(config.output_dir, f.subdir, rel))
 
         return SinkLog(
             self.fs,
@@ -497,12 +547,21 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
     def _announce(self, batch_id: int, files: list[dict[str, Any]], stop: bool) -> None:
         """The manifest of a batch's published files, then ``on_published`` for each (driver)."""
         config = self.config
+        partitioned = config.table is not None and bool(config.table.partition_by)
         if config.manifest:
             write_manifest(
                 self.fs,
                 manifest_dir(config.output_dir),
                 batch_id,
-                [Published(str(f["path"]), int(f["size"]), batch_id) for f in files],
+                [
+                    Published(
+                        str(f["path"]),
+                        int(f["size"]),
+                        batch_id,
+                        partition_of(str(f["path"]), config.output_dir) if partitioned else None,
+                    )
+                    for f in files
+                ],
                 stop=stop,
                 retain=config.manifest_retain,
                 permission=config.permission,
@@ -550,6 +609,54 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         files = [f for m in messages if isinstance(m, SinkTaskMessage) for f in m.files]
         self._log().abort(batchId, files)
+
+
+def _table_columns(config: SinkConfig, schema: StructType) -> pa.Schema:
+    """The Arrow schema of the input's columns for a sink of records with columns; ConfigError
+    when a partition column is missing, or when the input
+    has a column the given schema lacks (it would be dropped without a word)."""
+    from operators.spark.tables import arrow_columns
+
+    spec = config.table
+    assert spec is not None
+    names = schema.fieldNames()
+    try:
+        columns = arrow_columns(schema)
+    except Exception as exc:  # a Spark type Arrow has no match for
+        msg = f"{_SINK}: format={spec.format!r}: the input's columns cannot be written: {exc}"
+        raise ConfigError(msg) from None
+    for part in spec.partition_by:
+        source = spec.derived[part][0] if part in spec.derived else part
+        if source not in names:
+            msg = (
+                f"{_SINK}: partition_by: the input has no column {source!r} "
+                f"(columns: {', '.join(names)})"
+            )
+            raise ConfigError(msg)
+    if spec.schema_ is not None:
+        extra = [n for n in names if n not in spec.schema_ and n not in spec.partition_by]
+        if extra:
+            msg = (
+                f"{_SINK}: the input's column {extra[0]!r} is not in the schema option "
+                f"(columns of the schema: {', '.join(spec.schema_)}): select the columns to write"
+            )
+            raise ConfigError(msg)
+    written = [n for n in names if n not in spec.partition_by]
+    if not written:
+        parts = list(spec.partition_by)
+        msg = f"{_SINK}: the input has no column to write besides partition_by={parts}"
+        raise ConfigError(msg)
+    if spec.format == "csv":
+        import pyarrow as pa
+
+        nested = [f for f in columns if pa.types.is_nested(f.type) and f.name in written]
+        if nested:
+            msg = (
+                f"{_SINK}: format='csv': column {nested[0].name!r} is {nested[0].type}, which "
+                "CSV cannot hold (write it as jsonl, parquet or orc, or flatten it)"
+            )
+            raise ConfigError(msg)
+    return columns
 
 
 def _pick_column(config: SinkConfig, schema: StructType) -> str:
@@ -617,4 +724,5 @@ def close_open_files(options: Mapping[str, str]) -> list[str]:
     ]
     if config.attribute is not None:
         columns.append(StructField(config.attribute, StringType()))
-    return HdfsSinkStreamWriter(config, StructType(columns)).close_open()
+    schema = StructType(columns) if config.table is None else None
+    return HdfsSinkStreamWriter(config, schema).close_open()
