@@ -433,6 +433,10 @@ class FusedRunner:
                 "transform (a SQL one: [transform] sql); a fused run without one has only lines"
             )
             raise ConfigError(msg)
+        if sink.table is not None:
+            from operators.spark.tables import note_batch_files
+
+            note_batch_files(sink)
         # Records with columns: each batch's writer is made with the transform's columns.
         schema = StructType(columns) if sink.table is None else None
         self.writer = HdfsSinkStreamWriter(sink, schema)

@@ -701,6 +701,10 @@ class HdfsSinkDataSource(DataSource):
 
             config = sink_config(self.options)
             self.__dict__["_parsed"] = config
+        if config.table is not None:
+            from operators.spark.tables import note_batch_files
+
+            note_batch_files(config)
         if config.rolling.on_punctuation:
             msg = (
                 f"{_SINK}: close_on_punct needs the end of each input file, which a streaming "

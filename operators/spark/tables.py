@@ -44,7 +44,7 @@ from region.fs import FileSystem, FileWriter
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["TableFiles", "arrow_columns"]
+__all__ = ["TableFiles", "arrow_columns", "note_batch_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,31 @@ def arrow_columns(schema: object) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(schema, timezone="UTC")  # type: ignore[arg-type]
+
+
+def note_batch_files(config: SinkConfig) -> None:
+    """Say (WARNING, once per query or run) that files of records with columns end with each
+    micro-batch when files were asked to span batches with a limit: they are smaller than the
+    limit when a batch holds fewer records."""
+    spec, rolling = config.table, config.rolling
+    limits = {
+        "tuples_per_file": rolling.tuples,
+        "bytes_per_file": rolling.bytes,
+        "time_per_file": rolling.seconds,
+    }
+    given = {k: v for k, v in limits.items() if v is not None}
+    if spec is None or not config.span_batches or not given:
+        return
+    name, value = next(iter(given.items()))
+    logger.warning(
+        "%s: format=%r on Spark: files end with each micro-batch (%s=%s rolls them within a "
+        "batch only; files do not span batches, as Parquet and ORC cannot be appended to); "
+        "the local engine sizes them by the limit across cuts",
+        _SINK,
+        spec.format,
+        name,
+        value,
+    )
 
 
 @dataclass

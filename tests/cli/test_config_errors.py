@@ -215,12 +215,12 @@ def test_bad_values_exit_2_naming_key_and_value(
         (
             "spark",
             {"sink": 'file = "o/%FILENUM"\nformat = "jsonl"'},
-            "[sink] format = 'jsonl': the spark engine writes lines and blocks only so far",
+            "[sink] format = 'jsonl': the spark engine writes the columns of a [transform] sql",
         ),
         (
             "spark",
             {"sink": 'file = "o/%FILENUM"\ncompression = "gzip"'},
-            "[sink] compression = 'gzip': the spark engine writes uncompressed files only",
+            "[sink] compression = 'gzip': the spark engine compresses records with columns only",
         ),
         (
             "local",
