@@ -10,6 +10,10 @@ import decimal
 import gzip
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from operators.spark.commit import IN_PROGRESS_PREFIX
+from operators.spark.sink import FAULT_ENV
 from region.errors import ConfigError
 from tests.spark.helpers import write_inputs
 
@@ -221,3 +226,139 @@ def test_options_of_records_with_columns_are_checked_on_the_driver(tmp_path: Pat
     wider = StructType([*schema.fields, StructField("extra", StringType())])
     with pytest.raises(ConfigError, match=r"the input's column 'extra' is not in the schema"):
         HdfsSinkStreamWriter(config, wider)
+
+
+def test_a_fused_run_writes_the_columns_of_a_sql_transform_as_partitioned_parquet(
+    spark: Any, tmp_path: Path
+) -> None:
+    from operators.fs.local import LocalFileSystem
+    from operators.spark.fused import FusedRunner, sql_transform
+    from region.settings import RegionSettings
+
+    write_inputs(tmp_path / "in", INPUTS, T0)
+    out = tmp_path / "out"
+    sql = f"SELECT {', '.join(TYPED)} FROM input"
+    runner = FusedRunner(
+        spark,
+        {"directory": str(tmp_path / "in"), "plan_dir": str(tmp_path / "ck" / "plans")},
+        {
+            "file": str(out / "part-%FILENUM.parquet"),
+            "format": "parquet",
+            "partition_by": "day",
+            "span_batches": "true",
+            "tuples_per_file": "1000",
+        },
+        LocalFileSystem(),
+        str(tmp_path / "ck" / "spark"),
+        RegionSettings(),
+        frame=sql_transform(spark, sql),
+        available_now=True,
+    )
+    runner.run()
+    assert [p.num_input_rows for p in runner.progress] == [N]
+    files = published(out)
+    assert {f.parent.name for f in files} == {"day=2026-11-01", "day=2026-11-02"}
+    table = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+    assert sorted(table.column("id").to_pylist()) == list(range(N))
+    assert table.schema.field("amount").type == pa.decimal128(10, 2)
+    assert hidden(out) == []
+
+
+# -- kill -9 -------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FUSED_SETTINGS = """\
+engine = "spark"
+[region]
+checkpoint_dir = "ck"
+[scan]
+directory = "in"
+[transform]
+sql = '''
+SELECT CAST(split(value, ',')[0] AS BIGINT) AS id,
+  split(value, ',')[1] AS name, split(value, ',')[2] AS country
+FROM input'''
+[sink]
+file = "out/part-%FILENUM.parquet"
+format = "parquet"
+partition_by = ["country"]
+tuples_per_file = 40
+[sink.schema]
+id = "int64"
+name = "string"
+country = "string"
+[spark]
+max_files_per_trigger = 1
+"""
+
+
+def crash_command(tmp: Path, execution: str) -> list[str]:
+    if execution == "streaming":
+        dirs = (str(tmp / d) for d in ("in", "out", "ck"))
+        return [sys.executable, "-m", "tests.spark.crash_worker", *dirs, "parquet"]
+    config = tmp / "pipeline.toml"
+    config.write_text(FUSED_SETTINGS)
+    return [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
+
+
+def start_worker(tmp: Path, fault: str | None, execution: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, HDFS_REGION_FAULT_DIR=str(tmp / "faults"))
+    env.pop(FAULT_ENV, None)
+    if fault is not None:
+        env[FAULT_ENV] = fault
+    log = (tmp / "worker.log").open("ab")
+    return subprocess.Popen(
+        crash_command(tmp, execution),
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # one process group: the driver, its JVM and their workers
+    )
+
+
+def kill_at(tmp: Path, fault: str, execution: str, timeout: float = 300.0) -> None:
+    """Run until the process reaches ``fault``, then SIGKILL its whole process group."""
+    marker = tmp / "faults" / fault.split(":")[0]
+    proc = start_worker(tmp, fault, execution)
+    deadline = time.monotonic() + timeout
+    try:
+        while not marker.exists():
+            if proc.poll() is not None:
+                log = (tmp / "worker.log").read_text()[-3000:]
+                pytest.fail(f"worker ended (rc={proc.returncode}) before {fault}:\n{log}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"worker did not reach {fault} within {timeout} s")
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        marker.unlink(missing_ok=True)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("execution", ["streaming", "fused"])
+def test_sigkill_while_a_task_writes_and_between_the_write_ahead_entry_and_the_renames(
+    tmp_path: Path, execution: str
+) -> None:
+    write_inputs(tmp_path / "in", INPUTS, T0)
+    (tmp_path / "faults").mkdir()
+    out = tmp_path / "out"
+    # 1. Killed once a task of batch 0 has converted its first Parquet file (others staged).
+    kill_at(tmp_path, "task_write", execution)
+    # 2. Restarted: killed after batch 1's write-ahead entry, before its renames.
+    kill_at(tmp_path, "after_wal:1", execution)
+    # 3. Restarted without faults: batch 1 is finished from its entry, then batch 2 runs.
+    proc = start_worker(tmp_path, None, execution)
+    code = proc.wait(timeout=400)
+    assert code == 0, (tmp_path / "worker.log").read_text()[-3000:]
+    # Every row once; every published file a whole Parquet file; nothing partial left.
+    files = published(out)
+    for f in files:
+        assert pq.ParquetFile(f).metadata.num_rows <= 40
+    table = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+    assert sorted(table.column("id").to_pylist()) == list(range(N))
+    assert {f.parent.name for f in files} == {f"country={c}" for c in COUNTRIES}
+    assert hidden(out) == []
