@@ -141,3 +141,64 @@ def test_spark_run_on_the_cluster_then_sparks_reader_sees_each_record_once(
     got = [row.value for row in read]
     assert sorted(got) == sorted(EXPECTED)  # each input line once, nothing else
     assert len(got) == len(EXPECTED)
+
+
+TABLE_CONFIG = """\
+engine = "spark"
+[filesystem]
+uri = "{uri}"
+user = "{user}"
+config_dir = "{conf_dir}"
+timeout = "20s"
+[region]
+checkpoint_dir = "{uri}{root}/checkpoints"
+[scan]
+directory = "{root}/landing"
+[transform]
+sql = "SELECT value AS line, substr(value, 1, 1) AS letter FROM input"
+[sink]
+file = "{root}/out/part-%FILENUM.parquet"
+format = "parquet"
+compression = "zstd"
+partition_by = ["letter"]
+tuples_per_file = 30
+[sink.schema]
+line = "string"
+letter = "string"
+[spark]
+max_files_per_trigger = 2
+"""
+
+
+@pytest.mark.integration
+def test_spark_run_on_hdfs_writes_partitioned_parquet_that_sparks_reader_reads_whole(
+    request: pytest.FixtureRequest,
+    spark: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    restored_process: None,
+) -> None:
+    fs, base, sandbox = real_fs(request, "hdfs")
+    if sandbox is None:
+        pytest.skip("needs the sandbox's Hadoop configuration (HDFS_URI / WEBHDFS_URL are set)")
+    uri = sandbox.info.hdfs
+    root = posixpath.join(base, f"spark-parquet-{time.monotonic_ns()}")
+    land(fs, posixpath.join(root, "landing"))
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        TABLE_CONFIG.format(uri=uri, user=CLUSTER_USER, conf_dir=sandbox.info.conf_dir, root=root)
+    )
+
+    code = main(["run", str(config), "--available-now", "--no-progress"])
+
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    out = posixpath.join(root, "out")
+    partitions = sorted(s.name for s in fs.list_dir(out) if not s.name.startswith(("_", ".")))
+    assert partitions == ["letter=a", "letter=b", "letter=c", "letter=d"]
+    for part in partitions:
+        names = [s.name for s in fs.list_dir(posixpath.join(out, part))]
+        assert names and all(n.endswith(".parquet") for n in names), names
+    read = spark.read.parquet(f"{uri}{out}").collect()
+    assert sorted(row.line for row in read) == sorted(EXPECTED)
+    assert all(row.letter == row.line[0] for row in read)
