@@ -242,13 +242,6 @@ class SparkPlan:
                 "are written by the local engine (engine = 'local')"
             )
             raise ConfigError(msg)
-        if not table and sink.compression_codec is not None:
-            msg = (
-                f"[sink] compression = {sink.compression!r}: the spark engine compresses "
-                "records with columns only so far (format jsonl, csv, parquet or orc); the "
-                "local engine compresses lines and blocks"
-            )
-            raise ConfigError(msg)
         options = self._fs_options()
         if sink.file is not None:
             options["file"] = self._without_password("[sink] file", sink.file)
@@ -271,6 +264,8 @@ class SparkPlan:
         options["span_batches"] = "true"
         if table:
             options.update(_table_options(sink))
+        elif sink.compression is not None:
+            options["compression"] = sink.compression
         options["manifest"] = _text(sink.manifest)
         options["manifest_retain"] = str(sink.manifest_retain)
         if sink.on_published is not None:

@@ -114,3 +114,5 @@ class SinkConfig:
     #: written by the in-process sink's encoder (:mod:`operators.spark.tables`); ``None``:
     #: lines or blocks.
     table: TableSpec | None = None
+    #: Lines and blocks: ``gzip`` or ``zstd``, one member or frame per write (``None``: none).
+    compression: str | None = None

@@ -452,12 +452,6 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
             "not in its directory"
         )
         raise ConfigError(msg)
-    if sink.format in ("line", "binary") and sink.compression_codec is not None:
-        msg = (
-            f"{_SINK}: compression={sink.compression!r} with format={sink.format!r}: hdfs_sink "
-            "compresses records with columns (jsonl, csv, parquet, orc) only so far"
-        )
-        raise ConfigError(msg)
     table = None if sink.format in ("line", "binary") else TableSpec.of(sink)
     spark = build(SinkOptions, routed["spark"], source=_SINK)
     if spark.log_dir is not None:
@@ -487,4 +481,5 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         fs=_fs_or_local(fs_settings),
         owner=Owner.of_options(options),
         table=table,
+        compression=sink.compression_codec if table is None else None,
     )

@@ -179,6 +179,7 @@ class _TaskOutput:
         if self._out is None:
             self._start()
         assert self._out is not None
+        data, size = _compressed(self._config.compression, data, size)
         for buf in data:
             self._out.write(buf)
         self._rows += rows
@@ -424,10 +425,11 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                     data = encode_records(
                         values.take(picked), binary=sink.binary, encoding=sink.encoding
                     )
+                    data, size = _compressed(sink.compression, data, sum(len(b) for b in data))
                     for buf in data:
                         entry[0].write(buf)
                     entry[1][0] += len(picked)
-                    entry[1][1] += sum(len(b) for b in data)
+                    entry[1][1] += size
             for name in list(writers):
                 close(name)
         except BaseException:
@@ -494,7 +496,9 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         room = rolling.room(rows)
         if room is not None:
             n = min(n, max(1, room))
-        if rolling.bytes is None:
+        if rolling.bytes is None or self.config.compression is not None:
+            # A compressed file rolls after the write that reaches the limit (the in-process
+            # rule: its size is known only once the piece is compressed).
             return n
         import numpy as np
         import pyarrow.compute as pc
@@ -609,6 +613,17 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         files = [f for m in messages if isinstance(m, SinkTaskMessage) for f in m.files]
         self._log().abort(batchId, files)
+
+
+def _compressed(codec: str | None, data: list[Any], size: int) -> tuple[list[Any], int]:
+    """The buffers of one write as one gzip member or zstd frame (``codec``), so that a file
+    cut back to any recorded size is still one valid stream; as they are without a codec."""
+    if codec is None or not data:
+        return data, size
+    from operators.sink.formats import compress_piece
+
+    piece = compress_piece(codec, b"".join(data))
+    return [piece], len(piece)
 
 
 def _table_columns(config: SinkConfig, schema: StructType) -> pa.Schema:

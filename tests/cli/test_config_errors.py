@@ -218,11 +218,6 @@ def test_bad_values_exit_2_naming_key_and_value(
             "[sink] format = 'jsonl': the spark engine writes the columns of a [transform] sql",
         ),
         (
-            "spark",
-            {"sink": 'file = "o/%FILENUM"\ncompression = "gzip"'},
-            "[sink] compression = 'gzip': the spark engine compresses records with columns only",
-        ),
-        (
             "local",
             {"transform": 'function = "pace:pace"\nvectorized = true'},
             "[transform] vectorized = true: the function takes the records' columns, which "

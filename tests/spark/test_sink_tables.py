@@ -140,3 +140,38 @@ def test_the_writer_of_a_stop_publishes_without_the_input_columns(tmp_path: Path
     ]
     table = ds.dataset(out, format="orc", partitioning="hive").to_table()
     assert sorted(table.column("id").to_pylist()) == list(range(30))
+
+
+def test_gzipd_lines_span_batches_one_member_per_write_and_survive_a_failed_append(
+    tmp_path: Path,
+) -> None:
+    import gzip
+
+    from operators.spark.sink import close_open_files
+
+    out = tmp_path / "out"
+    options = {
+        "file": str(out / "part-%FILENUM.txt.gz"),
+        "compression": "gzip",
+        "tuples_per_file": "5",
+        "span_batches": "true",
+    }
+    lines = StructType([StructField("value", StringType())])
+    writer = HdfsSinkStreamWriter(sink_config(options), lines)
+
+    def task(records: list[str], batch: int, attempt: int = 0) -> object:
+        data = iter([pa.RecordBatch.from_pydict({"value": records})])
+        return writer.write_task(data, TaskIds(0, attempt, 100 + batch, batch))
+
+    writer.commit([task([f"r{i}" for i in range(7)], 0)], 0)  # a file of 5, 2 left open
+    # An attempt of batch 1 appends to the open file, then fails: its bytes are cut away.
+    failing = iter([pa.RecordBatch.from_pydict({"value": ["lost"]}), None])
+    with pytest.raises(AttributeError):
+        writer.write_task(failing, TaskIds(0, 0, 201, 1))  # type: ignore[arg-type]
+    writer.commit([task([f"r{i}" for i in range(7, 11)], 1, attempt=1)], 1)
+    close_open_files(options)
+    names = sorted(
+        (n for n in os.listdir(out) if n.startswith("part-")), key=lambda n: int(n[5:-7])
+    )
+    texts = [gzip.decompress((out / n).read_bytes()).decode().splitlines() for n in names]
+    assert texts == [[f"r{i}" for i in range(5)], [f"r{i}" for i in range(5, 10)], ["r10"]]
