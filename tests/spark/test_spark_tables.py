@@ -350,6 +350,9 @@ def test_sigkill_while_a_task_writes_and_between_the_write_ahead_entry_and_the_r
     kill_at(tmp_path, "task_write", execution)
     # 2. Restarted: killed after batch 1's write-ahead entry, before its renames.
     kill_at(tmp_path, "after_wal:1", execution)
+    # What a reader polling the directory sees meanwhile: whole Parquet files only.
+    seen = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+    assert sorted(seen.column("id").to_pylist()) == list(range(120))  # batch 0: a.csv
     # 3. Restarted without faults: batch 1 is finished from its entry, then batch 2 runs.
     proc = start_worker(tmp_path, None, execution)
     code = proc.wait(timeout=400)
