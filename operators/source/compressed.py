@@ -25,6 +25,7 @@ message saying so.
 
 from __future__ import annotations
 
+import io
 import logging
 import posixpath
 import threading
@@ -36,7 +37,7 @@ import pyarrow as pa
 from region.errors import permanent
 from region.fs import FileStatus, FileSystem, ForwardReader
 
-__all__ = ["CODECS", "Compression", "Decompressed", "codec_of"]
+__all__ = ["CODECS", "Compression", "Decompressed", "codec_of", "range_stream"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,52 @@ def _identity(status: FileStatus) -> tuple[int, int, int | None]:
     return (status.mtime_ns, status.size, status.file_id)
 
 
+def _arrow_codec(fs: FileSystem, path: str, codec: str) -> str:
+    """pyarrow's name of ``codec``, once the file's first bytes agree with it."""
+    if codec == "lz4":
+        raw = fs.read(path, 0, 4)
+        if raw and raw != _LZ4_FRAME[: len(raw)]:
+            msg = (
+                f"{fs.display(path)} is not an LZ4 frame (the lz4 tool's format): Hadoop's "
+                "block-framed Lz4Codec files are not read yet; decompress it, or name the codec "
+                "with [source] compression"
+            )
+            raise permanent(OSError(msg))
+        return "lz4_frame"
+    return codec
+
+
+class _Prefix(io.RawIOBase):
+    """The first ``end`` bytes of a file, read forwards (``chunk`` bytes a read at most)."""
+
+    def __init__(self, fs: FileSystem, path: str, end: int, chunk: int) -> None:
+        self._fs, self._path, self._end, self._chunk = fs, path, end, chunk
+        self.pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        want = min(len(buffer), self._chunk, self._end - self.pos)
+        if want <= 0:
+            return 0
+        data = self._fs.read(self._path, self.pos, want)
+        buffer[: len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+
+def range_stream(
+    fs: FileSystem, path: str, codec: str, end: int, chunk: int = 8 << 20
+) -> pa.CompressedInputStream:
+    """The decompressed stream of the first ``end`` raw bytes of ``path``: a file read as it was
+    when its size was ``end`` (bytes appended since are not read), for a reader that must read
+    the same bytes again after a crash (the Spark tasks, :mod:`operators.spark.rows_io`)."""
+    return pa.CompressedInputStream(
+        pa.PythonFile(_Prefix(fs, path, end, chunk), mode="r"), _arrow_codec(fs, path, codec)
+    )
+
+
 class _Stream:
     """One decompression of one file, running forwards."""
 
@@ -71,17 +118,8 @@ class _Stream:
         self.codec = codec
         self._path = path
         self._display = fs.display(path)
-        raw = fs.read(path, 0, 4)
-        if codec == "lz4" and raw and raw != _LZ4_FRAME[: len(raw)]:
-            msg = (
-                f"{self._display} is not an LZ4 frame (the lz4 tool's format): Hadoop's "
-                "block-framed Lz4Codec files are not read yet; decompress it, or name the codec "
-                "with [source] compression"
-            )
-            raise permanent(OSError(msg))
-        arrow_codec = "lz4_frame" if codec == "lz4" else codec
         self._stream = pa.CompressedInputStream(
-            pa.PythonFile(ForwardReader(fs, path), mode="r"), arrow_codec
+            pa.PythonFile(ForwardReader(fs, path), mode="r"), _arrow_codec(fs, path, codec)
         )
         self.pos = 0
         self.ended = False

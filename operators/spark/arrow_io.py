@@ -27,6 +27,7 @@ __all__ = [
     "NotVerbatim",
     "copy_lines",
     "encode_records",
+    "first_line_start",
     "read_blocks",
     "read_lines",
     "record_schema",
@@ -55,7 +56,7 @@ def _repeat(text: str, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
 
 
-def _first_line_start(fs: FileSystem, path: str, start: int, size: int, chunk: int) -> int:
+def first_line_start(fs: FileSystem, path: str, start: int, size: int, chunk: int) -> int:
     """Offset of the first line starting at or after ``start`` (``size`` when none does)."""
     if start == 0:
         return 0
@@ -183,7 +184,7 @@ def _chunks(
     of a chunk is read again with the next one (instead of being copied over), so chunks are
     used without copies. ``expected``: checked (:func:`verify`) with the first chunk, before
     any of it is used."""
-    base = _first_line_start(fs, path, start, size, chunk_size)
+    base = first_line_start(fs, path, start, size, chunk_size)
     if not (base < end and base < size):
         if expected is not None:
             verify(fs.read, path, expected)

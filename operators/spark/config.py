@@ -7,6 +7,7 @@ neither pydantic nor the settings modules: every worker process starts faster.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -14,6 +15,7 @@ from operators.fs import open_filesystem
 from operators.fs.local import LocalFileSystem
 from operators.scan.cursor import OnModified
 from operators.sink.rolling import RollingPolicy
+from operators.source.compressed import codec_of
 from operators.source.decoding import OnDecodeError
 from region.fs import FileSystem
 
@@ -21,8 +23,35 @@ if TYPE_CHECKING:
     from operators.fs.settings import FileSystemSettings
     from operators.sink.formats import TableSpec
     from operators.sink.owner import Owner
+    from operators.source.rows import OnBadRow, Rows
 
-__all__ = ["ScanConfig", "SinkConfig", "open_config_fs"]
+__all__ = ["RowsConfig", "ScanConfig", "SinkConfig", "open_config_fs", "spark_columns"]
+
+#: Spark's names of the schema types (:data:`operators.common.schema.SCHEMA_TYPES`); a
+#: ``timestamp`` has no time zone (Arrow's ``timestamp[us]``), which is Spark's ``timestamp_ntz``.
+_SPARK_TYPES = {
+    "string": "string",
+    "int64": "bigint",
+    "int32": "int",
+    "double": "double",
+    "float": "float",
+    "bool": "boolean",
+    "date": "date",
+    "timestamp": "timestamp_ntz",
+    "binary": "binary",
+}
+
+
+def spark_columns(schema: Mapping[str, str]) -> str:
+    """The Spark DDL of the columns of a checked ``[source.schema]`` (names quoted)."""
+    from operators.common.schema import arrow_type, type_name
+
+    columns = []
+    for name, type_ in schema.items():
+        canonical = type_name(arrow_type(type_))  # "decimal( 10 , 2 )" -> "decimal(10,2)"
+        spark = _SPARK_TYPES.get(canonical, canonical)
+        columns.append(f"`{name.replace('`', '``')}` {spark}")
+    return ", ".join(columns)
 
 
 def open_config_fs(settings: FileSystemSettings | None) -> FileSystem:
@@ -30,6 +59,38 @@ def open_config_fs(settings: FileSystemSettings | None) -> FileSystem:
     if settings is None:
         return LocalFileSystem()
     return open_filesystem(settings)
+
+
+@dataclass(frozen=True)
+class RowsConfig:
+    """``[source] format = "csv" | "jsonl"`` and its options: what builds the one row parser
+    (:class:`operators.source.rows.Rows`) in each task."""
+
+    format: Literal["csv", "jsonl"]
+    #: ``[source.schema]`` as ``(name, type)`` pairs, in order (``None``: jsonl without one).
+    schema: tuple[tuple[str, str], ...] | None
+    header: bool = True
+    delimiter: str = ","
+    quote: str = '"'
+    escape: str | None = None
+    null_values: tuple[str, ...] = ("",)
+    on_bad_row: OnBadRow = "reject"
+
+    def parser(self, encoding: str, read_head: Callable[[str, int], bytes]) -> Rows:
+        from operators.source.rows import Rows
+
+        return Rows(
+            self.format,
+            encoding=encoding,
+            schema=dict(self.schema) if self.schema is not None else None,
+            header=self.header,
+            delimiter=self.delimiter,
+            quote=self.quote,
+            escape=self.escape,
+            null_values=self.null_values,
+            on_bad_row=self.on_bad_row,
+            read_head=read_head,
+        )
 
 
 @dataclass(frozen=True)
@@ -70,12 +131,27 @@ class ScanConfig:
     content_check: str = "windows"
     #: ``on_modified = "continue"``: a young file's last line with no newline waits (seconds).
     hold_partial_line: float = 30.0
-    #: ``[source] compression``: files it names compressed are refused (read by the local
-    #: engine only so far); ``none`` reads them as they are.
+    #: ``[source] compression``: with ``rows``, files it names compressed are read
+    #: decompressed; lines and blocks of such files are refused (read by the local engine
+    #: only so far). ``none`` reads every file as it is.
     compression: str = "auto"
+    #: CSV or JSON-lines records with columns, instead of lines or blocks.
+    rows: RowsConfig | None = None
+
+    def unsplittable(self, path: str) -> bool:
+        """Whether a range of ``path`` must hold the rest of the file, never cut by a batch or
+        a task (:mod:`operators.spark.rows_io`): a CSV file, where only a read from a row
+        boundary tells a line end inside a quoted value from one that ends a row, and a
+        compressed file, which has no index to start reading inside it."""
+        if self.rows is None:
+            return False
+        return self.rows.format == "csv" or codec_of(path, self.compression) is not None  # type: ignore[arg-type]
 
     def schema(self) -> str:
-        value = "value binary" if self.binary else "value string"
+        if self.rows is not None and self.rows.schema is not None:
+            value = spark_columns(dict(self.rows.schema))
+        else:
+            value = "value binary" if self.binary else "value string"
         return value + (", file string, offset bigint" if self.include_file_info else "")
 
 

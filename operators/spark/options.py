@@ -28,19 +28,21 @@ from operators.sink.owner import Owner
 from operators.sink.settings import COLUMNS_FROM_INPUT, repeating_names
 from operators.sink.templating import FileNameTemplate
 from operators.source.operator import SourceSettings
-from operators.spark.config import ScanConfig, SinkConfig
+from operators.spark.config import RowsConfig, ScanConfig, SinkConfig
 from operators.spark.executors import check_shared_path
 from region.errors import ConfigError
 
 __all__ = [
     "FILE_FIELDS",
     "FS_FIELDS",
+    "JSON_FIELDS",
     "SCAN_FIELDS",
     "ScanOptions",
     "SinkOptions",
     "build",
     "resolve",
     "route_options",
+    "rows_need_transform",
     "scan_config",
     "sink_config",
 ]
@@ -244,7 +246,17 @@ FILE_FIELDS = (
     "block_size",
     "read_chunk",
     "compression",
+    "schema_",
+    "header",
+    "delimiter",
+    "quote",
+    "escape",
+    "null_values",
+    "on_bad_row",
 )
+#: File-source options whose values are JSON (Spark options are strings): ``schema`` an object
+#: of column name to type, ``null_values`` an array of strings.
+JSON_FIELDS = ("schema_", "null_values")
 _SINK_FIELDS = (
     "file",
     "directory",
@@ -333,7 +345,7 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
     assert scan.directory is not None
     fs_settings, directory = resolve(scan.directory, routed["fs"], source=_SOURCE)
     spark = build(ScanOptions, routed["spark"], source=_SOURCE)
-    file = build(SourceSettings, routed["file"], source=_SOURCE)
+    file = build(SourceSettings, _json_values(routed["file"]), source=_SOURCE)
     plan_fs, plan_dir = _plan_location(spark.plan_dir, routed["fs"], fs_settings, directory)
     archive_dir = None
     if scan.archive_dir is not None:
@@ -341,12 +353,25 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         if archive_fs.display() != fs_settings.display():
             msg = f"{_SOURCE}: archive_dir must be on the watched directory's filesystem"
             raise ConfigError(msg)
-    if file.format not in ("line", "binary"):
-        msg = (
-            f"{_SOURCE}: format={file.format!r}: it reads lines and blocks only so far; "
-            "read rows with columns with the local engine"
+    rows = None
+    if file.format in ("csv", "jsonl"):
+        if file.schema_ is None:
+            msg = (
+                f"{_SOURCE}: format={file.format!r} needs the option 'schema' (a JSON object "
+                'of column name to type, e.g. \'{"id": "int64", "name": "string"}\'): the '
+                "DataFrame's columns are known before any file is read"
+            )
+            raise ConfigError(msg)
+        rows = RowsConfig(
+            format=file.format,
+            schema=tuple(file.schema_.items()),
+            header=file.header,
+            delimiter=file.delimiter,
+            quote=file.quote,
+            escape=file.escape,
+            null_values=file.null_values,
+            on_bad_row=file.on_bad_row,
         )
-        raise ConfigError(msg)
     return ScanConfig(
         directory=directory,
         plan_dir=plan_dir,
@@ -377,6 +402,7 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
         fs=_fs_or_local(fs_settings),
         after_read=scan.after_read,
         archive_dir=archive_dir,
+        rows=rows,
     )
 
 
@@ -397,6 +423,30 @@ def _structured(values: dict[str, Any]) -> None:
             name = key.rstrip("_")
             msg = f"{_SINK}: option {name}={raw!r} is not JSON ({exc})"
             raise ConfigError(msg) from None
+
+
+def rows_need_transform(fmt: str) -> str:
+    """Why records with columns cannot go to a sink of lines or blocks as they are."""
+    return (
+        f"[source] format = {fmt!r} reads records with columns, and the sink writes one value "
+        "per record (a line or a block): give a [transform] that makes each record's line, "
+        "e.g. sql = \"SELECT concat_ws(',', id, name) AS value FROM input\" or function = "
+        "'module:function' (it gets each record as a dict)"
+    )
+
+
+def _json_values(values: Mapping[str, str]) -> dict[str, Any]:
+    """The file-source options with the values of :data:`JSON_FIELDS` parsed."""
+    out: dict[str, Any] = dict(values)
+    for field in JSON_FIELDS:
+        if field in out:
+            try:
+                out[field] = json.loads(out[field])
+            except ValueError as exc:
+                name = field.rstrip("_")
+                msg = f"{_SOURCE}: option {name!r} must be JSON ({exc}): {out[field]!r}"
+                raise ConfigError(msg) from None
+    return out
 
 
 def sink_config(options: Mapping[str, str]) -> SinkConfig:

@@ -231,13 +231,14 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 logger.warning("%s: directory %s does not exist yet; empty", _SOURCE, where)
                 self._missing_warned = True
             return []
-        for entry in listing:
+        for entry in listing if self.config.rows is None else ():
             codec = codec_of(entry[2], self.config.compression)  # type: ignore[arg-type]
             if codec is not None:
                 msg = (
                     f"{_SOURCE}: {self.fs.display(entry[2])} is {codec}-compressed, which the "
-                    "spark engine does not read decompressed yet: read it with the local engine, "
-                    "or set [source] compression = 'none' to read its bytes as they are"
+                    "spark engine reads decompressed for format = 'csv' or 'jsonl' only so "
+                    "far: read its lines with the local engine, or set [source] compression = "
+                    "'none' to read its bytes as they are"
                 )
                 raise permanent(ValueError(msg))
         if self._target is not None:
@@ -338,7 +339,6 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 max_files = limit.max_files
             elif isinstance(limit, ReadMaxBytes):
                 max_bytes = limit.max_bytes
-        whole_files = self.config.whole_files
         planned: list[_Range] = []
         used = 0
         for entry, begin, is_late in candidates:
@@ -346,11 +346,13 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 break
             rest = entry[3] - begin
             room = rest if max_bytes is None else max_bytes - used
-            if rest <= room or (not planned and (whole_files or is_late)):
+            # A CSV or compressed file is never cut by a batch (operators.spark.rows_io).
+            whole = self.config.whole_files or is_late or self.config.unsplittable(entry[2])
+            if rest <= room or (not planned and whole):
                 planned.append(_Range(entry, begin, entry[3]))
                 used += rest
                 continue
-            if not whole_files and not is_late and room > 0:
+            if not whole and room > 0:
                 planned.append(_Range(entry, begin, begin + room))
             break
         # 3. The new offset and its plan.
@@ -456,7 +458,12 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             path, mtime_ns = r.entry[2], r.entry[0]
             listed_at = self._listed_at if self._listed_at is not None else now
             young = may_grow(mtime_ns, listed_at, hold_ns, mtime_current=current)
-            if r.end < r.size or path in releasing or not young or r.end == r.start:
+            # A compressed file's raw bytes have no lines to hold back (a stream still being
+            # written reads as what decompressed, as on the local engine).
+            compressed = (
+                self.config.rows is not None and codec_of(path, self.config.compression) is not None  # type: ignore[arg-type]
+            )
+            if r.end < r.size or path in releasing or not young or r.end == r.start or compressed:
                 kept.append(r)
                 continue
             try:
@@ -710,8 +717,9 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         size = 0
         for path, s, e, file_size, expected in ranges:
             at = s
+            whole = self.config.unsplittable(path)  # CSV, compressed: one task reads it all
             while at < e:
-                take = min(e - at, target - size)
+                take = e - at if whole else min(e - at, target - size)
                 current.append((path, at, at + take, file_size, expected))
                 at += take
                 size += take
@@ -840,7 +848,14 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         file_info = config.include_file_info
         for item in partition.ranges:
             _, start, end, size = item[:4]
-            if config.binary:
+            if config.rows is not None:
+                from operators.spark.rows_io import read_rows
+
+                rows = functools.partial(
+                    read_rows, self.fs, start=start, end=end, size=size, config=config
+                )
+                yield from self.relocating(item, rows)
+            elif config.binary:
                 blocks = functools.partial(
                     read_blocks,
                     self.fs,

@@ -1,0 +1,142 @@
+"""CSV and JSON-lines ranges read in a Spark task, without Spark: the planning keeps a CSV or
+compressed file whole, the reading owns each row once, a bad row is named."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes
+
+from operators.fs.local import LocalFileSystem
+from operators.source.rows import Rejected
+from operators.spark.options import scan_config
+from operators.spark.rows_io import read_rows
+from operators.spark.source import HdfsScanStreamReader, ScanPartition
+from region.errors import ConfigError
+from tests.spark.helpers import write_inputs
+
+T0 = 1_700_000_000_000_000_000
+SCHEMA = json.dumps({"id": "int64", "name": "string", "amount": "decimal(10,2)"})
+#: Row 2's name holds a line end and a comma; row "bad" has an id that is not an int64.
+CSV = b'id,name,amount\n1,plain,1.50\n2,"two\nlines, quoted",2.25\nbad,x,3\n3,"q""uote",4\n'
+ROWS = [
+    {"id": 1, "name": "plain", "amount": "1.50"},
+    {"id": 2, "name": "two\nlines, quoted", "amount": "2.25"},
+    {"id": 3, "name": 'q"uote', "amount": "4.00"},
+]
+
+
+def reader(src: Path, **options: str) -> HdfsScanStreamReader:
+    plans = str(src.parent / f"{src.name}-plans")
+    base = {"directory": str(src), "plan_dir": plans, "schema": SCHEMA}
+    return HdfsScanStreamReader(scan_config({**base, **options}))
+
+
+def records(r: HdfsScanStreamReader, limit: Any = None) -> tuple[list[list[Any]], list[dict]]:
+    """Each partition's ranges of one batch, and the rows read from them."""
+    start = r.initialOffset()
+    end = r.latestOffset(start, limit or ReadAllAvailable())
+    parts, rows = [], []
+    for p in r.partitions(start, end):
+        assert isinstance(p, ScanPartition)
+        parts.append([(Path(x[0]).name, x[1], x[2]) for x in p.ranges])
+        rows += [row for batch in r.read(p) for row in batch.to_pylist()]
+    for row in rows:
+        if "amount" in row:
+            row["amount"] = str(row["amount"])
+    return parts, rows
+
+
+def test_a_csv_file_is_one_range_whatever_the_split_size_and_each_row_is_read_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    src = tmp_path / "in"
+    write_inputs(src, {"a.csv": CSV, "b.csv.gz": gzip.compress(CSV)}, T0)
+    r = reader(src, format="csv", split_size="8", include_file_info="true")
+    with caplog.at_level(logging.ERROR, logger="operators.spark.rows_io"):
+        parts, rows = records(r)
+    # A split of 8 bytes would cut the quoted line end: each file is one task's, whole.
+    gz_size = (src / "b.csv.gz").stat().st_size
+    assert parts == [[("a.csv", 0, len(CSV))], [("b.csv.gz", 0, gz_size)]]
+    offsets = [15, 28, 63]  # of each row, in the (decompressed) file
+    expected = [
+        {**row, "file": f"file://{src / name}", "offset": at}
+        for name in ("a.csv", "b.csv.gz")
+        for row, at in zip(ROWS, offsets, strict=True)
+    ]
+    assert rows == expected
+    # The bad row, named by file, byte offset, column and value, once per file.
+    bad = [r.getMessage() for r in caplog.records if "skipped the row" in r.getMessage()]
+    assert len(bad) == 2
+    assert f"{src / 'a.csv'} at byte 55: column 'id': 'bad' is not a int64" in bad[0]
+    assert "'bad,x,3'" in bad[0]
+
+
+def test_a_csv_file_is_never_cut_by_a_batch_limit(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    write_inputs(src, {"a.csv": CSV, "b.csv": CSV}, T0)
+    r = reader(src, format="csv", max_bytes_per_trigger="20")
+    parts, rows = records(r, ReadMaxBytes(20))
+    assert parts == [[("a.csv", 0, len(CSV))]]  # one whole file, not 20 bytes of it
+    assert rows == ROWS
+
+
+def test_jsonl_ranges_cut_anywhere_read_each_row_once(tmp_path: Path) -> None:
+    lines = [json.dumps({"id": i, "name": f"n{i}", "amount": i / 4}) for i in range(40)]
+    data = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(data)
+    config = scan_config(
+        {"directory": str(tmp_path), "plan_dir": str(tmp_path) + "-p", "schema": SCHEMA}
+        | {"format": "jsonl"}
+    )
+    fs = LocalFileSystem()
+    for cut in (1, 7, 40, 333, len(data) - 1):
+        got = []
+        for start, end in ((0, cut), (cut, len(data))):
+            for batch in read_rows(fs, str(path), start, end, size=len(data), config=config):
+                got += [row["id"] for row in batch.to_pylist()]
+        assert got == list(range(40)), cut
+
+
+def test_a_gzip_file_that_grew_by_a_member_is_read_on_after_what_was_read(
+    tmp_path: Path,
+) -> None:
+    first, more = CSV, b"4,later,5\n"
+    path = tmp_path / "a.csv.gz"
+    head = gzip.compress(first)
+    path.write_bytes(head + gzip.compress(more))
+    config = scan_config(
+        {"directory": str(tmp_path), "plan_dir": str(tmp_path) + "-p", "schema": SCHEMA}
+        | {"format": "csv", "include_file_info": "true"}
+    )
+    rejected: list[Rejected] = []
+    size = path.stat().st_size
+    batches = read_rows(
+        LocalFileSystem(),
+        str(path),
+        len(head),
+        size,
+        size=size,
+        config=config,
+        on_rejected=rejected.append,
+    )
+    rows = [row for b in batches for row in b.to_pylist()]
+    # The header is the file's; the offset counts decompressed bytes, as the local engine's.
+    assert [(r["id"], r["name"], r["offset"]) for r in rows] == [(4, "later", len(first))]
+    assert rejected == []
+
+
+def test_compressed_lines_are_still_refused_and_jsonl_needs_a_schema(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    write_inputs(src, {"a.txt.gz": gzip.compress(b"x\n")}, T0)
+    r = HdfsScanStreamReader(scan_config({"directory": str(src), "plan_dir": f"{src}-p"}))
+    with pytest.raises(ValueError, match="reads decompressed for format = 'csv' or 'jsonl'"):
+        r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    with pytest.raises(ConfigError, match="format='jsonl' needs the option 'schema'"):
+        scan_config({"directory": str(src), "plan_dir": f"{src}-p", "format": "jsonl"})
