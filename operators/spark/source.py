@@ -471,6 +471,10 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             except FileNotFoundError:
                 kept.append(r)  # the batch's read says so
                 continue
+            if end < r.end and self.config.unsplittable(path):
+                # A CSV line end may be inside a quoted value: the whole rest waits (read at
+                # once when its last row ends or the file is unchanged for hold_partial_line).
+                end = r.start
             if end < r.end:
                 held.append([path, mtime_ns, r.entry[3], end, now])
                 logger.debug(

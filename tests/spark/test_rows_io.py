@@ -140,3 +140,22 @@ def test_compressed_lines_are_still_refused_and_jsonl_needs_a_schema(tmp_path: P
         r.latestOffset(r.initialOffset(), ReadAllAvailable())
     with pytest.raises(ConfigError, match="format='jsonl' needs the option 'schema'"):
         scan_config({"directory": str(src), "plan_dir": f"{src}-p", "format": "jsonl"})
+
+
+def test_a_young_csv_file_whose_last_row_has_no_line_end_waits_whole(tmp_path: Path) -> None:
+    """The planner holds a young file's unterminated last line back; a CSV line end may be
+    inside a quoted value, so the whole file waits (never a range ending inside a row)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    path = src / "a.csv"
+    path.write_bytes(b'id,name,amount\n1,"first\nhalf')  # mtime now: young, still written
+    r = reader(src, format="csv", hold_partial_line="1s")
+    o0 = r.initialOffset()
+    o1 = r.latestOffset(o0, ReadAllAvailable())
+    assert list(r.partitions(o0, o1)) == [] and len(o1["held"]) == 1
+    with path.open("ab") as f:
+        f.write(b' second",1.5\n')
+    o2 = r.latestOffset(o1, ReadAllAvailable())
+    parts = r.partitions(o1, o2)
+    rows = [row for p in parts for b in r.read(p) for row in b.to_pylist()]
+    assert [(x["id"], x["name"]) for x in rows] == [(1, "first\nhalf second")]
