@@ -201,6 +201,11 @@ INTEGRATION_TESTS = {
     "test_on_hdfs_five_files_landing_five_ways_in_cron_runs_are_each_read_once[spark]",
     "tests/cli/test_landing_by_content.py::"
     "test_on_spark_a_log_rotated_while_the_job_is_down_mid_file_is_read_once",
+    # CSV rows on Spark under SIGKILL and through a streaming query: test_rows_spark's fused
+    # run and schema, and test_rows_io's reading (without Spark), stay.
+    "tests/spark/test_rows_crash.py::"
+    "test_sigkill_of_a_fused_csv_run_mid_way_then_a_rerun_publish_every_row_once",
+    "tests/spark/test_rows_spark.py::test_hdfs_scan_reads_each_csv_row_once_whole_gzip_too",
 }
 
 

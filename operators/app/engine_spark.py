@@ -75,8 +75,19 @@ def _transformed(spark: SparkSession, frame: DataFrame, config: PipelineConfig) 
 
     func = load_function(transform.function, config.folder)
     binary = config.source.format == "binary"
+    if config.source.schema_ is not None:
+        # Records with columns: the function gets each as a dict, as on the local engine.
+        from pyspark.sql.functions import struct
+
+        apply = udf(functools.partial(_of_row, func), "string")
+        records = struct(*[col(f"`{name}`") for name in config.source.schema_])
+        return frame.select(apply(records).alias("value")).where(col("value").isNotNull())
     apply = udf(func, "binary" if binary else "string")
     return frame.select(apply(col("value")).alias("value")).where(col("value").isNotNull())
+
+
+def _of_row(func: Callable[[Any], Any], row: Any) -> Any:
+    return func(row.asDict())
 
 
 class _Stop:
@@ -440,7 +451,12 @@ def _runner(
                 "over Spark Connect the input count of a fused batch is not observable"
             )
         else:
-            node = stateful_part(spark, sql, binary=config.source.format == "binary")
+            node = stateful_part(
+                spark,
+                sql,
+                binary=config.source.format == "binary",
+                schema=_input_schema(config),
+            )
             reason = None if node is None else f"it keeps state across batches ({node})"
         if reason is not None:
             check_streaming_on_yarn(config, f"[transform] sql: {reason}, a streaming query")
@@ -468,6 +484,15 @@ def _runner(
         on_progress=totals.on_batch,
         on_restart=on_restart,
     )
+
+
+def _input_schema(config: PipelineConfig) -> str | None:
+    """The columns ``hdfs_scan`` gives a transform (``None``: ``value`` alone)."""
+    if config.source.schema_ is None:
+        return None
+    from operators.spark.config import spark_columns
+
+    return spark_columns(config.source.schema_)
 
 
 def _streaming(

@@ -20,7 +20,7 @@ from operators.sink.owner import SINK_DIR
 from operators.sink.settings import SinkSettings
 from operators.spark.batchlog import PLANS_DIR, SPARK_DIR
 from operators.spark.executors import check_shared_path
-from operators.spark.options import FILE_FIELDS, SCAN_FIELDS
+from operators.spark.options import FILE_FIELDS, JSON_FIELDS, SCAN_FIELDS, rows_need_transform
 from region.errors import ConfigError
 
 __all__ = [
@@ -151,12 +151,17 @@ class SparkPlan:
     def _source_options(self) -> dict[str, str]:
         config = self.config
         scan, source = config.scan, config.source
-        if source.format not in ("line", "binary"):
+        if source.format == "jsonl" and source.schema_ is None:
             msg = (
-                f"[source] format = {source.format!r}: the spark engine reads lines and blocks "
-                "only so far; rows with columns are read by the local engine (engine = 'local')"
+                "[source] format = 'jsonl': the spark engine needs [source.schema] (a "
+                "DataFrame's columns are known before any file is read), e.g. "
+                'schema = { id = "int64", name = "string" }'
             )
             raise ConfigError(msg)
+        if source.format in ("csv", "jsonl") and config.transform is None:
+            sink_format = config.sink.format
+            if sink_format in ("line", "binary"):
+                raise ConfigError(rows_need_transform(source.format))
         options = self._fs_options()
         options["directory"] = self._without_password("[scan] directory", config.scan_directory)
         paths = ("directory", "archive_dir")  # as given, each checked for a password below
@@ -183,7 +188,10 @@ class SparkPlan:
             if field in scan.model_fields_set:
                 logger.warning("[scan] %s is not used by the spark engine", field)
         for field in FILE_FIELDS:
-            options[field] = _text(getattr(source, field))
+            value = getattr(source, field)
+            if value is None:
+                continue  # the default (no schema, no escape)
+            options[field] = json.dumps(_listed(value)) if field in JSON_FIELDS else _text(value)
         if "init_delay" in source.model_fields_set:
             logger.warning("[source] init_delay is not used by the spark engine")
         spark = config.spark
@@ -295,6 +303,13 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _listed(value: Any) -> Any:
+    """A value for JSON: a tuple as a list, a mapping as a dict."""
+    if isinstance(value, tuple):
+        return list(value)
+    return dict(value) if hasattr(value, "items") else value
 
 
 def _join(path: str, name: str) -> str:

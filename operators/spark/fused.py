@@ -106,6 +106,11 @@ class _Task:
     #: local property, which a Spark Connect client cannot set.
     batch_id: int
 
+    @property
+    def rows(self) -> bool:
+        """Whether the records are CSV or JSON rows with columns (not a ``value``)."""
+        return self.reader.config.rows is not None
+
 
 def _transformed(
     batches: Iterator[pa.RecordBatch], task: _Task, counted: list[int]
@@ -119,7 +124,10 @@ def _transformed(
         if task.transform is None:
             yield batch
             continue
-        values = [task.transform(v) for v in batch.column(0).to_pylist()]
+        if task.rows:  # records with columns: each a dict, as the local engine hands them on
+            values = [task.transform(r) for r in batch.to_pylist()]
+        else:
+            values = [task.transform(v) for v in batch.column(0).to_pylist()]
         kept = [v for v in values if v is not None]
         name = getattr(task.transform, "__qualname__", repr(task.transform))
         wanted = "bytes" if task.binary else "str"
@@ -142,7 +150,12 @@ def _verbatim(task: _Task) -> bool:
     decoded): UTF-8 lines in and out, no transform, nothing added, no file limits."""
     scan = task.reader.config
     utf8 = codecs.lookup(scan.encoding).name == "utf-8"
-    plain = not scan.binary and not scan.include_file_info and task.transform is None
+    plain = (
+        not scan.binary
+        and scan.rows is None
+        and not scan.include_file_info
+        and task.transform is None
+    )
     return utf8 and plain and task.writer.accepts_lines
 
 
@@ -401,8 +414,9 @@ class FusedRunner:
     ) -> None:
         from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-        from operators.spark.options import scan_config, sink_config
+        from operators.spark.options import rows_need_transform, scan_config, sink_config
         from operators.spark.registration import is_connect
+        from region.errors import ConfigError
 
         if frame is not None and is_connect(spark):
             # A SQL transform reads the observed frame through the view ``input``, and a Spark
@@ -424,22 +438,23 @@ class FusedRunner:
         columns = [StructField("value", value)]
         if sink.attribute is not None:
             columns.insert(0, StructField(sink.attribute, StringType()))
-        if sink.table is not None and frame is None:
-            from region.errors import ConfigError
-
+        if sink.table is not None and frame is None and scan.rows is None:
             # The tasks read lines or blocks: a DataFrame transform gives the columns.
             msg = (
-                f"hdfs_sink format={sink.table.format!r} writes the columns of a DataFrame "
-                "transform (a SQL one: [transform] sql); a fused run without one has only lines"
+                f"hdfs_sink format={sink.table.format!r} writes records with columns: read "
+                "rows ([source] format = 'csv' or 'jsonl' with a schema) or give a DataFrame "
+                "transform ([transform] sql); a fused run without either has only lines"
             )
             raise ConfigError(msg)
         if sink.table is not None:
             from operators.spark.tables import note_batch_files
 
             note_batch_files(sink)
-        # Records with columns: each batch's writer is made with the transform's columns.
+        # Records with columns: each batch's writer is made with the columns it gets.
         schema = StructType(columns) if sink.table is None else None
         self.writer = HdfsSinkStreamWriter(sink, schema)
+        if scan.rows is not None and sink.table is None and transform is None and frame is None:
+            raise ConfigError(rows_need_transform(scan.rows.format))
         self.transform = transform
         #: A DataFrame transform between the reading and the writing half of each task.
         self.frame = frame

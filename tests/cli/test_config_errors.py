@@ -210,7 +210,13 @@ def test_bad_values_exit_2_naming_key_and_value(
         (
             "spark",
             {"source": 'format = "jsonl"'},
-            "[source] format = 'jsonl': the spark engine reads lines and blocks only so far",
+            "[source] format = 'jsonl': the spark engine needs [source.schema]",
+        ),
+        (
+            "spark",
+            {"source": 'format = "csv"\n[source.schema]\nid = "int64"'},
+            "[source] format = 'csv' reads records with columns, and the sink writes one value "
+            "per record (a line or a block): give a [transform]",
         ),
         (
             "spark",
