@@ -159,3 +159,39 @@ def test_a_young_csv_file_whose_last_row_has_no_line_end_waits_whole(tmp_path: P
     parts = r.partitions(o1, o2)
     rows = [row for p in parts for b in r.read(p) for row in b.to_pylist()]
     assert [(x["id"], x["name"]) for x in rows] == [(1, "first\nhalf second")]
+
+
+def test_on_hdfs_a_csv_and_a_gzipd_csv_are_read_whole_each_row_once(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    import posixpath
+    import time
+
+    from tests.conftest import CLUSTER_USER, real_fs
+
+    fs, base, sandbox = real_fs(request, "hdfs")
+    if sandbox is None:
+        pytest.skip("needs the sandbox's Hadoop configuration (HDFS_URI is set)")
+    landing = posixpath.join(base, f"rows-{time.monotonic_ns()}", "landing")
+    fs.mkdirs(landing)
+    for name, data in (("a.csv", CSV), ("b.csv.gz", gzip.compress(CSV))):
+        writer = fs.create(posixpath.join(landing, name))
+        writer.write(data)
+        writer.close()
+        time.sleep(0.005)  # HDFS keeps milliseconds: distinct mtimes
+    r = HdfsScanStreamReader(
+        scan_config(
+            {
+                "directory": f"{sandbox.info.hdfs}{landing}",
+                "user": CLUSTER_USER,
+                "config_dir": sandbox.info.conf_dir,
+                "plan_dir": f"file://{tmp_path / 'plans'}",
+                "schema": SCHEMA,
+                "format": "csv",
+                "split_size": "8",
+            }
+        )
+    )
+    parts, rows = records(r)
+    assert [[name for name, _, _ in p] for p in parts] == [["a.csv"], ["b.csv.gz"]]
+    assert rows == ROWS + ROWS
