@@ -81,6 +81,7 @@ class Rows:
         null_values: tuple[str, ...] = ("",),
         on_bad_row: OnBadRow = "reject",
         read_head: Callable[[str, int], bytes],
+        record_offsets: bool = False,
     ) -> None:
         self._csv = fmt == "csv"
         self._encoding = encoding
@@ -112,6 +113,10 @@ class Rows:
                 ),
             )
         self.skipped = 0
+        #: With ``record_offsets``: the byte offset of each record of the last take, in order
+        #: (a reader that shows where each record starts: Spark's ``include_file_info``).
+        self._record_offsets = record_offsets
+        self.offsets: list[int] = []
         self._path = ""
         self._display = ""
         self._columns: list[str] | None = None  # the file's header, once known
@@ -243,9 +248,17 @@ class Rows:
                 ends = ends[1:]
         # Typed before anything is consumed: a row that fails (on_bad_row = "fail") raises
         # with the offset still before it.
+        self.offsets = []
         records = self._block(buf[start : ends[-1]]) if ends else None
         if records is None:
             records = self._rows(buf, start, ends, offset)
+        elif self._record_offsets:  # every row of the block but blank lines, as Arrow reads
+            at = offset - self._pos
+            row = start
+            for end in ends:
+                if end - row > 2 or (end - row == 2 and buf[row] != 13):  # not "\n", "\r\n"
+                    self.offsets.append(at + row)
+                row = end
         if ends:
             start = ends[-1]
         size = start - self._pos
@@ -374,6 +387,8 @@ class Rows:
             rows.append(row)
             kept.append((at, text))
         schema = self._schema
+        if self._record_offsets:
+            self.offsets = [at for at, _ in kept]  # kept in step below as rows go bad
         if schema is None:
             return rows
         if not rows:
@@ -390,6 +405,8 @@ class Rows:
                 at, text = kept[i]
                 self._bad(at, str(exc), text, exc.name)
                 del rows[i], kept[i]
+                if self._record_offsets:
+                    del self.offsets[i]
                 if not rows:
                     return self._empty
                 continue

@@ -76,7 +76,9 @@ class RowsConfig:
     null_values: tuple[str, ...] = ("",)
     on_bad_row: OnBadRow = "reject"
 
-    def parser(self, encoding: str, read_head: Callable[[str, int], bytes]) -> Rows:
+    def parser(
+        self, encoding: str, read_head: Callable[[str, int], bytes], *, record_offsets: bool
+    ) -> Rows:
         from operators.source.rows import Rows
 
         return Rows(
@@ -90,6 +92,7 @@ class RowsConfig:
             null_values=self.null_values,
             on_bad_row=self.on_bad_row,
             read_head=read_head,
+            record_offsets=record_offsets,
         )
 
 

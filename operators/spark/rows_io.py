@@ -113,26 +113,24 @@ def read_rows(
         def read_head(p: str, length: int) -> bytes:
             return fs.read(p, 0, length)
 
-    parser = rows.parser(config.encoding, read_head)
-    parser.reading(path, display)
     file_info = config.include_file_info
+    parser = rows.parser(config.encoding, read_head, record_offsets=file_info)
+    parser.reading(path, display)
     schema = rows_schema(config)
-    # With file_info each record's offset is needed: the parser is asked for one row at a
-    # time (a record's offset is where its take starts); else for a batch of rows at once.
-    want = 1 if file_info else _BATCH
+    want = _BATCH
     tables: list[pa.Table] = []
     offsets: list[int] = []
     held = 0
     offset = begin
 
-    def taken(records: object, at: int) -> None:
+    def taken(records: object) -> None:
         nonlocal held
         assert isinstance(records, Columns)
         if len(records):
             tables.append(records.table)
             held += len(records)
             if file_info:
-                offsets.extend([at] * len(records))
+                offsets.extend(parser.offsets)
         for bad in parser.take_rejected():
             on_rejected(bad)
 
@@ -154,13 +152,13 @@ def read_rows(
         parser.push(data)
         while (got := parser.take(want, offset)) is not None:
             records, consumed = got
-            taken(records, offset)
+            taken(records)
             offset += consumed
             if held >= _BATCH and (batch := flush()) is not None:
                 yield batch
     if parser.unfinished():  # the file's last row, without a line end
         records, consumed = parser.take_unfinished(offset)
-        taken(records, offset)
+        taken(records)
     if (batch := flush()) is not None:
         yield batch
 

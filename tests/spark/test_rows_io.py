@@ -195,3 +195,32 @@ def test_on_hdfs_a_csv_and_a_gzipd_csv_are_read_whole_each_row_once(
     parts, rows = records(r)
     assert [[name for name, _, _ in p] for p in parts] == [["a.csv"], ["b.csv.gz"]]
     assert rows == ROWS + ROWS
+
+
+@pytest.mark.parametrize("quoted", [False, True], ids=["arrow-block", "row-by-row"])
+def test_each_records_offset_is_where_its_row_starts_on_both_parse_paths(
+    tmp_path: Path, quoted: bool
+) -> None:
+    # A quote or a bad row sends the block row by row; else Arrow reads it at once.
+    name, bad = (b'"b"', b"x,bad,1\n") if quoted else (b"b", b"")
+    data = b"id,name,amount\n1,a,1\n\n2," + name + b",2\r\n" + bad + b"3,c,3"
+    path = tmp_path / "a.csv"
+    path.write_bytes(data)
+    config = scan_config(
+        {"directory": str(tmp_path), "plan_dir": str(tmp_path) + "-p", "schema": SCHEMA}
+        | {"format": "csv", "include_file_info": "true"}
+    )
+    rows = [
+        (row["id"], row["offset"])
+        for b in read_rows(
+            LocalFileSystem(),
+            str(path),
+            0,
+            len(data),
+            size=len(data),
+            config=config,
+            on_rejected=lambda r: None,
+        )
+        for row in b.to_pylist()
+    ]
+    assert rows == [(1, data.index(b"1,a")), (2, data.index(b"2,")), (3, data.index(b"3,c"))]
