@@ -206,6 +206,8 @@ INTEGRATION_TESTS = {
     "tests/spark/test_rows_crash.py::"
     "test_sigkill_of_a_fused_csv_run_mid_way_then_a_rerun_publish_every_row_once",
     "tests/spark/test_rows_spark.py::test_hdfs_scan_reads_each_csv_row_once_whole_gzip_too",
+    "tests/spark/test_rows_spark.py::"
+    "test_a_streaming_run_of_csv_rows_writes_what_the_local_engine_writes",
 }
 
 

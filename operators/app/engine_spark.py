@@ -79,15 +79,12 @@ def _transformed(spark: SparkSession, frame: DataFrame, config: PipelineConfig) 
         # Records with columns: the function gets each as a dict, as on the local engine.
         from pyspark.sql.functions import struct
 
-        apply = udf(functools.partial(_of_row, func), "string")
+        # (A lambda: pyspark reads a function's type hints to choose a pandas UDF.)
+        apply = udf(lambda row: func(row.asDict()), "string")
         records = struct(*[col(f"`{name}`") for name in config.source.schema_])
         return frame.select(apply(records).alias("value")).where(col("value").isNotNull())
     apply = udf(func, "binary" if binary else "string")
     return frame.select(apply(col("value")).alias("value")).where(col("value").isNotNull())
-
-
-def _of_row(func: Callable[[Any], Any], row: Any) -> Any:
-    return func(row.asDict())
 
 
 class _Stop:

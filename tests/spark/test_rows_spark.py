@@ -18,6 +18,7 @@ from operators.spark.fused import FusedRunner, sql_transform
 from region.errors import ConfigError
 from region.settings import RegionSettings
 from tests.spark.helpers import leftovers, published_lines, write_inputs
+from tests.spark.test_spark_real_hdfs import restored_process  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.spark
 
@@ -192,6 +193,7 @@ file = "{root}/out-local/part-%FILENUM.txt"
 """
 
 
+@pytest.mark.usefixtures("restored_process")  # the command owns logging and the environment
 def test_a_per_record_function_gets_each_row_as_a_dict_and_both_engines_write_the_same(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -208,3 +210,27 @@ def test_a_per_record_function_gets_each_row_as_a_dict_and_both_engines_write_th
     assert spark_lines == published_lines(tmp_path / "out-local")
     assert len(spark_lines) == 35
     assert spark_lines[3] == "3|'row 3,\\nsecond line'|3.25|2026-11-04|True"
+
+
+@pytest.mark.usefixtures("restored_process")  # the command owns logging and the environment
+def test_a_streaming_run_of_csv_rows_writes_what_the_local_engine_writes(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``[spark] execution = "streaming"``: ``hdfs_scan`` -> the function (each row a dict,
+    through a UDF over the row's columns) -> ``hdfs_sink``, through the command."""
+    from operators.app.cli import main
+
+    files = {"a.csv": csv_file(0, 25, bad=True), "b.csv.gz": gzip.compress(csv_file(25, 10))}
+    write_inputs(tmp_path / "in", files, T0)
+    schema = "\n".join(f'{name} = "{type_}"' for name, type_ in SCHEMA.items())
+    local = tmp_path / "local.toml"
+    local.write_text(LOCAL.format(root=tmp_path, schema=schema))
+    assert main(["run", str(local), "--available-now"]) == 0
+    streaming = tmp_path / "spark.toml"
+    text = LOCAL.format(root=tmp_path, schema=schema)
+    text = text.replace('engine = "local"', 'engine = "spark"').replace("-local", "-spark")
+    streaming.write_text(text + '[spark]\nexecution = "streaming"\n')
+    code = main(["run", str(streaming), "--available-now", "--no-progress"])
+    assert code == 0, capsys.readouterr().err[-3000:]
+    assert published_lines(tmp_path / "out-spark") == published_lines(tmp_path / "out-local")
+    assert len(published_lines(tmp_path / "out-spark")) == 35
