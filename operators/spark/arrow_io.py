@@ -31,6 +31,7 @@ __all__ = [
     "read_blocks",
     "read_lines",
     "record_schema",
+    "repeat",
 ]
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def record_schema(*, binary: bool, file_info: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _repeat(text: str, n: int) -> pa.Array:
+def repeat(text: str, n: int) -> pa.Array:
     """``n`` copies of ``text`` as a string array, built from buffers."""
     data = text.encode()
     offsets = np.arange(0, (n + 1) * len(data), len(data) or 1, dtype=np.int32)[: n + 1]
@@ -272,7 +273,7 @@ def read_lines(
             starts = starts[kept]
         columns = [values]
         if file_info:
-            columns += [_repeat(display, len(values)), pa.array(starts, pa.int64())]
+            columns += [repeat(display, len(values)), pa.array(starts, pa.int64())]
         if len(values):
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
         if limit < total:
@@ -369,7 +370,7 @@ def read_blocks(
         )
         columns = [values]
         if file_info:
-            columns += [_repeat(fs.display(path), n), pa.array(offsets[:-1] + pos, pa.int64())]
+            columns += [repeat(fs.display(path), n), pa.array(offsets[:-1] + pos, pa.int64())]
         yield pa.RecordBatch.from_arrays(columns, schema=schema)
         pos += len(data)
 

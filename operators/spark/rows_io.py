@@ -36,6 +36,7 @@ from operators.common.errors import short
 from operators.source.compressed import codec_of, range_stream
 from operators.source.ledger import Expected, verify
 from operators.source.rows import Rejected
+from operators.spark.arrow_io import first_line_start, repeat
 from region.errors import permanent
 from region.fs import FileSystem
 
@@ -141,7 +142,7 @@ def read_rows(
         table = pa.concat_tables(tables)
         columns = [c.combine_chunks() for c in table.columns]
         if file_info:
-            columns += [pa.array([display] * held, pa.string()), pa.array(offsets, pa.int64())]
+            columns += [repeat(display, held), pa.array(offsets, pa.int64())]
         batch = pa.RecordBatch.from_arrays(columns, schema=schema)
         tables.clear()
         offsets.clear()
@@ -204,6 +205,4 @@ def _decompressed_length(fs: FileSystem, path: str, codec: str, raw: int) -> int
 
 def _line_start(fs: FileSystem, path: str, at: int, size: int) -> int:
     """The offset of the first line starting at or after ``at`` (``size`` when none does)."""
-    from operators.spark.arrow_io import first_line_start
-
     return first_line_start(fs, path, at, size, 64 << 10)
