@@ -18,9 +18,12 @@ Which rows a range owns:
   bytes of what was read before, so offsets count decompressed bytes as the local engine's do.
 
 Bytes appended after the plan are never read: a batch run again after a crash reads the same
-rows. A row that does not fit (``on_bad_row = "reject"``) goes where the local engine's rejects
-go without a rejects file: logged at ERROR naming file, byte offset, column and value (the
-Spark engine has no rejects file yet); ``skip`` logs a WARNING, ``fail`` fails the task.
+rows. A compressed file must be whole when listed (a stream cut short fails the batch, naming
+the file and the way: a hidden name while it lands, or ``min_file_age``).
+
+A row that does not fit (``on_bad_row = "reject"``) goes where the local engine's rejects go
+without a rejects file: logged at ERROR naming file, byte offset, column and value (the Spark
+engine has no rejects file yet); ``skip`` logs a WARNING, ``fail`` fails the task.
 """
 
 from __future__ import annotations
@@ -188,7 +191,14 @@ def _decompressed(
         try:
             data = stream.read(chunk)
         except OSError as exc:
-            msg = f"{fs.display(path)} is not a whole {codec} stream: {exc}"
+            # A task reads the raw bytes planned, whole: a stream cut short is no file the
+            # batch can read (the local engine reads on as it grows; here it must be whole).
+            msg = (
+                f"{fs.display(path)} is not a whole {codec} stream in its first {size} bytes "
+                f"({exc}): a compressed file is read whole on Spark, so it must be complete "
+                "when listed: land it under a hidden name (.name, _name or name._COPYING_) "
+                "and rename it, or set [scan] min_file_age"
+            )
             raise permanent(OSError(msg)) from None
         if not data:
             return

@@ -224,3 +224,16 @@ def test_each_records_offset_is_where_its_row_starts_on_both_parse_paths(
         for row in b.to_pylist()
     ]
     assert rows == [(1, data.index(b"1,a")), (2, data.index(b"2,")), (3, data.index(b"3,c"))]
+
+
+def test_a_compressed_file_cut_short_fails_naming_it_and_the_way(tmp_path: Path) -> None:
+    path = tmp_path / "a.csv.gz"
+    whole = gzip.compress(CSV * 50)
+    path.write_bytes(whole[: len(whole) // 2])  # still being copied when listed
+    config = scan_config(
+        {"directory": str(tmp_path), "plan_dir": str(tmp_path) + "-p", "schema": SCHEMA}
+        | {"format": "csv"}
+    )
+    size = path.stat().st_size
+    with pytest.raises(OSError, match=r"a\.csv\.gz is not a whole gzip stream .* hidden name"):
+        list(read_rows(LocalFileSystem(), str(path), 0, size, size=size, config=config))
