@@ -201,13 +201,15 @@ INTEGRATION_TESTS = {
     "test_on_hdfs_five_files_landing_five_ways_in_cron_runs_are_each_read_once[spark]",
     "tests/cli/test_landing_by_content.py::"
     "test_on_spark_a_log_rotated_while_the_job_is_down_mid_file_is_read_once",
-    # CSV rows on Spark under SIGKILL and through a streaming query: test_rows_spark's fused
-    # run and schema, and test_rows_io's reading (without Spark), stay.
+    # CSV rows on Spark under SIGKILL, through a streaming query, beside the local engine:
+    # test_rows_spark's fused SQL run and schema, and test_rows_io's reading, stay.
     "tests/spark/test_rows_crash.py::"
     "test_sigkill_of_a_fused_csv_run_mid_way_then_a_rerun_publish_every_row_once",
     "tests/spark/test_rows_spark.py::test_hdfs_scan_reads_each_csv_row_once_whole_gzip_too",
     "tests/spark/test_rows_spark.py::"
     "test_a_streaming_run_of_csv_rows_writes_what_the_local_engine_writes",
+    "tests/spark/test_rows_spark.py::"
+    "test_a_per_record_function_gets_each_row_as_a_dict_and_both_engines_write_the_same",
 }
 
 
