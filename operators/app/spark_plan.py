@@ -241,13 +241,16 @@ class SparkPlan:
             )
             raise ConfigError(msg)
         table = sink.format not in ("line", "binary")
-        if table and (transform is None or transform.sql is None):
-            # The spark engine reads lines and blocks: the columns come from a SQL transform.
+        rows = self.config.source.format not in ("line", "binary")
+        from_rows = rows and transform is None
+        if table and not from_rows and (transform is None or transform.sql is None):
+            # The columns come from the rows read or from a SQL transform.
             msg = (
-                f"[sink] format = {sink.format!r}: the spark engine writes the columns of a "
+                f"[sink] format = {sink.format!r}: the spark engine writes the columns of the "
+                "rows read ([source] format = 'csv' or 'jsonl', no transform) or of a "
                 "[transform] sql (e.g. sql = \"SELECT CAST(split(value, ',')[0] AS BIGINT) AS "
-                'id, ... FROM input"); records with columns from a function or from [source] '
-                "are written by the local engine (engine = 'local')"
+                'id, ... FROM input"); records with columns from a function are written by the '
+                "local engine (engine = 'local')"
             )
             raise ConfigError(msg)
         options = self._fs_options()

@@ -438,7 +438,7 @@ class FusedRunner:
         columns = [StructField("value", value)]
         if sink.attribute is not None:
             columns.insert(0, StructField(sink.attribute, StringType()))
-        if sink.table is not None and frame is None and scan.rows is None:
+        if sink.table is not None and frame is None and (scan.rows is None or transform):
             # The tasks read lines or blocks: a DataFrame transform gives the columns.
             msg = (
                 f"hdfs_sink format={sink.table.format!r} writes records with columns: read "
@@ -450,8 +450,11 @@ class FusedRunner:
             from operators.spark.tables import note_batch_files
 
             note_batch_files(sink)
-        # Records with columns: each batch's writer is made with the columns it gets.
+        # Records with columns: each batch's writer is made with the columns it gets, which
+        # are the rows' as read when no transform is between the two halves.
         schema = StructType(columns) if sink.table is None else None
+        if sink.table is not None and frame is None and transform is None:
+            schema = spark.createDataFrame([], scan.schema()).schema
         self.writer = HdfsSinkStreamWriter(sink, schema)
         if scan.rows is not None and sink.table is None and transform is None and frame is None:
             raise ConfigError(rows_need_transform(scan.rows.format))

@@ -221,7 +221,8 @@ def test_bad_values_exit_2_naming_key_and_value(
         (
             "spark",
             {"sink": 'file = "o/%FILENUM"\nformat = "jsonl"'},
-            "[sink] format = 'jsonl': the spark engine writes the columns of a [transform] sql",
+            "[sink] format = 'jsonl': the spark engine writes the columns of the rows read "
+            "([source] format = 'csv' or 'jsonl', no transform) or of a [transform] sql",
         ),
         (
             "local",

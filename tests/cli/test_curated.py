@@ -248,3 +248,77 @@ def test_after_read_deletes_a_compressed_file_once_its_rows_are_published(
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "out" / "part-0.jsonl").read_text() == '{"id":1}\n{"id":2}\n'
     assert list(landing.iterdir()) == []  # the compressed file, read whole, is gone
+
+
+SPARK_CONFIG = """\
+engine = "spark"
+{filesystem}
+[region]
+checkpoint_dir = "{root}/checkpoints"
+[scan]
+directory = "{root}/landing"
+[source]
+format = "csv"
+[source.schema]
+id = "int64"
+name = "string"
+day = "date"
+amount = "decimal(12,2)"
+[sink]
+file = "{root}/out/part-%FILENUM.parquet"
+format = "parquet"
+compression = "zstd"
+partition_by = ["month"]
+[sink.derived]
+month = {{ column = "day", strftime = "%Y-%m" }}
+[spark]
+max_files_per_trigger = 1
+"""
+
+
+@pytest.mark.integration  # four Spark runs
+def test_on_spark_csv_landing_into_parquet_without_a_transform_through_kill_9_is_every_row_once(
+    curated: tuple[Curated, Path],
+) -> None:
+    """The Spark engine reads the rows and writes their columns (no transform between): killed
+    after a published batch, twice, a file landing while it is down, every row is published
+    once with its types, and no bad row (Spark logs them: it keeps no rejects file)."""
+    data, config = curated
+    text = config.read_text()
+    filesystem = text.split("[region]")[0].removeprefix('engine = "local"\n')
+    config.write_text(SPARK_CONFIG.format(filesystem=filesystem, root=data.root))
+    for _ in range(4):
+        data.land(60)
+    rng = random.Random(11)
+    killed = 0
+    for kill in range(2):
+        running = start_cli(
+            "run", str(config), "--available-now", "--no-progress", cwd=config.parent
+        )
+        try:
+            before = len(data.published())
+            deadline = time.monotonic() + 300
+            while len(data.published()) == before and running.poll() is None:
+                assert time.monotonic() < deadline, "no file published in 300 s"
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 1.0))
+            running.send_signal(signal.SIGKILL)
+            killed += running.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            if running.poll() is None:
+                running.kill()
+                running.wait()
+        if kill == 0:
+            data.land(50)  # a file lands while the job is down
+    done = cli(
+        "run", str(config), "--available-now", "--no-progress", timeout=600, cwd=config.parent
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert killed >= 1  # killed mid-run at least once, not after the end
+    got = sorted(data.published(), key=lambda r: r["id"])
+    expected = [
+        {**r, "amount": decimal.Decimal(r["amount"]), "month": r["day"].strftime("%Y-%m")}
+        for r in data.rows
+    ]
+    assert [r["id"] for r in got] == [r["id"] for r in expected]
+    assert got == expected  # the bad rows are not among them
