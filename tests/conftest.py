@@ -233,7 +233,7 @@ HEAVY_MODULES = {
     "tests/spark/test_yarn.py",
     "tests/spark/test_yarn_secure.py",
     "tests/spark/test_cluster.py",
-    "tests/bench/test_benchmarks.py",
+    "tests/bench/test_cluster_benchmark.py",
     "tests/spark/test_connect.py",
     "tests/security/test_kerberos.py",
 }
