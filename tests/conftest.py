@@ -29,6 +29,7 @@ import os
 import posixpath
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -307,6 +308,28 @@ def require_java_and_maven() -> None:
     pytest.skip(problem)
 
 
+#: Sandboxes signalled (SIGTERM) at their fixture's teardown, waited for by
+#: :func:`_sandboxes_stop_together` after the last: the shutdowns of a session's sandboxes (those
+#: of YARN mostly waits: a NodeManager's for its applications, the ResourceManager's for its
+#: nodes) overlap instead of following one another.
+_STOPPING: list[Sandbox] = []
+
+
+def _stop_soon(sandbox: Sandbox) -> None:
+    if sandbox.process.poll() is None:
+        sandbox.process.send_signal(signal.SIGTERM)
+    _STOPPING.append(sandbox)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sandboxes_stop_together() -> Iterator[None]:
+    """Set up before any sandbox, so torn down after all: waits for what :func:`_stop_soon`
+    signalled (:meth:`Sandbox.stop`: SIGKILL after its timeout)."""
+    yield
+    while _STOPPING:
+        _STOPPING.pop().stop()
+
+
 @pytest.fixture(scope="session")
 def hdfs_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     """The session's real HDFS: a NameNode and 2 DataNodes (Hadoop's MiniDFSCluster)."""
@@ -315,7 +338,7 @@ def hdfs_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     try:
         yield sandbox
     finally:
-        sandbox.stop()
+        _stop_soon(sandbox)
 
 
 @pytest.fixture(scope="session")
@@ -330,7 +353,7 @@ def yarn_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     try:
         yield sandbox
     finally:
-        sandbox.stop()
+        _stop_soon(sandbox)
 
 
 def require_kerberos_client() -> None:
@@ -381,7 +404,7 @@ def secure_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        sandbox.stop()
+        _stop_soon(sandbox)
 
 
 #: The delegation tokens' lifetime on ``secure_yarn_sandbox`` (seconds): hdfs-native passes over
@@ -407,7 +430,7 @@ def secure_yarn_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sa
     try:
         yield sandbox
     finally:
-        sandbox.stop()
+        _stop_soon(sandbox)
 
 
 def cluster_settings(uri: str, sandbox: Sandbox | None, **overrides: object) -> FileSystemSettings:
