@@ -240,6 +240,30 @@ HEAVY_MODULES = {
 }
 
 
+#: The longest modules of the integration tier outside the heavy unit, longest first (seconds of
+#: a CI run): handed out right after the heavy unit, longest first, so that the run does not end
+#: with one worker on a long module while the other has nothing left. The others follow in
+#: their collection order (tests/test_tiers.py checks these exist).
+LONG_MODULES = (
+    "tests/cli/test_landing_by_content.py",  # ~300
+    "tests/cli/test_spark.py",  # ~160
+    "tests/campaign/test_fault_campaign.py",  # ~155
+    "tests/cli/test_ha_sandbox.py",  # ~120
+    "tests/spark/test_spark_crash.py",  # ~105
+    "tests/test_docs.py",  # ~95
+    "tests/cli/test_real_hdfs.py",  # ~85
+    "tests/cli/test_late_files.py",  # ~55
+)
+
+
+def _order(item: pytest.Item) -> tuple[int, int]:
+    """Where ``item`` runs: by :func:`_heavy_rank`, then the place of its module in
+    :data:`LONG_MODULES` (past its end for the others)."""
+    module = item.nodeid.split("::", 1)[0]
+    long = LONG_MODULES.index(module) if module in LONG_MODULES else len(LONG_MODULES)
+    return _heavy_rank(item), long
+
+
 def _heavy_rank(item: pytest.Item) -> int:
     """The first heavy fixture ``item`` uses, by its place in :data:`HEAVY_FIXTURES`; past
     its end for a test that uses none."""
@@ -273,8 +297,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the integration tier before ``-m`` selects: the tests of the heavy fixtures
     (whatever module they are in) and :data:`INTEGRATION_TESTS`. The heavy parts' tests come
-    first, in the order of :data:`HEAVY_FIXTURES`; each is in one of :data:`HEAVY_MODULES`."""
-    items.sort(key=_heavy_rank)  # stable: the order within each part stays
+    first, in the order of :data:`HEAVY_FIXTURES`; each is in one of :data:`HEAVY_MODULES`. Then
+    :data:`LONG_MODULES`, then the others."""
+    items.sort(key=_order)  # stable: the order within each part and module stays
     for item in items:
         heavy = _heavy_rank(item) < len(HEAVY_FIXTURES)
         if heavy and _work_unit(item.nodeid) != "heavy":
