@@ -502,7 +502,7 @@ public final class Sandbox {
     return yarn;
   }
 
-  private void shutdown() {
+  private void shutdown() throws InterruptedException {
     System.err.println("sandbox: shutting down");
     if (yarn != null) {
       yarn.stop();
@@ -965,14 +965,30 @@ public final class Sandbox {
           + ", \"nodemanagers\": " + nodeManagers.length;
     }
 
-    void stop() {
+    /**
+     * The NodeManagers stopped together (a NodeManager that ran an application waits 3 s for its
+     * containers, then 10 s for its log deleter's scheduled deletions), then the rest.
+     */
+    void stop() throws InterruptedException {
+      List<Thread> stopping = new ArrayList<>();
       for (int i = 0; i < nodeManagers.length; i++) {
         if (!stopped[i]) {
-          org.apache.hadoop.yarn.api.records.NodeId id =
-              nodeManagers[i].getNMContext().getNodeId();
-          nodeManagers[i].stop();
-          unregister(id);
+          NodeManager nm = nodeManagers[i];
+          org.apache.hadoop.yarn.api.records.NodeId id = nm.getNMContext().getNodeId();
+          Thread t =
+              new Thread(
+                  () -> {
+                    nm.stop();
+                    unregister(id);
+                  },
+                  "stop-nodemanager-" + i);
+          t.setDaemon(true);
+          t.start();
+          stopping.add(t);
         }
+      }
+      for (Thread t : stopping) {
+        t.join();
       }
       cluster.stop();
     }
