@@ -246,6 +246,9 @@ HEAVY_MODULES = {
 #: their collection order (tests/test_tiers.py checks these exist).
 LONG_MODULES = (
     "tests/cli/test_landing_by_content.py",  # ~300
+    "tests/spark/test_spark_tables.py",  # ~200
+    "tests/cli/test_curated.py",  # ~175
+    "tests/spark/test_rows_crash.py",  # ~130
     "tests/cli/test_spark.py",  # ~160
     "tests/campaign/test_fault_campaign.py",  # ~155
     "tests/cli/test_ha_sandbox.py",  # ~120
