@@ -165,6 +165,29 @@ def curated(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Curated, Pa
     return Curated(fs, root), config
 
 
+def kill_after_a_publish(
+    data: Curated, config: Path, delay: float, timeout: float, **env: str
+) -> bool:
+    """Run the job until it publishes a file, then ``delay`` seconds more, then SIGKILL it;
+    whether it was killed (it may have ended first)."""
+    running = start_cli(
+        "run", str(config), "--available-now", "--no-progress", cwd=config.parent, **env
+    )
+    try:
+        before = len(data.published())
+        deadline = time.monotonic() + timeout
+        while len(data.published()) == before and running.poll() is None:
+            assert time.monotonic() < deadline, f"no file published in {timeout} s"
+            time.sleep(0.02)
+        time.sleep(delay)
+        running.send_signal(signal.SIGKILL)  # (a no-op if it finished)
+        return bool(running.wait(timeout=30) == -signal.SIGKILL)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+
+
 def test_csv_landing_into_parquet_through_kill_9_is_every_row_once_typed(
     curated: tuple[Curated, Path],
 ) -> None:
@@ -189,27 +212,7 @@ def test_csv_landing_into_parquet_through_kill_9_is_every_row_once_typed(
     killed = 0
     try:
         for kill in range(3):
-            running = start_cli(
-                "run",
-                str(config),
-                "--available-now",
-                "--no-progress",
-                PACE="0.01",
-                cwd=config.parent,
-            )
-            try:
-                before = len(data.published())
-                deadline = time.monotonic() + 120
-                while len(data.published()) == before and running.poll() is None:
-                    assert time.monotonic() < deadline, "no file published in 120 s"
-                    time.sleep(0.02)
-                time.sleep(rng.uniform(0.05, 0.6))
-                running.send_signal(signal.SIGKILL)  # (a no-op if it finished)
-                killed += running.wait(timeout=30) == -signal.SIGKILL
-            finally:
-                if running.poll() is None:
-                    running.kill()
-                    running.wait()
+            killed += kill_after_a_publish(data, config, rng.uniform(0.05, 0.6), 120, PACE="0.01")
             if kill == 1:
                 data.land(50)  # a file lands while the job is down
         done = cli(
@@ -292,22 +295,7 @@ def test_on_spark_csv_landing_into_parquet_without_a_transform_through_kill_9_is
     rng = random.Random(11)
     killed = 0
     for kill in range(2):
-        running = start_cli(
-            "run", str(config), "--available-now", "--no-progress", cwd=config.parent
-        )
-        try:
-            before = len(data.published())
-            deadline = time.monotonic() + 300
-            while len(data.published()) == before and running.poll() is None:
-                assert time.monotonic() < deadline, "no file published in 300 s"
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 1.0))
-            running.send_signal(signal.SIGKILL)
-            killed += running.wait(timeout=30) == -signal.SIGKILL
-        finally:
-            if running.poll() is None:
-                running.kill()
-                running.wait()
+        killed += kill_after_a_publish(data, config, rng.uniform(0.0, 1.0), 300)
         if kill == 0:
             data.land(50)  # a file lands while the job is down
     done = cli(

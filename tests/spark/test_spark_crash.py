@@ -5,20 +5,22 @@ transform)."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from operators.spark.sink import FAULT_ENV
-from tests.spark.helpers import leftovers, lines_of, published_lines, write_inputs
+from tests.spark.helpers import (
+    kill_at,
+    leftovers,
+    lines_of,
+    published_lines,
+    start_worker,
+    write_inputs,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000_000_000
 INPUTS = {
     f"f{i}.txt": "".join(f"file {i} line {j}\n" for j in range(400)).encode() for i in range(3)
@@ -51,41 +53,6 @@ def command(tmp: Path, execution: str) -> list[str]:
     return [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
 
 
-def start_worker(tmp: Path, fault: str | None, execution: str) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, HDFS_REGION_FAULT_DIR=str(tmp / "faults"))
-    env.pop(FAULT_ENV, None)
-    if fault is not None:
-        env[FAULT_ENV] = fault
-    log = (tmp / "worker.log").open("ab")
-    return subprocess.Popen(
-        command(tmp, execution),
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # one process group: the driver, its JVM and their workers
-    )
-
-
-def kill_at(tmp: Path, fault: str, execution: str, timeout: float = 240.0) -> None:
-    """Run the query until it reaches ``fault``, then SIGKILL the whole process group."""
-    marker = tmp / "faults" / fault.split(":")[0]
-    proc = start_worker(tmp, fault, execution)
-    deadline = time.monotonic() + timeout
-    try:
-        while not marker.exists():
-            if proc.poll() is not None:
-                log = (tmp / "worker.log").read_text()[-3000:]
-                pytest.fail(f"worker ended (rc={proc.returncode}) before {fault}:\n{log}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"worker did not reach {fault} within {timeout} s")
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        marker.unlink(missing_ok=True)
-
-
 @pytest.mark.parametrize("execution", ["streaming", "fused"])
 def test_sigkill_during_task_write_and_between_wal_and_renames(
     tmp_path: Path, execution: str
@@ -94,14 +61,14 @@ def test_sigkill_during_task_write_and_between_wal_and_renames(
     (tmp_path / "faults").mkdir()
     out = tmp_path / "out"
     # 1. Killed while a task of batch 0 writes: its in-progress file is orphaned.
-    kill_at(tmp_path, "task_write", execution)
+    kill_at(tmp_path, "task_write", command(tmp_path, execution))
     # 2. Restarted, batch 0 is replayed and published; killed after batch 1's write-ahead
     #    entry, before its renames.
-    kill_at(tmp_path, "after_wal:1", execution)
+    kill_at(tmp_path, "after_wal:1", command(tmp_path, execution))
     assert published_lines(out) == [line.upper() for line in lines_of(INPUTS["f0.txt"])]
     # 3. Restarted without faults: batch 1 is finished from its log entry (its recomputed
     #    files are orphans), then batch 2 runs.
-    proc = start_worker(tmp_path, None, execution)
+    proc = start_worker(tmp_path, None, command(tmp_path, execution))
     code = proc.wait(timeout=300)
     log = (tmp_path / "worker.log").read_text()
     assert code == 0, log[-3000:]

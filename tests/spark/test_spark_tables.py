@@ -10,10 +10,7 @@ import decimal
 import gzip
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from operators.spark.commit import IN_PROGRESS_PREFIX
-from operators.spark.sink import FAULT_ENV
 from region.errors import ConfigError
-from tests.spark.helpers import write_inputs
+from tests.spark.helpers import kill_at, start_worker, write_inputs
 
 pytestmark = pytest.mark.spark
 
@@ -266,7 +262,6 @@ def test_a_fused_run_writes_the_columns_of_a_sql_transform_as_partitioned_parque
 
 # -- kill -9 -------------------------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[2]
 
 FUSED_SETTINGS = """\
 engine = "spark"
@@ -302,41 +297,6 @@ def crash_command(tmp: Path, execution: str) -> list[str]:
     return [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
 
 
-def start_worker(tmp: Path, fault: str | None, execution: str) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, HDFS_REGION_FAULT_DIR=str(tmp / "faults"))
-    env.pop(FAULT_ENV, None)
-    if fault is not None:
-        env[FAULT_ENV] = fault
-    log = (tmp / "worker.log").open("ab")
-    return subprocess.Popen(
-        crash_command(tmp, execution),
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # one process group: the driver, its JVM and their workers
-    )
-
-
-def kill_at(tmp: Path, fault: str, execution: str, timeout: float = 300.0) -> None:
-    """Run until the process reaches ``fault``, then SIGKILL its whole process group."""
-    marker = tmp / "faults" / fault.split(":")[0]
-    proc = start_worker(tmp, fault, execution)
-    deadline = time.monotonic() + timeout
-    try:
-        while not marker.exists():
-            if proc.poll() is not None:
-                log = (tmp / "worker.log").read_text()[-3000:]
-                pytest.fail(f"worker ended (rc={proc.returncode}) before {fault}:\n{log}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"worker did not reach {fault} within {timeout} s")
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        marker.unlink(missing_ok=True)
-
-
 @pytest.mark.integration
 @pytest.mark.slow
 # Fused only: a streaming query's hdfs_sink commits through the same writer and sink log, and
@@ -350,14 +310,14 @@ def test_sigkill_while_a_task_writes_and_between_the_write_ahead_entry_and_the_r
     (tmp_path / "faults").mkdir()
     out = tmp_path / "out"
     # 1. Killed once a task of batch 0 has converted its first Parquet file (others staged).
-    kill_at(tmp_path, "task_write", execution)
+    kill_at(tmp_path, "task_write", crash_command(tmp_path, execution), timeout=300.0)
     # 2. Restarted: killed after batch 1's write-ahead entry, before its renames.
-    kill_at(tmp_path, "after_wal:1", execution)
+    kill_at(tmp_path, "after_wal:1", crash_command(tmp_path, execution), timeout=300.0)
     # What a reader polling the directory sees meanwhile: whole Parquet files only.
     seen = ds.dataset(out, format="parquet", partitioning="hive").to_table()
     assert sorted(seen.column("id").to_pylist()) == list(range(120))  # batch 0: a.csv
     # 3. Restarted without faults: batch 1 is finished from its entry, then batch 2 runs.
-    proc = start_worker(tmp_path, None, execution)
+    proc = start_worker(tmp_path, None, crash_command(tmp_path, execution))
     code = proc.wait(timeout=400)
     assert code == 0, (tmp_path / "worker.log").read_text()[-3000:]
     # Every row once; every published file a whole Parquet file; nothing partial left.
