@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -112,8 +113,11 @@ class Partitioner:
         table = records.table
         n = len(records)
         known: dict[tuple[str, Any, type], str | ValueError] = {}
-        picked: list[tuple[list[str | ValueError], pa.Array]] = []
-        group = pa.nulls(n, pa.int64()).fill_null(0)
+        # Numbers in numpy, handed to Arrow as buffers: a Python value or a numpy array given
+        # to Arrow makes it import pandas (half a second of a run) to ask whether the value is
+        # one of its arrays.
+        picked: list[tuple[list[str | ValueError], np.ndarray]] = []
+        group = np.zeros(n, np.int64)
         for name in self.columns:
             source = self._derived[name][0] if name in self._derived else name
             index = table.schema.get_field_index(source)
@@ -125,23 +129,31 @@ class Partitioner:
                     return self._split_records(records)
             encoded = array.dictionary_encode()
             # The directory name of each distinct value (values of one name, such as two times
-            # of one day, are one partition); a refusal is kept as the name.
+            # of one day, are one partition); a refusal is kept as the name. A null is the
+            # last value.
             ids: dict[str | ValueError, int] = {}
-            of_value = [
-                ids.setdefault(self._known_text(known, name, v), len(ids))
-                for v in [*encoded.dictionary.to_pylist(), None]
-            ]
-            code = pa.array(of_value, pa.int64()).take(encoded.indices.fill_null(len(of_value) - 1))
+            of_value = np.array(
+                [
+                    ids.setdefault(self._known_text(known, name, v), len(ids))
+                    for v in [*encoded.dictionary.to_pylist(), None]
+                ],
+                np.int64,
+            )
+            code = of_value[_ints(encoded.indices)]
             picked.append((list(ids), code))
-            # The partition so far, numbered densely (so that numbers stay small).
-            combined = pc.add(pc.multiply(group, len(ids)), code)
-            group = combined.dictionary_encode().indices.cast(pa.int64())
+            # The partition so far, numbered densely in the order of first appearance (so
+            # that numbers stay small).
+            combined = _array(group * len(ids) + code)
+            group = _ints(combined.dictionary_encode().indices)
         # One stable sort by partition number (numbered in the order of first appearance), then
         # a slice per partition: a batch spanning many partitions costs one pass, not one per
         # partition.
-        order = pc.sort_indices(group)
+        numbers = _array(group)
+        order = pc.sort_indices(numbers)
         ordered = table.take(order)
-        counts = dict(zip(*(c.to_pylist() for c in pc.value_counts(group).flatten()), strict=True))
+        counts = dict(
+            zip(*(c.to_pylist() for c in pc.value_counts(numbers).flatten()), strict=True)
+        )
         groups: dict[str, Columns] = {}
         bad: list[tuple[int, BadRecordError]] = []
         start = 0
@@ -150,7 +162,7 @@ class Partitioner:
             first = order[start].as_py()
             parts: list[str] = []
             for name, (names, code) in zip(self.columns, picked, strict=True):
-                text = names[code[first].as_py()]
+                text = names[int(code[first])]
                 if isinstance(text, ValueError):
                     for i in order.slice(start, count).to_pylist():
                         bad.append((i, BadRecordError(f"record {i}: {text}", offset=i, field=name)))
@@ -233,6 +245,26 @@ class Partitioner:
         if problem is not None:
             raise ValueError(f"partition {name!r}: the value {short(value)} {problem}")
         return escaped
+
+
+def _ints(array: pa.Array) -> np.ndarray:
+    """An Arrow array of integers as numpy ``int64``, a null as -1, read from its buffers
+    (``Array.to_numpy`` imports pandas too)."""
+    validity, values = array.buffers()[:2]
+    n, offset = len(array), array.offset
+    out = np.frombuffer(
+        values, np.dtype(f"int{array.type.bit_width}"), n, offset * array.type.bit_width // 8
+    ).astype(np.int64)
+    if array.null_count:
+        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+        out[~bits[offset : offset + n].astype(bool)] = -1
+    return out
+
+
+def _array(values: np.ndarray) -> pa.Array:
+    """``int64`` numbers as an Arrow array over their buffer (``pa.array`` imports pandas)."""
+    data = np.ascontiguousarray(values, np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
 
 
 def partition_of(final: str, root: str) -> dict[str, str | None] | None:

@@ -9,6 +9,8 @@ import datetime
 import json
 import os
 import posixpath
+import subprocess
+import sys
 from typing import Any
 
 import pyarrow as pa
@@ -296,3 +298,22 @@ def test_records_that_are_columns_go_to_the_partitions_records_one_by_one_go_to(
     assert {k: list(v) for k, v in groups.items()} == expected
     assert list(groups) == list(expected)  # in the order of their first record
     assert [(i, str(e), e.field) for i, e in bad] == refused
+
+
+def test_splitting_records_that_are_columns_does_not_import_pandas() -> None:
+    """Arrow imports pandas (half a second) when it is handed a Python value or a numpy array;
+    the split of every batch of a partitioned run hands it none, so a run never pays it."""
+    code = """if True:
+        import sys
+        import pyarrow as pa, pyarrow.csv as csv
+        from operators.common.columns import Columns
+        from operators.sink.partitions import Partitioner
+        table = csv.read_csv(pa.BufferReader(b'c,n\\na,1\\nb,2\\n,3\\na,4\\n'))
+        groups, bad = Partitioner(["c"], {"c": "string", "n": "int64"}, {}).split(Columns(table))
+        print({k: v.table.column("n").to_pylist() for k, v in groups.items()}, bad)
+        print("pandas" in sys.modules)
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    groups, pandas = done.stdout.splitlines()
+    assert groups == "{'c=a': [1, 4], 'c=b': [2], 'c=__HIVE_DEFAULT_PARTITION__': [3]} []"
+    assert pandas == "False"
