@@ -39,11 +39,15 @@ T = TypeVar("T")
 #: enough for readers, small enough that a file's encoding is mostly done before it rolls.
 GROUP_ROWS = 1 << 17
 GROUP_BYTES = 64 << 20
-#: Gathered rows of every early file together, at most: beyond it the largest group is
+#: Gathered rows of the early files of one thread, at most: beyond it the largest group is
 #: written early (smaller row groups, as Parquet's own writers do with many open files).
-_EARLY_BYTES = 128 << 20
+_EARLY_BYTES = 64 << 20
+#: Conversion threads of a sink.
+_THREADS = 2
 #: Written batches waiting for the thread, at most: a write waits beyond it.
 _QUEUED_BYTES = 16 << 20
+#: Written bytes of one file handed to the thread at once.
+_HANDOFF_BYTES = 4 << 20
 #: Seconds an idle conversion thread waits for work before it ends.
 _IDLE = 5.0
 
@@ -121,7 +125,7 @@ class Early:
 
     def __init__(
         self,
-        owner: EarlyConversions,
+        owner: _Worker,
         target: str,
         fmt: str,
         codec: str | None,
@@ -133,22 +137,38 @@ class Early:
         self._codec = codec
         self._permission = permission
         self._schema: pa.Schema | None = None
+        self._header = b""
         self._out: FileWriter | None = None
         self.bulk: BulkWriter | None = None
         #: Why the early file cannot be used (set on the thread); the staged file is then
         #: converted at the roll.
         self.failed: BaseException | None = None
         self.cancelled = False
+        #: Fed, not handed to the thread yet.
+        self._pending: list[bytes] = []
+        self._pending_size = 0
 
     def feed(self, data: bytes) -> None:
-        """Bytes just appended to the staged file: whole IPC messages (the schema first)."""
+        """Bytes just appended to the staged file: whole IPC messages (the schema first).
+        Handed to the thread a few MB at a time: each hand-off is a wait for the interpreter
+        lock on the thread, which one per write made the thread's bottleneck."""
         if self.failed is None and not self.cancelled:
-            self._owner.submit(self, data)
+            self._pending.append(data)
+            self._pending_size += len(data)
+            if self._pending_size >= _HANDOFF_BYTES:
+                self._hand_off()
+
+    def _hand_off(self) -> None:
+        pending, self._pending = self._pending, []
+        size, self._pending_size = self._pending_size, 0
+        if pending and self.failed is None and not self.cancelled:
+            self._owner.submit(self, pending, size)
 
     def finish(self) -> tuple[FileWriter, int] | None:
         """The early file with every batch fed, written and synced, not closed (as
         :func:`~operators.sink.formats.convert` gives it); ``None`` when it cannot be used
         (its target is then removed, and the caller converts the staged file)."""
+        self._hand_off()
         done = self._owner.call(self, self._finish)
         if isinstance(done, BaseException):
             logger.warning(
@@ -164,21 +184,28 @@ class Early:
         with ``remove`` (a stop; a reset deletes it with the other files no cut names, and a
         crash, as a test makes one, leaves it)."""
         self.cancelled = True
+        self._pending, self._pending_size = [], 0
         self._owner.call(self, lambda: self._discard(remove=remove))
 
     # -- on the conversion thread -------------------------------------------------------------
 
-    def _take(self, data: bytes) -> None:
-        reader = ipc.MessageReader.open_stream(pa.py_buffer(data))
-        for message in reader:
-            if self._schema is None:
-                self._schema = ipc.read_schema(message)
-                continue
-            if self.bulk is None:
-                fs = self._owner.fs
-                self._out = fs.create(self.target, overwrite=True, permission=self._permission)
-                self.bulk = BulkWriter(self._out, self._fmt, self._codec, self._schema)
-            self.bulk.add(ipc.read_record_batch(message, self._schema))
+    def _take(self, pieces: list[bytes]) -> None:
+        """Whole IPC messages written to the staged file, the schema first. Read as one
+        stream by one call: each call that lets go of the interpreter lock waits to get it
+        back from the writing thread, so a call per message made this thread the slowest."""
+        if self._schema is None:
+            self._header, pieces = pieces[0], pieces[1:]
+            self._schema = ipc.read_schema(pa.py_buffer(self._header))
+        if not pieces:
+            return
+        stream = pa.py_buffer(b"".join([self._header, *pieces]))
+        batches = ipc.open_stream(stream).read_all().to_batches()
+        if self.bulk is None:
+            fs = self._owner.fs
+            self._out = fs.create(self.target, overwrite=True, permission=self._permission)
+            self.bulk = BulkWriter(self._out, self._fmt, self._codec, self._schema)
+        for batch in batches:
+            self.bulk.add(batch)
 
     def _finish(self) -> tuple[FileWriter, int] | BaseException:
         if self.failed is not None:
@@ -216,19 +243,38 @@ class Early:
 
 
 class EarlyConversions:
-    """One thread converting the staged files of a sink while they are written. Writes are
-    queued in order (a write waits while :data:`_QUEUED_BYTES` wait); each file's gathered
-    rows are bounded, and all files' together (:data:`_EARLY_BYTES`). Started on the first
-    file, a daemon: a process that ends leaves the files the reset deletes."""
+    """The threads converting the staged files of a sink while they are written: each file
+    is given to the thread with the fewest files (files roll together at the end of a run,
+    and two threads finish them on two cores)."""
+
+    def __init__(self, fs: FileSystem, name: str, threads: int = _THREADS) -> None:
+        self._workers = [_Worker(fs, f"{name}-{i}") for i in range(max(1, threads))]
+
+    def start(self, target: str, fmt: str, codec: str | None, permission: int | None) -> Early:
+        worker = min(self._workers, key=_Worker.load)
+        return worker.start(target, fmt, codec, permission)
+
+
+class _Worker:
+    """One thread converting staged files. Writes are queued in order (a write waits while
+    :data:`_QUEUED_BYTES` wait); each file's gathered rows are bounded, and all files'
+    together (:data:`_EARLY_BYTES`). Started on the first file, a daemon: a process that ends
+    leaves the files the reset deletes."""
 
     def __init__(self, fs: FileSystem, name: str) -> None:
         self.fs = fs
         self._name = name
         self._lock = threading.Condition()
-        self._queue: deque[tuple[Early, bytes | Callable[[], Any], list[Any] | None]] = deque()
+        self._queue: deque[
+            tuple[Early, tuple[list[bytes], int] | Callable[[], Any], list[Any] | None]
+        ] = deque()
         self._queued = 0
         self._files: set[Early] = set()
         self._thread: threading.Thread | None = None
+
+    def load(self) -> int:
+        with self._lock:
+            return len(self._files)
 
     def start(self, target: str, fmt: str, codec: str | None, permission: int | None) -> Early:
         early = Early(self, target, fmt, codec, permission)
@@ -236,12 +282,12 @@ class EarlyConversions:
             self._files.add(early)
         return early
 
-    def submit(self, early: Early, data: bytes) -> None:
+    def submit(self, early: Early, pieces: list[bytes], size: int) -> None:
         with self._lock:
             while self._queued > _QUEUED_BYTES:
                 self._lock.wait()
-            self._queue.append((early, data, None))
-            self._queued += len(data)
+            self._queue.append((early, (pieces, size), None))
+            self._queued += size
             self._wake()
 
     def call(self, early: Early, call: Callable[[], T]) -> T:
@@ -273,8 +319,8 @@ class EarlyConversions:
                         self._thread = None
                         return
                 early, work, box = self._queue.popleft()
-                if isinstance(work, bytes):
-                    self._queued -= len(work)
+                if isinstance(work, tuple):
+                    self._queued -= work[1]
                     self._lock.notify_all()
             if box is not None:
                 assert callable(work)
@@ -283,11 +329,11 @@ class EarlyConversions:
                     box.append(value)
                     self._lock.notify_all()
                 continue
-            assert isinstance(work, bytes)
+            assert isinstance(work, tuple)
             if early.failed is not None or early.cancelled:
                 continue
             try:
-                early._take(work)
+                early._take(work[0])
             except Exception as exc:  # given back at the roll, which converts the staged file
                 early.failed = exc
             self._bound()

@@ -303,7 +303,7 @@ def test_a_crash_at_each_step_of_a_bulk_file_loses_and_repeats_nothing(
         monkeypatch.setattr("operators.sink.operator.convert", half)
 
         # The early file fails on its thread: the staged file is converted at the roll.
-        def fail(self: Any, data: bytes) -> None:
+        def fail(self: Any, pieces: list[bytes]) -> None:
             raise OSError("the early file's disk is full")
 
         monkeypatch.setattr("operators.sink.bulk.Early._take", fail)
@@ -314,8 +314,12 @@ def test_a_crash_at_each_step_of_a_bulk_file_loses_and_repeats_nothing(
         run.crash()
         replay = 6
     elif step == "the early file half written":
+        monkeypatch.setattr(bulk, "_HANDOFF_BYTES", 1)  # each write handed to the thread
         run.write(recs[6:9])  # no roll: the Parquet file is being written beside the staged
-        assert {n.rsplit(".", 1)[1] for n in sink_local.hidden()} == {"arrow", "inprogress"}
+        deadline = time.monotonic() + 30
+        while {n.rsplit(".", 1)[1] for n in sink_local.hidden()} != {"arrow", "inprogress"}:
+            assert time.monotonic() < deadline, sink_local.hidden()
+            time.sleep(0.01)
         run.crash()
         replay = 6
     elif step == "after it, before the next cut":
@@ -561,6 +565,7 @@ def test_a_parquet_file_is_encoded_while_its_stream_grows_and_rolls_into_the_sam
     sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bulk, "GROUP_ROWS", 4)
+    monkeypatch.setattr(bulk, "_HANDOFF_BYTES", 1)  # each write handed to the thread
     rng = random.Random(7)
     # Names of 200 KB: row groups pass the writer's buffer (1 MB) before the roll.
     recs = [{**r, "name": rng.randbytes(100_000).hex()} for r in records(25)]
@@ -589,6 +594,7 @@ def test_many_open_partitions_write_smaller_row_groups_not_more_memory(
     sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bulk, "_EARLY_BYTES", 1)  # every write is over the bound
+    monkeypatch.setattr(bulk, "_HANDOFF_BYTES", 1)
     recs = [{**r, "name": f"p{r['id'] % 3}"} for r in records(30)]
     cfg = config(sink_local, "parquet", None, partition_by=["name"])
     run = SinkRun(sink_local, cfg)
@@ -611,13 +617,14 @@ def test_an_early_file_that_fails_is_converted_from_its_stream_at_the_roll(
     real = bulk.Early._take
     calls = [0]
 
-    def fail_third(self: Any, data: bytes) -> None:
+    def fail_third(self: Any, pieces: list[bytes]) -> None:
         calls[0] += 1
-        if calls[0] == 3:
+        if calls[0] == 3:  # in the first file, its second write
             raise OSError("no space left on device")
-        real(self, data)
+        real(self, pieces)
 
     monkeypatch.setattr(bulk.Early, "_take", fail_third)
+    monkeypatch.setattr(bulk, "_HANDOFF_BYTES", 1)  # each write handed to the thread
     recs = records(25)
     run = SinkRun(sink_local, config(sink_local, "orc", "zstd", tuples_per_file=10))
     with caplog.at_level(logging.WARNING):
