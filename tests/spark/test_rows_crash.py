@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import gzip
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.spark.helpers import leftovers, published_lines, write_inputs
-from tests.spark.test_spark_crash import kill_at, start_worker
+from tests.spark.helpers import kill_at, leftovers, published_lines, start_worker, write_inputs
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -69,11 +69,13 @@ def test_sigkill_of_a_fused_csv_run_mid_way_then_a_rerun_publish_every_row_once(
     out = tmp_path / "out"
     # 1. Killed while a task of batch 0 writes; 2. restarted, killed after batch 1's
     #    write-ahead entry, before its renames (its plan is durable: the rerun reads it).
-    kill_at(tmp_path, "task_write", "fused")
-    kill_at(tmp_path, "after_wal:1", "fused")
+    run = [sys.executable, "-m", "operators.app", "run", str(tmp_path / "pipeline.toml")]
+    run.append("--available-now")
+    kill_at(tmp_path, "task_write", run)
+    kill_at(tmp_path, "after_wal:1", run)
     assert published_lines(out) == expected(0, 300)
     # 3. Restarted without faults: batch 1 is finished from its log entry, then batch 2 runs.
-    proc = start_worker(tmp_path, None, "fused")
+    proc = start_worker(tmp_path, None, run)
     code = proc.wait(timeout=300)
     log = (tmp_path / "worker.log").read_text()
     assert code == 0, log[-3000:]
