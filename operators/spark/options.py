@@ -345,7 +345,8 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
     assert scan.directory is not None
     fs_settings, directory = resolve(scan.directory, routed["fs"], source=_SOURCE)
     spark = build(ScanOptions, routed["spark"], source=_SOURCE)
-    file = build(SourceSettings, _json_values(routed["file"]), source=_SOURCE)
+    file_values = _json_options(routed["file"], JSON_FIELDS, _SOURCE)
+    file = build(SourceSettings, file_values, source=_SOURCE)
     plan_fs, plan_dir = _plan_location(spark.plan_dir, routed["fs"], fs_settings, directory)
     archive_dir = None
     if scan.archive_dir is not None:
@@ -406,23 +407,24 @@ def scan_config(options: Mapping[str, str]) -> ScanConfig:
     )
 
 
-def _structured(values: dict[str, Any]) -> None:
-    """The JSON values of :data:`_JSON_FIELDS` parsed in place (ConfigError naming the option
-    when one is not JSON)."""
-    for key in _JSON_FIELDS:
-        raw = values.get(key)
+def _json_options(values: Mapping[str, Any], fields: tuple[str, ...], who: str) -> dict[str, Any]:
+    """``values`` with the options of ``fields`` parsed from JSON (``partition_by`` may also be
+    ``a,b``); ConfigError naming the option when one is not JSON."""
+    out = dict(values)
+    for key in fields:
+        raw = out.get(key)
         if not isinstance(raw, str):
             continue
         text = raw.strip()
         if key == "partition_by" and not text.startswith("["):
-            values[key] = [c.strip() for c in text.split(",") if c.strip()]
+            out[key] = [c.strip() for c in text.split(",") if c.strip()]
             continue
         try:
-            values[key] = json.loads(text)
+            out[key] = json.loads(text)
         except ValueError as exc:
-            name = key.rstrip("_")
-            msg = f"{_SINK}: option {name}={raw!r} is not JSON ({exc})"
+            msg = f"{who}: option {key.rstrip('_')}={raw!r} is not JSON ({exc})"
             raise ConfigError(msg) from None
+    return out
 
 
 def rows_need_transform(fmt: str) -> str:
@@ -433,20 +435,6 @@ def rows_need_transform(fmt: str) -> str:
         "e.g. sql = \"SELECT concat_ws(',', id, name) AS value FROM input\" or function = "
         "'module:function' (it gets each record as a dict)"
     )
-
-
-def _json_values(values: Mapping[str, str]) -> dict[str, Any]:
-    """The file-source options with the values of :data:`JSON_FIELDS` parsed."""
-    out: dict[str, Any] = dict(values)
-    for field in JSON_FIELDS:
-        if field in out:
-            try:
-                out[field] = json.loads(out[field])
-            except ValueError as exc:
-                name = field.rstrip("_")
-                msg = f"{_SOURCE}: option {name!r} must be JSON ({exc}): {out[field]!r}"
-                raise ConfigError(msg) from None
-    return out
 
 
 def sink_config(options: Mapping[str, str]) -> SinkConfig:
@@ -460,8 +448,7 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         },
         source=_SINK,
     )
-    values: dict[str, Any] = dict(routed["sink"])
-    _structured(values)
+    values = _json_options(routed["sink"], _JSON_FIELDS, _SINK)
     # The records' columns come with the DataFrame: [sink.schema] is optional here.
     typed = {COLUMNS_FROM_INPUT: True}
     attribute = values.get("file_attribute_name")
