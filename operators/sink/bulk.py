@@ -199,27 +199,26 @@ class Early:
         if not pieces:
             return
         stream = pa.py_buffer(b"".join([self._header, *pieces]))
-        batches = ipc.open_stream(stream).read_all().to_batches()
+        bulk = self._bulk()
+        for batch in ipc.open_stream(stream).read_all().to_batches():
+            bulk.add(batch)
+
+    def _bulk(self) -> BulkWriter:
+        """The writer of the early file, created with its first batch (or at the end)."""
         if self.bulk is None:
+            if self._schema is None:
+                raise ValueError("no schema was written")
             fs = self._owner.fs
             self._out = fs.create(self.target, overwrite=True, permission=self._permission)
             self.bulk = BulkWriter(self._out, self._fmt, self._codec, self._schema)
-        for batch in batches:
-            self.bulk.add(batch)
+        return self.bulk
 
     def _finish(self) -> tuple[FileWriter, int] | BaseException:
         if self.failed is not None:
             self._discard()
             return self.failed
         try:
-            if self.bulk is None:  # no batch: the file of an empty staged stream
-                if self._schema is None:
-                    raise ValueError("no schema was written")
-                self._out = self._owner.fs.create(
-                    self.target, overwrite=True, permission=self._permission
-                )
-                self.bulk = BulkWriter(self._out, self._fmt, self._codec, self._schema)
-            size = self.bulk.close()
+            size = self._bulk().close()  # no batch: the file of an empty staged stream
             self.bulk = None
             assert self._out is not None
             self._out.sync()
