@@ -79,7 +79,7 @@ class BulkWriter:
     def __init__(self, out: FileWriter, fmt: str, codec: str | None, schema: pa.Schema) -> None:
         self._stream = _Stream(out)
         self._fmt = fmt
-        self._schema = schema
+        self.schema = schema
         sink = pa.PythonFile(self._stream, mode="w")
         if fmt == "parquet":
             import pyarrow.parquet as pq
@@ -104,7 +104,7 @@ class BulkWriter:
     def flush(self) -> None:
         """Write the gathered batches as one row group (stripe)."""
         if self._group:
-            self._writer.write(pa.Table.from_batches(self._group, self._schema))
+            self._writer.write(pa.Table.from_batches(self._group, self.schema))
         self._group, self._rows, self.buffered = [], 0, 0
 
     def close(self) -> int:
@@ -112,7 +112,7 @@ class BulkWriter:
         the file's size. ``out`` is neither synced nor closed."""
         try:
             if self._group or self._fmt == "orc":
-                self._writer.write(pa.Table.from_batches(self._group, self._schema))
+                self._writer.write(pa.Table.from_batches(self._group, self.schema))
             self._group, self._rows, self.buffered = [], 0, 0
         finally:
             self._writer.close()

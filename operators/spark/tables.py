@@ -4,7 +4,7 @@ in Hive-style partitions, by the in-process sink's rules.
 One rule, written once, for both engines: the bytes come from the in-process sink's
 :class:`~operators.sink.formats.TableEncoder` (lossless conversion to the columns' types,
 a gzip member or zstd frame per write, the CSV header, an Arrow IPC stream for the bulk
-formats), a Parquet or ORC file from :func:`~operators.sink.formats.convert`, the partition
+formats), Parquet and ORC from :class:`~operators.sink.bulk.BulkWriter`, the partition
 directory of each record from :class:`~operators.sink.partitions.Partitioner` (values that
 would leave their directory are refused, naming the value). The columns are the DataFrame's
 (Spark types to Arrow types), or ``[sink.schema]`` when given.
@@ -12,9 +12,10 @@ would leave their directory are refused, naming the value). The columns are the 
 A task writes one hidden in-progress file per partition it sees (at most ``max_open_files`` at
 once: the least recently written closes when another partition needs a place), each rolling by
 the roll policy; the commit (:mod:`operators.spark.commit`) publishes each into its partition
-directory. A bulk file is written as its Arrow stream first (``.hdfs_sink-<task>-arrow-...``,
-appendable) and converted when it closes, synced, before the task reports it: every file the
-commit renames is a whole Parquet or ORC file.
+directory. A bulk file is written as Parquet or ORC directly (:class:`~operators.sink.bulk.
+BulkWriter`, the writer the in-process sink converts with): a task's file is never cut back (a
+failed attempt's files are deleted whole), so it needs no appendable Arrow stream first. It is
+closed and synced before the task reports it: every file the commit renames is whole.
 
 Files of records with columns end with their micro-batch on Spark, whatever ``span_batches``
 says: a Parquet or ORC file cannot be appended to, so carrying one across batches would mean
@@ -31,18 +32,18 @@ import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
 
 from operators.common.columns import Columns
 from operators.common.errors import BadRecordError
-from operators.sink.formats import TableEncoder, convert
+from operators.sink.bulk import BulkWriter
+from operators.sink.formats import TableEncoder, form_format
 from operators.sink.partitions import Partitioner
 from operators.spark.commit import WrittenFile, in_progress_name
 from operators.spark.config import SinkConfig
 from region.fs import FileSystem, FileWriter
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 __all__ = ["TableFiles", "arrow_columns", "note_batch_files"]
 
@@ -86,13 +87,15 @@ def note_batch_files(config: SinkConfig) -> None:
 
 @dataclass
 class _File:
-    """One open in-progress file: ``work`` is written (the Arrow stream of a bulk file)."""
+    """One open in-progress file; ``bulk`` writes a Parquet or ORC one."""
 
     work: str
     writer: FileWriter
     subdir: str
     opened_ns: int
+    bulk: BulkWriter | None = None
     rows: int = 0
+    #: Bytes written: of a bulk file, its Arrow batches' (what ``bytes_per_file`` counts).
     size: int = 0
 
 
@@ -161,7 +164,10 @@ class TableFiles:
                 data, take = self._encoder.encode(records, start, take, shown, f.size)
             except BadRecordError as exc:
                 raise ValueError(f"{_SINK}: {exc}") from None
-            f.writer.write(data)
+            if f.bulk is not None:  # the encoder's bytes are one Arrow record batch message
+                f.bulk.add(ipc.read_record_batch(pa.py_buffer(data), f.bulk.schema))
+            else:
+                f.writer.write(data)
             f.rows += take
             f.size += len(data)
             start += take
@@ -176,40 +182,36 @@ class TableFiles:
             limit = self._config.max_open_files if self._parts is not None else 1
             while len(self._open) >= limit:
                 self._close(next(iter(self._open)))
-            kind = "-arrow" if self._encoder.bulk else ""
             path = posixpath.join(
-                self._config.output_dir, in_progress_name(self._task + kind, len(self._created))
+                self._config.output_dir, in_progress_name(self._task, len(self._created))
             )
             self._created.append(path)
             writer = self._fs.create(path, permission=self._config.permission)
             found = _File(path, writer, where, time.time_ns())
             header = self._encoder.header
-            if header:
+            if self._encoder.bulk:  # the header is the Arrow schema
+                fmt, codec = form_format(self._encoder.form)
+                schema = ipc.read_schema(pa.py_buffer(header))
+                found.bulk = BulkWriter(writer, fmt, codec, schema)
+            elif header:
                 writer.write(header)
-                found.size = len(header)
+            found.size = len(header)
         self._open[where] = found
         return found
 
     def _close(self, where: str) -> None:
-        """Close the file of ``where``: synced; a bulk file converted from its Arrow stream
-        (then the stream is deleted)."""
+        """Close the file of ``where``: a bulk file's last row group and footer written, then
+        synced and closed."""
         f = self._open[where]
         try:
+            size = f.bulk.close() if f.bulk is not None else f.size
             f.writer.sync()
         finally:
             f.writer.close()
         del self._open[where]  # only now: a failure leaves it to discard()
-        path, size = f.work, f.size
-        if self._encoder.bulk:
-            index = len(self._created)
-            path = posixpath.join(self._config.output_dir, in_progress_name(self._task, index))
-            self._created.append(path)
-            out, size = convert(self._fs, f.work, path, self._encoder.form, self._config.permission)
-            out.close()
-            self._fs.delete(f.work)
         self.files.append(
             WrittenFile(
-                path,
+                f.work,
                 self._partition,
                 len(self.files),
                 f.rows,
