@@ -35,9 +35,11 @@ import posixpath
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any
 
+from operators.sink.formats import BULK_FORMATS, convert, form_format
 from operators.sink.owner import Owner, claim_output
 from operators.sink.publish import publish
 from operators.sink.rolling import RollingPolicy
@@ -52,8 +54,11 @@ __all__ = [
     "PublishHook",
     "SinkLog",
     "WrittenFile",
+    "complete",
+    "continues",
     "cut_back",
     "in_progress_name",
+    "lines_form",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,6 +68,8 @@ IN_PROGRESS_SUFFIX = ".inprogress"
 _VERSION = 1
 _ENTRY_SUFFIX = ".json"
 _DONE_SUFFIX = ".done"
+#: Threads converting open Parquet or ORC files on the driver (a stop, ``time_per_file``).
+_CONVERTERS = 4
 
 #: Called at named points of the commit sequence (tests stop the process there).
 FaultHook = Callable[[str, int], None]
@@ -93,6 +100,13 @@ class WrittenFile:
     #: The partition directory of its records (``partition_by``, e.g. ``k=v/dt=2026-11-30``),
     #: relative to the output: the file is published into it.
     subdir: str | None = None
+    #: What its bytes are (:func:`file_form`): a task continues an open file only of its own
+    #: form, and an open Parquet or ORC file is an Arrow stream until :func:`complete`.
+    #: ``None``: lines or blocks, uncompressed (entries written before forms were recorded).
+    form: str | None = None
+    #: A file :func:`complete` converted from an open file's Arrow stream: that stream, no
+    #: longer open once this file is published (then deleted as an orphan).
+    stream: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -103,10 +117,9 @@ class WrittenFile:
             "size": self.size,
             "opened_ns": self.opened_ns,
         }
-        if self.name is not None:
-            out["name"] = self.name
-        if self.subdir is not None:
-            out["subdir"] = self.subdir
+        for key in ("name", "subdir", "form", "stream"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
     @classmethod
@@ -120,6 +133,8 @@ class WrittenFile:
             int(value["opened_ns"]),
             value.get("name"),
             value.get("subdir"),
+            value.get("form"),
+            value.get("stream"),
         )
 
 
@@ -166,6 +181,50 @@ def cut_back(fs: FileSystem, carried: WrittenFile, permission: int | None) -> No
         logger.info(
             "hdfs_sink: cut %s back from %s to %s bytes", carried.path, actual, carried.size
         )
+
+
+def lines_form(*, binary: bool, compression: str | None, encoding: str) -> str:
+    """The form of a file of lines (``binary``: blocks): how its bytes are encoded."""
+    return f"{'binary' if binary else 'line'}/{compression or 'none'}/{encoding}"
+
+
+#: The form of an open file an entry recorded without one: lines, UTF-8, uncompressed.
+_UNRECORDED_FORM = lines_form(binary=False, compression=None, encoding="utf-8")
+
+
+def continues(carried: WrittenFile, form: str) -> bool:
+    """Whether a task writing files of ``form`` may append to ``carried`` (an open file of an
+    earlier batch): only one of the same form, so a run whose settings changed (format, codec,
+    columns, encoding) never mixes two kinds of bytes in one file; the other is completed as it
+    was written (WARNING)."""
+    was = carried.form or _UNRECORDED_FORM
+    if was != form:
+        logger.warning(
+            "hdfs_sink: %s was written as %s, and this run writes %s: it is published as it is, "
+            "and the records go on in a new file",
+            carried.path,
+            was,
+            form,
+        )
+    return was == form
+
+
+def complete(fs: FileSystem, f: WrittenFile, permission: int | None) -> WrittenFile:
+    """An open file, ready to publish: a Parquet or ORC file's Arrow stream converted into a
+    new in-progress file beside it (whole, synced); any other file as it is. The stream itself
+    stays until the commit that publishes the result deletes it (an orphan then), so a crash
+    before that commit finds it as the log left it. Call it on a file cut back to its size."""
+    if f.form is None or form_format(f.form)[0] not in BULK_FORMATS:
+        return f
+    target = posixpath.join(posixpath.dirname(f.path), in_progress_name("converted", f.partition))
+    out, size = convert(fs, f.path, target, f.form, permission)
+    out.close()
+    return replace(f, path=target, size=size, stream=f.path)
+
+
+def _slot(f: WrittenFile) -> tuple[int, str]:
+    """What an open file is kept for: its task slot (partition id) and partition directory."""
+    return f.partition, f.subdir or ""
 
 
 def _open_files(entry: dict[str, Any]) -> list[WrittenFile]:
@@ -375,7 +434,7 @@ class SinkLog:
         through = min(since) - 1 if since else int(newest)
         return through if through >= 0 else None
 
-    def carried(self, batch_id: int) -> tuple[bool, dict[int, WrittenFile]]:
+    def carried(self, batch_id: int) -> tuple[bool, dict[int, list[WrittenFile]]]:
         """For a task of batch ``batch_id``: ``(published, open files by slot)``. Reads only
         (tasks run while the driver waits for them, so nothing here is half written).
 
@@ -391,7 +450,10 @@ class SinkLog:
         if self._exactly_once and newest >= batch_id:
             return True, {}
         entry = self._read_entry(self._path(newest, _ENTRY_SUFFIX))
-        return False, {f.partition: f for f in _open_files(entry)}
+        by_slot: dict[int, list[WrittenFile]] = {}
+        for f in _open_files(entry):
+            by_slot.setdefault(f.partition, []).append(f)
+        return False, by_slot
 
     def delete_orphans(self, keep: Sequence[str] = ()) -> list[str]:
         """Delete in-progress files no log entry will ever publish (from killed, failed,
@@ -510,33 +572,41 @@ class SinkLog:
         closed: Sequence[WrittenFile],
         opened: Sequence[WrittenFile],
     ) -> tuple[list[WrittenFile], list[WrittenFile]]:
-        """``(files to publish, files staying open)`` after a batch: a slot's open file is the
-        one its task left open, else the one before (its task did not run or wrote nothing),
-        unless the task closed it. An open file past ``time_per_file`` is published now."""
-        closed_paths = {f.path for f in closed}
+        """``(files to publish, files staying open)`` after a batch: a slot's open file (one per
+        slot, or per slot and partition directory) is the one its task left open, else the one
+        before (its task did not run, wrote nothing to it, or ran out of room for it), unless the
+        task closed it (as it was, or converted: ``stream``). An open file past ``time_per_file``
+        is published now (:func:`complete`)."""
+        closed_paths = {f.path for f in closed} | {f.stream for f in closed if f.stream}
         carried_paths = {f.path for f in before}
-        by_slot = {f.partition: f for f in before if f.path not in closed_paths}
-        continued = {o.partition for o in opened}
+        by_slot = {_slot(f): f for f in before if f.path not in closed_paths}
+        continued = {_slot(o) for o in opened}
         # An attempt that failed (or a run of the batch that crashed before its entry) may have
         # appended to a carried file: back to the size this entry records, before it is
         # published or stays open. That is the size its task reported for one it closed (or
         # handed over past time_per_file), else the one the last entry recorded (no task of
         # this batch continued it).
         handed_over = [f for f in closed if f.path in carried_paths]
-        untouched = [f for f in by_slot.values() if f.partition not in continued]
+        untouched = [f for key, f in by_slot.items() if key not in continued]
         for f in handed_over + untouched:
             cut_back(self._fs, f, self._permission)
-        by_slot.update({f.partition: f for f in opened})
+        by_slot.update({_slot(f): f for f in opened})
         now = self._clock()
         to_publish = list(closed)
         still_open: list[WrittenFile] = []
-        for slot in sorted(by_slot):
-            f = by_slot[slot]
-            if self._rolling.expired(f.opened_ns / 1e9, now):
-                to_publish.append(f)
-            else:
-                still_open.append(f)
-        return to_publish, still_open
+        expired: list[WrittenFile] = []
+        for key in sorted(by_slot):
+            f = by_slot[key]
+            (expired if self._rolling.expired(f.opened_ns / 1e9, now) else still_open).append(f)
+        return to_publish + self._complete(expired), still_open
+
+    def _complete(self, files: list[WrittenFile]) -> list[WrittenFile]:
+        """:func:`complete` for each of ``files`` (in order), on a few threads: a conversion
+        spends its time in Arrow's encoders, outside the interpreter lock."""
+        if len(files) <= 1:
+            return [complete(self._fs, f, self._permission) for f in files]
+        with ThreadPoolExecutor(min(len(files), _CONVERTERS), "hdfs-sink-convert") as pool:
+            return list(pool.map(lambda f: complete(self._fs, f, self._permission), files))
 
     def close_open(self) -> CommitResult | None:
         """Publish every open file (the query stopped: no batch will continue them), by amending
@@ -546,17 +616,23 @@ class SinkLog:
         2. Plan: the newest entry's renames plus one per open file, the state without open
            files; the done marker goes first, so a crash from here repeats the entry's renames
            (each skipped when done) and leaves the files open, for the next stop or batch.
+           A Parquet or ORC file is converted from its Arrow stream first (:func:`complete`).
         3. Write the amended entry (atomically), 4. rename, 5. mark it done.
+        6. Delete the in-progress files left (nothing is open now, and no task writes during a
+           stop): the converted files' streams, a conversion a crash cut short.
         """
         state = self.recover()
         newest, still = state["batch_id"], state["open"]
         if newest is None or not still:
+            self.delete_orphans()  # 6. of a stop a crash cut short there
             return None
         if self._namer is None:
             raise TypeError("SinkLog.close_open needs the namer given to SinkLog()")
         entry = self._read_entry(self._path(newest, _ENTRY_SUFFIX))
         for f in still:
             cut_back(self._fs, f, self._permission)
+        # Parquet and ORC files from their Arrow streams, before anything of the entry changes.
+        still = self._complete(still)
         next_filenum = int(state["next_filenum"])
         renames = [list(r) for r in entry["renames"]]
         added: list[str] = []
@@ -575,6 +651,7 @@ class SinkLog:
         self._apply(newest, renames)
         self._published(newest, entry)
         self._mark_done(newest)
+        self.delete_orphans()  # 6.
         logger.info(
             "sink %s: published %s file(s) left open (the query stopped, or no batch wrote to "
             "them for close_idle_after)",

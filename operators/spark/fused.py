@@ -217,18 +217,7 @@ def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
     import pyarrow as pa
 
     rows: list[dict[str, Any]] = [
-        {
-            "path": f.path,
-            "partition": f.partition,
-            "idx": f.index,
-            "rows": f.rows,
-            "size": f.size,
-            "opened_ns": f.opened_ns,
-            "records_in": 0,
-            "open": still_open,
-            "name": f.name,
-            "subdir": f.subdir,
-        }
+        {**f.to_dict(), "records_in": 0, "open": still_open}
         for still_open, files in ((False, message.files), (True, message.open))
         for f in files
     ]
@@ -446,10 +435,6 @@ class FusedRunner:
                 "transform ([transform] sql); a fused run without either has only lines"
             )
             raise ConfigError(msg)
-        if sink.table is not None:
-            from operators.spark.tables import note_batch_files
-
-            note_batch_files(sink)
         # Records with columns: each batch's writer is made with the columns it gets, which
         # are the rows' as read when no transform is between the two halves.
         schema = StructType(columns) if sink.table is None else None
@@ -721,23 +706,10 @@ class FusedRunner:
             frame = out.mapInArrow(functools.partial(_write_tasks, writer, batch_id), _MANIFEST)
         rows = [json.loads(row.entry) for row in self._collect(frame)]
         written = sorted(
-            (r for r in rows if r["path"] is not None), key=lambda r: (r["partition"], r["idx"])
+            (r for r in rows if r["path"] is not None), key=lambda r: (r["partition"], r["index"])
         )
         files, open_files = (
-            [
-                WrittenFile(
-                    r["path"],
-                    r["partition"],
-                    r["idx"],
-                    r["rows"],
-                    r["size"],
-                    r["opened_ns"],
-                    r["name"],
-                    r.get("subdir"),
-                )
-                for r in written
-                if r["open"] is still_open
-            ]
+            [WrittenFile.from_dict(r) for r in written if r["open"] is still_open]
             for still_open in (False, True)
         )
         if observed is not None:

@@ -20,7 +20,8 @@ Otherwise every batch closes its files.
 Records with columns (``format`` ``jsonl``, ``csv``, ``parquet``, ``orc``; ``compression``,
 ``partition_by``): the DataFrame's typed columns are written as a table by the in-process
 sink's encoder and partitioner (:mod:`operators.spark.tables`), each partition's files
-published into ``<output dir>/<column>=<value>/``; their files end with each micro-batch.
+published into ``<output dir>/<column>=<value>/``; they span batches as lines do (a Parquet or
+ORC file as its Arrow stream until it is complete).
 """
 
 from __future__ import annotations
@@ -55,8 +56,11 @@ from operators.spark.commit import (
     CommitResult,
     SinkLog,
     WrittenFile,
+    complete,
+    continues,
     cut_back,
     in_progress_name,
+    lines_form,
 )
 from operators.spark.config import SinkConfig, open_config_fs
 from region.errors import ConfigError
@@ -148,28 +152,30 @@ class TaskIds:
 
 
 class _TaskOutput:
-    """The rolling in-progress files of one task attempt. ``carried``: the file an earlier
-    batch left open for this task's slot, continued (after its recorded size) when the first
-    record comes."""
+    """The rolling in-progress files of one task attempt. ``carried``: the files an earlier
+    batch left open for this task's slot; when the first record comes, the one of this sink's
+    form is continued (after its recorded size), any other (the settings changed) is
+    published as it was written."""
 
     def __init__(
         self,
         writer: HdfsSinkStreamWriter,
         fs: FileSystem,
         ids: TaskIds,
-        carried: WrittenFile | None = None,
+        carried: list[WrittenFile] | None = None,
     ) -> None:
         self.partition = ids.partition
         self.attempt = ids.attempt
         self.task = f"p{self.partition:05d}-t{ids.task_id}-a{self.attempt}"
         self._config = writer.config
         self._fs = fs
+        self.form = writer.form
         self.files: list[WrittenFile] = []
         #: The file left open at the end of the task (``None``: every file closed).
         self.open: WrittenFile | None = None
-        self._carried = carried
-        #: Never deleted by this task: it holds earlier batches' records.
-        self._carried_path = carried.path if carried is not None else None
+        self._carried = list(carried or ())
+        #: Never deleted by this task: they hold earlier batches' records.
+        self._carried_paths = {f.path for f in self._carried}
         self._out: FileWriter | None = None
         self._rows = 0
         self._size = 0
@@ -187,16 +193,22 @@ class _TaskOutput:
 
     def ready(self) -> None:
         """A record is about to be written: continue the carried file now, if there is one."""
-        if self._out is None and self._carried is not None:
+        if self._out is None and self._carried:
             self._start()
 
     def _start(self) -> None:
-        carried, self._carried = self._carried, None
-        rolling = self._config.rolling
-        if carried is not None:
+        carried: WrittenFile | None = None
+        for f in self._carried:
             # 1. Back to the size the log recorded, whatever the file's age: an attempt that
             # died after appending, before the commit wrote its entry, left more in it.
-            cut_back(self._fs, carried, self._config.permission)
+            cut_back(self._fs, f, self._config.permission)
+            if carried is None and f.subdir is None and continues(f, self.form):
+                carried = f
+            else:  # another form: published as it is (a Parquet one converted)
+                done = complete(self._fs, f, self._config.permission)
+                self.files.append(replace(done, index=len(self.files)))
+        self._carried = []
+        rolling = self._config.rolling
         if carried is not None and not rolling.expired(carried.opened_ns / 1e9, time.time()):
             # 2. Append after it.
             self._out = self._fs.append(carried.path)
@@ -234,7 +246,13 @@ class _TaskOutput:
         finally:
             out.close()
         written = WrittenFile(
-            out.path, self.partition, len(self.files), self._rows, self._size, self._opened_ns
+            out.path,
+            self.partition,
+            len(self.files),
+            self._rows,
+            self._size,
+            self._opened_ns,
+            form=self.form,
         )
         if keep_open:
             self.open = written
@@ -264,7 +282,7 @@ class _TaskOutput:
         paths = [f.path for f in self.files]
         paths += [w.path for w in (out, self.open) if w is not None]
         for path in dict.fromkeys(paths):
-            if path != self._carried_path:
+            if path not in self._carried_paths:
                 self._fs.delete(path)
 
 
@@ -301,6 +319,13 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         return self._fs
 
     @property
+    def form(self) -> str:
+        """The form of this sink's files of lines or blocks (:func:`lines_form`)."""
+        sink = self.config
+        encoding = codecs.lookup(sink.encoding).name
+        return lines_form(binary=sink.binary, compression=sink.compression, encoding=encoding)
+
+    @property
     def accepts_lines(self) -> bool:
         """Whether :meth:`write` may be given :class:`EncodedLines`: UTF-8 lines, and no
         record or byte limit that could end a file inside them."""
@@ -332,7 +357,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         if sink.attribute is not None:
             return self._write_named(iterator, ids)
         if sink.table is not None:
-            return self._write_table(iterator, ids)
+            return self._write_table(iterator, ids, carry, carried)
         out = _TaskOutput(self, self.fs, ids, carried)
         binary = sink.binary
         try:
@@ -441,17 +466,31 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         return SinkTaskMessage(ids.partition, ids.attempt, files)
 
     def _write_table(
-        self, iterator: Iterator[pa.RecordBatch | EncodedLines | Punctuation], ids: TaskIds
+        self,
+        iterator: Iterator[pa.RecordBatch | EncodedLines | Punctuation],
+        ids: TaskIds,
+        carry: bool,
+        carried: list[WrittenFile],
     ) -> SinkTaskMessage:
         """Records with columns to in-progress files, one per partition directory the task
-        sees (:class:`operators.spark.tables.TableFiles`); all closed at the end of the task."""
+        sees (:class:`operators.spark.tables.TableFiles`), continuing the ones ``carried``
+        from earlier batches; with ``carry`` the ones not full stay open."""
         from operators.spark.tables import TableFiles
 
         if self.columns is None:
             msg = f"{_SINK}: this writer was made without the input's columns; it cannot write"
             raise TypeError(msg)
         task = f"p{ids.partition:05d}-t{ids.task_id}-a{ids.attempt}"
-        out = TableFiles(self.config, self.fs, task, ids.partition, self.columns, _fault)
+        out = TableFiles(
+            self.config,
+            self.fs,
+            task,
+            ids.partition,
+            self.columns,
+            _fault,
+            spans=carry,
+            carried=carried,
+        )
         try:
             for batch in iterator:
                 if isinstance(batch, Punctuation):
@@ -461,32 +500,31 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                     raise ValueError(msg)
                 if batch.num_rows:
                     out.write(batch)
-            out.finish()
+            out.finish(carry=carry)
         except BaseException:
             out.discard()
             raise
-        return SinkTaskMessage(ids.partition, ids.attempt, out.files)
+        return SinkTaskMessage(ids.partition, ids.attempt, out.files, out.open)
 
     @property
     def spans_batches(self) -> bool:
         """Whether files stay open across batches (asked for, and a limit says when a file is
-        complete). Never for records with columns (:mod:`operators.spark.tables` says why)."""
+        complete)."""
         rolling = self.config.rolling
         limits = (rolling.tuples, rolling.bytes, rolling.seconds)
-        spans = self.config.span_batches and any(v is not None for v in limits)
-        return spans and self.config.table is None
+        return self.config.span_batches and any(v is not None for v in limits)
 
-    def _carried(self, ids: TaskIds) -> tuple[bool, bool, WrittenFile | None]:
-        """``(carry, published, file)``: whether this task's last file may stay open; whether
-        its batch is already published (write nothing); the file an earlier batch left open
-        for its slot. Files span batches only when the task knows its batch."""
+    def _carried(self, ids: TaskIds) -> tuple[bool, bool, list[WrittenFile]]:
+        """``(carry, published, files)``: whether this task's last files may stay open;
+        whether its batch is already published (write nothing); the files earlier batches left
+        open for its slot. Files span batches only when the task knows its batch."""
         if not self.spans_batches:
-            return False, False, None
+            return False, False, []
         if ids.batch_id is None:
             logger.debug("%s: no batch id in the task; its files end with it", _SINK)
-            return False, False, None
+            return False, False, []
         published, open_files = self._log(owner=False).carried(ids.batch_id)
-        return True, published, open_files.get(ids.partition)
+        return True, published, open_files.get(ids.partition, [])
 
     def _room(self, values: pa.Array, start: int, rows: int, size: int) -> int:
         """How many records from ``start`` go into the current file before it rolls (the rule
@@ -716,10 +754,6 @@ class HdfsSinkDataSource(DataSource):
 
             config = sink_config(self.options)
             self.__dict__["_parsed"] = config
-        if config.table is not None:
-            from operators.spark.tables import note_batch_files
-
-            note_batch_files(config)
         if config.rolling.on_punctuation:
             msg = (
                 f"{_SINK}: close_on_punct needs the end of each input file, which a streaming "

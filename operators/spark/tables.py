@@ -12,17 +12,24 @@ would leave their directory are refused, naming the value). The columns are the 
 A task writes one hidden in-progress file per partition it sees (at most ``max_open_files`` at
 once: the least recently written closes when another partition needs a place), each rolling by
 the roll policy; the commit (:mod:`operators.spark.commit`) publishes each into its partition
-directory. A bulk file is written as Parquet or ORC directly (:class:`~operators.sink.bulk.
-BulkWriter`, the writer the in-process sink converts with): a task's file is never cut back (a
-failed attempt's files are deleted whole), so it needs no appendable Arrow stream first. It is
-closed and synced before the task reports it: every file the commit renames is whole.
+directory. Every file the commit renames is whole, closed and synced before the task reports it.
 
-Files of records with columns end with their micro-batch on Spark, whatever ``span_batches``
-says: a Parquet or ORC file cannot be appended to, so carrying one across batches would mean
-carrying its Arrow stream and converting it at a later commit, on the driver, with steps of its
-own in the sink log's recovery; that is not built (yet). Within a batch, files still roll by
-the policy (``tuples_per_file``, ``bytes_per_file``, ``time_per_file``). The local engine sizes
-bulk files by the policy across cuts.
+Files that end with their task (no ``span_batches``, or no limit): a bulk file is written as
+Parquet or ORC directly (:class:`~operators.sink.bulk.BulkWriter`, the writer the in-process
+sink converts with), since a failed attempt's files are deleted whole.
+
+Files that span micro-batches (``span_batches`` with ``tuples_per_file``, ``bytes_per_file`` or
+``time_per_file``), so that a slow stream makes files of the configured size, not one per batch,
+task and partition: a file not full at the end of a task stays open, synced, and the sink log
+records its size; the next batch's task of the same slot continues it (cut back to that size
+first: a failed attempt may have appended). Parquet and ORC cannot be appended to or cut back,
+so their open form is an Arrow IPC stream (the encoder's schema, then one record batch message
+per write: appendable, and whole at every recorded size), converted to Parquet or ORC when the
+file is complete (:func:`operators.spark.commit.complete`): by the task that fills it or finds
+it past ``time_per_file``, by the commit that finds it past its age, or by the stop. The stream
+stays until the commit publishing its conversion deletes it: a crash before then finds it as the
+log recorded it. A carried file of another form (the settings changed between runs) is
+published as it was written, never appended to.
 """
 
 from __future__ import annotations
@@ -30,8 +37,8 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -41,11 +48,17 @@ from operators.common.errors import BadRecordError
 from operators.sink.bulk import BulkWriter
 from operators.sink.formats import TableEncoder, form_format
 from operators.sink.partitions import Partitioner
-from operators.spark.commit import WrittenFile, in_progress_name
+from operators.spark.commit import (
+    WrittenFile,
+    complete,
+    continues,
+    cut_back,
+    in_progress_name,
+)
 from operators.spark.config import SinkConfig
 from region.fs import FileSystem, FileWriter
 
-__all__ = ["TableFiles", "arrow_columns", "note_batch_files"]
+__all__ = ["TableFiles", "arrow_columns"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,40 +73,19 @@ def arrow_columns(schema: object) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")  # type: ignore[arg-type]
 
 
-def note_batch_files(config: SinkConfig) -> None:
-    """Say (WARNING, once per query or run) that files of records with columns end with each
-    micro-batch when files were asked to span batches with a limit: they are smaller than the
-    limit when a batch holds fewer records."""
-    spec, rolling = config.table, config.rolling
-    limits = {
-        "tuples_per_file": rolling.tuples,
-        "bytes_per_file": rolling.bytes,
-        "time_per_file": rolling.seconds,
-    }
-    given = {k: v for k, v in limits.items() if v is not None}
-    if spec is None or not config.span_batches or not given:
-        return
-    name, value = next(iter(given.items()))
-    logger.warning(
-        "%s: format=%r on Spark: files end with each micro-batch (%s=%s rolls them within a "
-        "batch only; files do not span batches, as Parquet and ORC cannot be appended to); "
-        "the local engine sizes them by the limit across cuts",
-        _SINK,
-        spec.format,
-        name,
-        value,
-    )
-
-
 @dataclass
 class _File:
-    """One open in-progress file; ``bulk`` writes a Parquet or ORC one."""
+    """One open in-progress file; ``bulk`` writes a Parquet or ORC one (files that end with
+    their task), ``stream`` marks one whose bytes are the Arrow stream of one (files that span
+    batches); ``carried``: an earlier batch's file this task continues."""
 
     work: str
     writer: FileWriter
     subdir: str
     opened_ns: int
     bulk: BulkWriter | None = None
+    stream: bool = False
+    carried: bool = False
     rows: int = 0
     #: Bytes written: of a bulk file, its Arrow batches' (what ``bytes_per_file`` counts).
     size: int = 0
@@ -101,7 +93,9 @@ class _File:
 
 class TableFiles:
     """The in-progress files of one task attempt writing records with columns (see the module
-    doc). ``fault`` is called with ``"task_write"`` once the first file is complete."""
+    doc). ``fault`` is called with ``"task_write"`` once the first file is complete. ``spans``:
+    files may stay open for the next batch (:meth:`finish`); ``carried``: the files earlier
+    batches left open for this task's slot."""
 
     def __init__(
         self,
@@ -111,6 +105,9 @@ class TableFiles:
         partition: int,
         columns: pa.Schema,
         fault: Callable[[str], None] | None = None,
+        *,
+        spans: bool = False,
+        carried: Sequence[WrittenFile] = (),
     ) -> None:
         spec = config.table
         assert spec is not None
@@ -119,6 +116,7 @@ class TableFiles:
         self._task = task
         self._partition = partition
         self._fault = fault
+        self._spans = spans
         self._encoder = TableEncoder(spec, fs, config.rolling, columns=columns)
         self._parts = (
             Partitioner(spec.partition_by, spec.schema_, spec.derived)
@@ -130,6 +128,10 @@ class TableFiles:
         self._open: dict[str, _File] = {}
         #: Complete files, in the order they closed (the commit numbers them so).
         self.files: list[WrittenFile] = []
+        #: Files left open for the next batch (:meth:`finish`).
+        self.open: list[WrittenFile] = []
+        #: Earlier batches' open files by partition directory, until a record comes for it.
+        self._carried = {f.subdir or "": f for f in carried}
         #: Every file this attempt created (deleted when it fails).
         self._created: list[str] = []
 
@@ -175,33 +177,71 @@ class TableFiles:
                 self._close(where)
 
     def _file(self, where: str) -> _File:
-        """The open file of partition ``where`` (last in the order: written last), opened
-        after closing the least recently written ones beyond ``max_open_files``."""
+        """The open file of partition ``where`` (last in the order: written last): an earlier
+        batch's, continued, or a new one, opened after closing the least recently written ones
+        beyond ``max_open_files``."""
         found = self._open.pop(where, None)
         if found is None:
             limit = self._config.max_open_files if self._parts is not None else 1
             while len(self._open) >= limit:
                 self._close(next(iter(self._open)))
-            path = posixpath.join(
-                self._config.output_dir, in_progress_name(self._task, len(self._created))
-            )
-            self._created.append(path)
-            writer = self._fs.create(path, permission=self._config.permission)
-            found = _File(path, writer, where, time.time_ns())
-            header = self._encoder.header
-            if self._encoder.bulk:  # the header is the Arrow schema
-                fmt, codec = form_format(self._encoder.form)
-                schema = ipc.read_schema(pa.py_buffer(header))
-                found.bulk = BulkWriter(writer, fmt, codec, schema)
-            elif header:
-                writer.write(header)
-            found.size = len(header)
+            found = self._continue(where) or self._create(where)
         self._open[where] = found
         return found
 
-    def _close(self, where: str) -> None:
-        """Close the file of ``where``: a bulk file's last row group and footer written, then
-        synced and closed."""
+    def _continue(self, where: str) -> _File | None:
+        """The file an earlier batch left open for ``where``, cut back to the size the log
+        recorded and opened for appending; ``None`` when there is none, or it is complete
+        (full, past its age, or of another form: then it is published, converted if a bulk
+        file's stream)."""
+        carried = self._carried.pop(where, None)
+        if carried is None:
+            return None
+        cut_back(self._fs, carried, self._config.permission)
+        rolling = self._config.rolling
+        if (
+            continues(carried, self._encoder.form)
+            and not rolling.full(carried.rows, carried.size)
+            and not rolling.expired(carried.opened_ns / 1e9, time.time())
+        ):
+            writer = self._fs.append(carried.path)
+            stream = self._encoder.bulk
+            return _File(
+                carried.path, writer, where, carried.opened_ns, None, stream, True,
+                carried.rows, carried.size,
+            )  # fmt: skip
+        done = complete(self._fs, carried, self._config.permission)
+        if done.path != carried.path:
+            self._created.append(done.path)
+        self._completed(replace(done, index=len(self.files)))
+        return None
+
+    def _create(self, where: str) -> _File:
+        path = posixpath.join(
+            self._config.output_dir, in_progress_name(self._task, len(self._created))
+        )
+        self._created.append(path)
+        writer = self._fs.create(path, permission=self._config.permission)
+        found = _File(path, writer, where, time.time_ns())
+        header = self._encoder.header
+        if self._encoder.bulk and self._spans:
+            # The open form of a file that may span batches: its Arrow stream, whose header is
+            # the schema (see the module doc).
+            found.stream = True
+            writer.write(header)
+        elif self._encoder.bulk:  # the header is the Arrow schema
+            fmt, codec = form_format(self._encoder.form)
+            schema = ipc.read_schema(pa.py_buffer(header))
+            found.bulk = BulkWriter(writer, fmt, codec, schema)
+        elif header:
+            writer.write(header)
+        found.size = len(header)
+        return found
+
+    def _close(self, where: str, *, keep_open: bool = False) -> None:
+        """Close the file of ``where``: a bulk file's last row group and footer written (a
+        stream converted), then synced and closed; ``keep_open``: synced, closed and left open
+        for the next batch as it is."""
         f = self._open[where]
         try:
             size = f.bulk.close() if f.bulk is not None else f.size
@@ -209,34 +249,57 @@ class TableFiles:
         finally:
             f.writer.close()
         del self._open[where]  # only now: a failure leaves it to discard()
-        self.files.append(
-            WrittenFile(
-                f.work,
-                self._partition,
-                len(self.files),
-                f.rows,
-                size,
-                f.opened_ns,
-                subdir=where or None,
-            )
+        written = WrittenFile(
+            f.work,
+            self._partition,
+            len(self.files) + len(self.open),
+            f.rows,
+            size,
+            f.opened_ns,
+            subdir=where or None,
+            form=self._encoder.form,
         )
+        if keep_open:
+            self.open.append(written)
+            return
+        if f.stream:
+            done = complete(self._fs, written, self._config.permission)
+            self._created.append(done.path)
+            if not f.carried:
+                self._fs.delete(f.work)  # this attempt's own: no log entry names it
+                done = replace(done, stream=None)
+            written = done
+        self._completed(written)
+
+    def _completed(self, written: WrittenFile) -> None:
+        self.files.append(written)
         if len(self.files) == 1 and self._fault is not None:
             self._fault("task_write")
 
     # -- end of the task --------------------------------------------------------------------
 
-    def finish(self) -> None:
-        """Close every open file (files of records with columns end with the batch)."""
+    def finish(self, *, carry: bool = False) -> None:
+        """The end of the task's input: every open file closed, but, with ``carry``, those
+        neither full nor past their age stay open for the next batch."""
+        rolling = self._config.rolling
+        now = time.time()
         for where in list(self._open):
-            self._close(where)
+            f = self._open[where]
+            keep = (
+                carry
+                and not rolling.full(f.rows, f.size)
+                and not rolling.expired(f.opened_ns / 1e9, now)
+            )
+            self._close(where, keep_open=keep)
 
     def discard(self) -> None:
-        """The task failed: drop everything it wrote."""
+        """The task failed: drop everything it wrote, but the files earlier batches left open
+        (the next attempt cuts them back to their recorded size)."""
         for f in self._open.values():
             try:
                 f.writer.close()
             except OSError as exc:
                 logger.debug("%s: closing %s failed: %s", _SINK, f.work, exc)
         self._open = {}
-        for path in self._created:
+        for path in self._created:  # never a carried file: it holds earlier batches' records
             self._fs.delete(path)

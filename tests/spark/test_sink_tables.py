@@ -4,6 +4,7 @@ partition directories. ``tests/spark/test_spark_tables.py`` runs the same throug
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -13,11 +14,18 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import DateType, LongType, StringType, StructField, StructType
 
+from operators.fs.local import LocalFileSystem
 from operators.spark.commit import IN_PROGRESS_PREFIX
 from operators.spark.options import sink_config
 from operators.spark.sink import HdfsSinkStreamWriter, TaskIds
+from region.fs import FileSystem
+from tests.spark.test_commit import Crash, CrashingFS
+from tests.spark.test_rolling_across_batches import KillableFS, Killed
 
 SCHEMA = StructType(
     [
@@ -177,3 +185,169 @@ def test_gzipd_lines_span_batches_one_member_per_write_and_survive_a_failed_appe
     )
     texts = [gzip.decompress((out / n).read_bytes()).decode().splitlines() for n in names]
     assert texts == [[f"r{i}" for i in range(5)], [f"r{i}" for i in range(5, 10)], ["r10"]]
+
+
+SPANNING = {"format": "parquet", "partition_by": "country", "span_batches": "true"}
+
+
+def spanning(out: Path, fs: FileSystem | None = None, **limits: str) -> HdfsSinkStreamWriter:
+    options = {"file": str(out / "part-%FILENUM.parquet"), **SPANNING, **limits}
+    writer = HdfsSinkStreamWriter(sink_config({**options, "manifest": "true"}), SCHEMA)
+    writer._fs = fs or LocalFileSystem()
+    return writer
+
+
+def published_ids(out: Path) -> list[list[int]]:
+    """The ids of each published Parquet file (each read whole by a plain reader)."""
+    names = [p for p in every_file(out) if not os.path.basename(p).startswith(".")]
+    return [pq.read_table(out / p).column("id").to_pylist() for p in names]
+
+
+def hidden(out: Path) -> list[str]:
+    return [n for n in os.listdir(out) if n.startswith(IN_PROGRESS_PREFIX)]
+
+
+def test_parquet_files_span_batches_sized_by_the_limit_not_one_per_batch(tmp_path: Path) -> None:
+    from operators.spark.sink import close_open_files
+
+    out = tmp_path / "out"
+    writer = spanning(out, tuples_per_file="10")
+    for batch in range(10):  # 10 batches of 8 records, 2 per country: 20 per country
+        message = writer.write_task(batches(batch * 8, 8), TaskIds(0, 0, batch, batch))
+        writer.commit([message], batch)
+        # Between batches a reader sees whole Parquet files only; the open ones are hidden.
+        table = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+        assert table.num_rows == sum(len(f) for f in published_ids(out))
+    # Each country got 20 records over 10 batches: 2 files of 10, not 10 files of 2.
+    assert sorted(len(f) for f in published_ids(out)) == [10] * 8
+    assert len(hidden(out)) == 0
+    # Two more batches leave 2 records per country open (one Arrow stream each); the stop
+    # publishes them as Parquet files.
+    for batch in (10, 11):
+        message = writer.write_task(batches(batch * 8, 4), TaskIds(0, 0, batch, batch))
+        writer.commit([message], batch)
+    assert len(hidden(out)) == 4
+    options = {"file": str(out / "part-%FILENUM.parquet"), **SPANNING, "tuples_per_file": "10"}
+    assert len(close_open_files(options)) == 4
+    assert hidden(out) == []
+    assert sorted(len(f) for f in published_ids(out)) == [2] * 4 + [10] * 8
+    ids = sorted(i for f in published_ids(out) for i in f)
+    assert ids == [*range(84), *range(88, 92)]
+    table = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+    assert table.schema.field("day").type == pa.date32()
+
+
+def test_a_stream_past_time_per_file_is_converted_by_the_next_commit(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    writer = spanning(out, time_per_file="1h")
+    writer.commit([writer.write_task(batches(0, 8), TaskIds(0, 0, 1, 0))], 0)
+    assert published_ids(out) == [] and len(hidden(out)) == 4
+    # An hour later, a batch with no task for the slot still publishes them, as Parquet.
+    log = writer._log()
+    log._clock = lambda: 1e12
+    log.commit(1, [])
+    assert sorted(i for f in published_ids(out) for i in f) == list(range(8))
+    assert hidden(out) == []
+
+
+def test_a_changed_format_or_schema_never_appends_to_an_open_file_of_the_old_one(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    writer = spanning(out, tuples_per_file="100")
+    writer.commit([writer.write_task(batches(0, 8), TaskIds(0, 0, 1, 0))], 0)
+    # The next run writes ORC (one partition gets records): its task publishes the Parquet file
+    # open for that partition as it was, and starts an ORC file.
+    orc = HdfsSinkStreamWriter(
+        sink_config(
+            {"file": str(out / "part-%FILENUM.orc"), **SPANNING, "format": "orc",
+             "tuples_per_file": "100"}
+        ),
+        SCHEMA,
+    )  # fmt: skip
+    orc._fs = LocalFileSystem()
+    de_only = pa.RecordBatch.from_pydict(
+        {"id": pa.array([100], pa.int64()), "country": ["DE"], "day": [None]},
+        schema=next(batches(0, 1)).schema,
+    )
+    message = orc.write_task(iter([de_only]), TaskIds(0, 0, 2, 1))
+    assert [f.subdir for f in message.files] == ["country=DE"]
+    orc.commit([message], 1)
+    orc.close_open()
+    assert hidden(out) == []
+    # Every file is whole in the form it was written in (the names are this run's template's).
+    import pyarrow.orc as po
+
+    read = {b"PAR1": pq.read_table, b"ORC": po.read_table}
+    ids: dict[bytes, list[int]] = {b"PAR1": [], b"ORC": []}
+    for p in every_file(out):
+        magic = next(m for m in read if (out / p).read_bytes().startswith(m))
+        ids[magic] += read[magic](out / p).column("id").to_pylist()
+    assert sorted(ids[b"PAR1"]) == list(range(8))
+    assert ids[b"ORC"] == [100]
+
+
+_COUNTS = st.lists(st.integers(min_value=0, max_value=9), min_size=1, max_size=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.lists(_COUNTS, min_size=1, max_size=5),
+    limit=st.sampled_from([("tuples_per_file", "4"), ("bytes_per_file", "1200")]),
+    task_kills=st.lists(st.integers(min_value=1, max_value=6) | st.none(), min_size=5, max_size=5),
+    commit_crashes=st.lists(
+        st.integers(min_value=1, max_value=16) | st.none(), min_size=5, max_size=5
+    ),
+    stop_crash=st.integers(min_value=1, max_value=12) | st.none(),
+)
+def test_every_row_lands_once_in_whole_parquet_files_through_killed_tasks_and_commits(
+    tmp_path_factory: pytest.TempPathFactory,
+    shape: list[list[int]],
+    limit: tuple[str, str],
+    task_kills: list[int | None],
+    commit_crashes: list[int | None],
+    stop_crash: int | None,
+) -> None:
+    """Partitioned Parquet spanning batches: a task attempt killed mid-write (its half-written
+    Arrow stream appends stay behind), a driver dying at any step of a commit (Spark then runs
+    the batch again, its records in one task) or of the stop's conversions. Every row is in one
+    whole Parquet file once; files are full but for the last of each partition."""
+    out = tmp_path_factory.mktemp("out")
+    sent: list[int] = []
+    first = 0
+    for batch, counts in enumerate(shape):
+        tasks = []
+        for count in counts:
+            tasks.append(list(batches(first, count, size=3)))
+            sent.extend(range(first, first + count))
+            first += count
+        if task_kills[batch] is not None:
+            lost = spanning(out, KillableFS(task_kills[batch]), **dict([limit]))
+            with contextlib.suppress(Killed):
+                lost.write_task(iter(tasks[0]), TaskIds(0, 0, 1, batch))
+        writer = spanning(out, **dict([limit]))
+        messages: list[WriterCommitMessage | None] = [
+            writer.write_task(iter(t), TaskIds(p, 1, 10 + p, batch)) for p, t in enumerate(tasks)
+        ]
+        crashing = spanning(out, CrashingFS(commit_crashes[batch]), **dict([limit]))
+        try:
+            crashing.commit(messages, batch)
+        except Crash:
+            again = spanning(out, **dict([limit]))
+            merged = [b for t in tasks for b in t]
+            again.commit([again.write_task(iter(merged), TaskIds(0, 2, 99, batch))], batch)
+        # A reader polling the output meanwhile: whole Parquet files, no row twice.
+        seen = [i for f in published_ids(out) for i in f]
+        assert len(seen) == len(set(seen)) and set(seen) <= set(sent)
+    with contextlib.suppress(Crash):
+        spanning(out, CrashingFS(stop_crash), **dict([limit])).close_open()
+    spanning(out, **dict([limit])).close_open()
+    files = published_ids(out)
+    assert sorted(i for f in files for i in f) == sent
+    assert hidden(out) == []
+    name, value = limit
+    if name == "tuples_per_file":
+        # At most one file per slot and partition is short: the one the stop published.
+        short = [f for f in files if len(f) < int(value)]
+        assert len(short) <= 3 * len(COUNTRIES)
+        assert all(len(f) <= int(value) for f in files)
