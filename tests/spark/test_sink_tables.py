@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import posixpath
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from operators.spark.commit import IN_PROGRESS_PREFIX
 from operators.spark.options import sink_config
 from operators.spark.sink import HdfsSinkStreamWriter, TaskIds
 from region.fs import FileSystem
+from tests.conftest import REAL_BACKENDS, real_fs
 from tests.spark.test_commit import Crash, CrashingFS
 from tests.spark.test_rolling_across_batches import KillableFS, Killed
 
@@ -351,3 +354,44 @@ def test_every_row_lands_once_in_whole_parquet_files_through_killed_tasks_and_co
         short = [f for f in files if len(f) < int(value)]
         assert len(short) <= 3 * len(COUNTRIES)
         assert all(len(f) <= int(value) for f in files)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("backend", REAL_BACKENDS)
+def test_parquet_spanning_batches_on_a_real_cluster_survives_a_failed_append(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    fs, base, _ = real_fs(request, backend)
+    out = posixpath.join(base, f"spanning-{backend}-{time.monotonic_ns()}")
+    fs.mkdirs(out)
+    options = {
+        "file": posixpath.join(out, "part-%FILENUM.parquet"),
+        **SPANNING,
+        "tuples_per_file": "6",
+    }
+
+    def writer() -> HdfsSinkStreamWriter:
+        w = HdfsSinkStreamWriter(sink_config(options), SCHEMA)
+        w._fs = fs
+        return w
+
+    w = writer()
+    w.commit([w.write_task(batches(0, 8), TaskIds(0, 0, 1, 0))], 0)  # 2 per country, open
+    # An attempt of batch 1 appends to the open streams, then fails: its bytes are cut away.
+    failing = iter([*batches(8, 8), None])
+    with pytest.raises(AttributeError):
+        writer().write_task(failing, TaskIds(0, 0, 2, 1))  # type: ignore[arg-type]
+    w = writer()
+    w.commit([w.write_task(batches(8, 16), TaskIds(0, 1, 3, 1))], 1)  # 6 per country: full
+    w.commit([w.write_task(batches(24, 4), TaskIds(0, 0, 4, 2))], 2)  # 1 per country, open
+    w.close_open()
+    files = [
+        s.path
+        for d in fs.list_dir(out)
+        if d.name.startswith("country=")
+        for s in fs.list_dir(d.path)
+    ]
+    tables = [pq.read_table(pa.BufferReader(fs.read(p))) for p in files]
+    assert sorted(t.num_rows for t in tables) == [1] * 4 + [6] * 4
+    assert sorted(i for t in tables for i in t.column("id").to_pylist()) == list(range(28))
+    assert [s.name for s in fs.list_dir(out) if s.name.startswith(IN_PROGRESS_PREFIX)] == []
