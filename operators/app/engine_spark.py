@@ -18,7 +18,7 @@ import logging
 import os
 import posixpath
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from operators.app.config import PipelineConfig
@@ -42,6 +42,7 @@ from operators.app.spark_plan import (
     plan_spark,
 )
 from operators.app.spark_session import check_jvm_user, check_remote, hand_token, start_session
+from operators.common.columns import Columns, OverColumns
 from operators.fs import open_path
 from operators.spark.batchlog import SPARK_DIR
 from region.errors import ConfigError, LockLostError
@@ -49,6 +50,7 @@ from region.lock import CheckpointLock
 from region.signals import StopSignals
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
@@ -73,18 +75,65 @@ def _transformed(spark: SparkSession, frame: DataFrame, config: PipelineConfig) 
     assert transform.function is not None
     from pyspark.sql.functions import col, udf
 
-    func = load_function(transform.function, config.folder)
+    func = _function(config)
     binary = config.source.format == "binary"
+    sink_schema = config.sink.schema_ if config.sink.format not in ("line", "binary") else None
+    if isinstance(func, OverColumns):
+        # vectorized: each Arrow batch of the rows through the function, as on the local
+        # engine; its columns are written as the sink's schema says (spark_plan checks it).
+        from operators.spark.tables import arrow_columns, spark_columns
+
+        assert sink_schema is not None
+        columns = spark_columns(sink_schema)
+        target = arrow_columns(columns)
+        batches = functools.partial(_over_batches, func, target)
+        return frame.mapInArrow(batches, columns)
     if config.source.schema_ is not None:
         # Records with columns: the function gets each as a dict, as on the local engine.
         from pyspark.sql.functions import struct
 
         # (A lambda: pyspark reads a function's type hints to choose a pandas UDF.)
-        apply = udf(lambda row: func(row.asDict()), "string")
         records = struct(*[col(f"`{name}`") for name in config.source.schema_])
+        if sink_schema is not None:  # it returns a mapping of the sink's columns
+            from operators.spark.tables import spark_columns
+
+            mapped = udf(lambda row: func(row.asDict()), spark_columns(sink_schema))
+            out = frame.select(mapped(records).alias("out")).where(col("out").isNotNull())
+            return out.select("out.*")
+        apply = udf(lambda row: func(row.asDict()), "string")
         return frame.select(apply(records).alias("value")).where(col("value").isNotNull())
     apply = udf(func, "binary" if binary else "string")
     return frame.select(apply(col("value")).alias("value")).where(col("value").isNotNull())
+
+
+def _function(config: PipelineConfig) -> Callable[..., Any]:
+    """The ``[transform] function``, over a batch's columns when it is ``vectorized``."""
+    transform = config.transform
+    assert transform is not None and transform.function is not None
+    function = load_function(transform.function, config.folder)
+    if transform.vectorized:
+        return OverColumns(function, f"[transform] function {transform.function!r}")
+    return function
+
+
+def _over_batches(
+    function: OverColumns, target: pa.Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """A streaming query's ``mapInArrow`` of a vectorized function: its output as the columns
+    the query declared, by the sink's rule (a value that does not fit fails the batch, naming
+    its column and value)."""
+    import pyarrow as pa
+
+    from operators.common.schema import cast
+
+    for batch in batches:
+        out = function(Columns(batch)).table
+        missing = [n for n in target.names if n not in out.schema.names]
+        if missing:
+            msg = f"{function!r} returned no column {missing[0]!r} of the sink's schema"
+            raise ValueError(msg)
+        columns = [cast(out.column(f.name).combine_chunks(), f) for f in target]
+        yield pa.RecordBatch.from_arrays(columns, schema=target)
 
 
 class _Stop:
@@ -468,7 +517,7 @@ def _runner(
 
     function = None
     if transform is not None and transform.function is not None:
-        function = load_function(transform.function, config.folder)
+        function = _function(config)
     return FusedRunner.on_checkpoint(
         spark,
         plan.source_options,

@@ -79,11 +79,14 @@ class SparkPlan:
         if config.spark.execution == "streaming":
             check_streaming_on_yarn(config)
         _check_kerberos_on_yarn(config)
-        if config.transform is not None and config.transform.vectorized:
+        if (
+            config.transform is not None
+            and config.transform.vectorized
+            and config.source.format not in ("csv", "jsonl")
+        ):
             msg = (
-                "[transform] vectorized = true: the spark engine calls a function once per "
-                "record so far; a function of record batches runs on the local engine "
-                "(engine = 'local')"
+                "[transform] vectorized = true: the function takes the records' columns, which "
+                "records have with [source] format = 'csv' or 'jsonl' and a [source.schema]"
             )
             raise ConfigError(msg)
         if config.transform is not None and config.transform.function is not None:
@@ -242,15 +245,21 @@ class SparkPlan:
             raise ConfigError(msg)
         table = sink.format not in ("line", "binary")
         rows = self.config.source.format not in ("line", "binary")
-        from_rows = rows and transform is None
-        if table and not from_rows and (transform is None or transform.sql is None):
-            # The columns come from the rows read or from a SQL transform.
+        sql = transform is not None and transform.sql is not None
+        if table and not rows and not sql:
+            # The columns come from the rows read, a SQL transform or a function of rows.
             msg = (
                 f"[sink] format = {sink.format!r}: the spark engine writes the columns of the "
-                "rows read ([source] format = 'csv' or 'jsonl', no transform) or of a "
-                "[transform] sql (e.g. sql = \"SELECT CAST(split(value, ',')[0] AS BIGINT) AS "
-                'id, ... FROM input"); records with columns from a function are written by the '
-                "local engine (engine = 'local')"
+                "rows read ([source] format = 'csv' or 'jsonl', with or without a [transform] "
+                'function) or of a [transform] sql (e.g. sql = "SELECT CAST(split(value, '
+                "',')[0] AS BIGINT) AS id, ... FROM input\")"
+            )
+            raise ConfigError(msg)
+        if table and transform is not None and not sql and sink.schema_ is None:
+            msg = (
+                f"[sink] format = {sink.format!r} after [transform] function: the spark engine "
+                "needs the columns the function returns as [sink.schema] (a DataFrame's columns "
+                'are known before any record is), e.g. schema = { id = "int64" }'
             )
             raise ConfigError(msg)
         options = self._fs_options()

@@ -41,11 +41,13 @@ import posixpath
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from operators.common.columns import Columns
+from operators.common.errors import short
 from operators.source.ledger import Expected
 from operators.spark.batchlog import SPARK_CONFS, SPARK_DIR, BatchLog
 from operators.spark.commit import CommitResult, WrittenFile
@@ -119,17 +121,27 @@ def _transformed(
 
     kind = pa.binary() if task.binary else pa.string()
     attribute = task.writer.config.attribute
+    table = task.writer.config.table is not None
     for batch in batches:
         counted[0] += batch.num_rows
         if task.transform is None:
             yield batch
+            continue
+        name = getattr(task.transform, "__qualname__", repr(task.transform))
+        if getattr(task.transform, "over_batch", False):
+            # vectorized: the rows' columns in, the columns to write out (OverColumns, as on
+            # the local engine); the sink converts them to its schema.
+            yield from task.transform(Columns(batch)).table.to_batches()
             continue
         if task.rows:  # records with columns: each a dict, as the local engine hands them on
             values = [task.transform(r) for r in batch.to_pylist()]
         else:
             values = [task.transform(v) for v in batch.column(0).to_pylist()]
         kept = [v for v in values if v is not None]
-        name = getattr(task.transform, "__qualname__", repr(task.transform))
+        if table:  # a mapping per record, of the sink's columns
+            if kept:
+                yield _mappings(kept, name)
+            continue
         wanted = "bytes" if task.binary else "str"
         try:
             if attribute is None:
@@ -143,6 +155,25 @@ def _transformed(
             msg = f"transform {name} must return {shape} or None: {exc}"
             raise TypeError(msg) from None
         yield pa.RecordBatch.from_arrays([names, column], [attribute, "value"])
+
+
+def _mappings(records: list[Any], name: str) -> pa.RecordBatch:
+    """The mappings a transform returned, as columns (a key a record lacks: null); the sink
+    converts each column to its schema, naming a record whose value does not fit."""
+    import pyarrow as pa
+
+    bad = next((r for r in records if not isinstance(r, Mapping)), None)
+    if bad is not None:
+        msg = (
+            f"transform {name} must return a mapping of the [sink.schema] columns or None, "
+            f"not {short(bad)}"
+        )
+        raise TypeError(msg)
+    try:
+        return pa.RecordBatch.from_pylist(records)
+    except pa.ArrowException as exc:
+        msg = f"transform {name} returned values of one column that have no common type: {exc}"
+        raise TypeError(msg) from None
 
 
 def _verbatim(task: _Task) -> bool:
@@ -427,7 +458,7 @@ class FusedRunner:
         columns = [StructField("value", value)]
         if sink.attribute is not None:
             columns.insert(0, StructField(sink.attribute, StringType()))
-        if sink.table is not None and frame is None and (scan.rows is None or transform):
+        if sink.table is not None and frame is None and scan.rows is None:
             # The tasks read lines or blocks: a DataFrame transform gives the columns.
             msg = (
                 f"hdfs_sink format={sink.table.format!r} writes records with columns: read "
@@ -435,11 +466,24 @@ class FusedRunner:
                 "transform ([transform] sql); a fused run without either has only lines"
             )
             raise ConfigError(msg)
+        if sink.table is not None and transform is not None and sink.table.schema_ is None:
+            msg = (
+                f"hdfs_sink format={sink.table.format!r} after a function: the columns it "
+                "returns are known only once it runs; give them as the sink's schema "
+                "([sink.schema])"
+            )
+            raise ConfigError(msg)
         # Records with columns: each batch's writer is made with the columns it gets, which
-        # are the rows' as read when no transform is between the two halves.
+        # are the rows' as read when no transform is between the two halves, and the sink's
+        # schema after a function.
         schema = StructType(columns) if sink.table is None else None
         if sink.table is not None and frame is None and transform is None:
             schema = spark.createDataFrame([], scan.schema()).schema
+        elif sink.table is not None and transform is not None:
+            from operators.spark.tables import spark_columns
+
+            assert sink.table.schema_ is not None
+            schema = spark_columns(sink.table.schema_)
         self.writer = HdfsSinkStreamWriter(sink, schema)
         if scan.rows is not None and sink.table is None and transform is None and frame is None:
             raise ConfigError(rows_need_transform(scan.rows.format))

@@ -37,8 +37,9 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -58,11 +59,24 @@ from operators.spark.commit import (
 from operators.spark.config import SinkConfig
 from region.fs import FileSystem, FileWriter
 
-__all__ = ["TableFiles", "arrow_columns"]
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+__all__ = ["TableFiles", "arrow_columns", "spark_columns"]
 
 logger = logging.getLogger(__name__)
 
 _SINK = "hdfs_sink"
+
+
+def spark_columns(schema: Mapping[str, str]) -> StructType:
+    """The Spark columns of a schema of type names (``[sink.schema]``): what a function's
+    records are written as."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from operators.common.schema import arrow_schema
+
+    return from_arrow_schema(arrow_schema(dict(schema)), prefer_timestamp_ntz=True)
 
 
 def arrow_columns(schema: object) -> pa.Schema:

@@ -222,7 +222,18 @@ def test_bad_values_exit_2_naming_key_and_value(
             "spark",
             {"sink": 'file = "o/%FILENUM"\nformat = "jsonl"'},
             "[sink] format = 'jsonl': the spark engine writes the columns of the rows read "
-            "([source] format = 'csv' or 'jsonl', no transform) or of a [transform] sql",
+            "([source] format = 'csv' or 'jsonl', with or without a [transform] function) or "
+            "of a [transform] sql",
+        ),
+        (
+            "spark",
+            {
+                "source": 'format = "csv"\n[source.schema]\nid = "int64"',
+                "transform": 'function = "pace:pace"',
+                "sink": 'file = "o/%FILENUM"\nformat = "jsonl"',
+            },
+            "[sink] format = 'jsonl' after [transform] function: the spark engine needs the "
+            "columns the function returns as [sink.schema]",
         ),
         (
             "local",
@@ -233,7 +244,8 @@ def test_bad_values_exit_2_naming_key_and_value(
         (
             "spark",
             {"transform": 'function = "pace:pace"\nvectorized = true'},
-            "[transform] vectorized = true: the spark engine calls a function once per record",
+            "[transform] vectorized = true: the function takes the records' columns, which "
+            "records have with [source] format = 'csv' or 'jsonl' and a [source.schema]",
         ),
     ],
 )

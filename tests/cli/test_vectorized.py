@@ -13,7 +13,7 @@ import pytest
 
 from operators.app.cli import main
 from operators.common.columns import Columns, OverColumns
-from tests.cli.conftest import PipelineDir
+from tests.cli.conftest import PipelineDir, cli
 
 TRANSFORM = """\
 import pyarrow as pa
@@ -84,3 +84,48 @@ def test_a_function_that_returns_no_record_batch_is_named() -> None:
 def test_records_that_are_not_columns_are_made_columns_for_the_function(tmp_path: Path) -> None:
     over = OverColumns(lambda batch: batch.slice(1), "f")
     assert list(over([{"id": 1}, {"id": 2}])) == [{"id": 2}]
+
+
+MAPPING = """\
+
+def euros_row(row):
+    if not row["id"] & 3:
+        return None
+    return {**row, "twice": row["amount"] * 2}
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("function", "execution"),
+    [
+        ('function = "vector:euros"\nvectorized = true', "auto"),
+        ('function = "vector:euros"\nvectorized = true', "streaming"),
+        ('function = "vector:euros_row"', "auto"),
+    ],
+    ids=["vectorized-fused", "vectorized-streaming", "mapping-fused"],
+)
+def test_on_spark_a_function_of_rows_writes_its_columns_as_partitioned_parquet(
+    pdir: PipelineDir, function: str, execution: str
+) -> None:
+    """The same transform on the Spark engine: a vectorized function (fused into each batch's
+    job, or a streaming query's mapInArrow) or a mapping per row, its columns written as the
+    sink's schema says, every kept row once."""
+    pdir.landing.mkdir(parents=True)
+    rows = [(i, ["DE", "FR", "IT"][i % 3], i * 0.5) for i in range(900)]
+    for part in range(3):
+        lines = ["id,country,amount"] + [f"{i},{c},{a}" for i, c, a in rows[part::3]]
+        (pdir.landing / f"in-{part}.csv").write_text("\n".join(lines) + "\n")
+    (pdir.root / "vector.py").write_text(TRANSFORM + MAPPING)
+    config = pdir.root / "job.toml"
+    body = CONFIG.format(root=pdir.root).replace('engine = "local"', 'engine = "spark"')
+    body = body.replace('function = "vector:euros"\nvectorized = true', function)
+    config.write_text(body + f'[spark]\nexecution = "{execution}"\n')
+    done = cli("run", str(config), "--available-now", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = ds.dataset(pdir.out, format="parquet", partitioning="hive").to_table()
+    assert table.schema.field("twice").type == pa.float64()
+    got = sorted(
+        zip(*(table[c].to_pylist() for c in ("id", "country", "amount", "twice")), strict=True)
+    )
+    assert got == sorted((i, c, a, a * 2) for i, c, a in rows if i & 3)
