@@ -18,9 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from operators.source.compressed import range_stream
 from operators.source.decoding import LineDecoder, OnDecodeError
 from operators.source.ledger import Expected, verify
 from operators.source.readahead import ReadAhead
+from region.errors import permanent
 from region.fs import FileSystem, RangeReader
 
 __all__ = [
@@ -158,6 +160,38 @@ def _cut(
     return lines, starts
 
 
+def decompressed(
+    fs: FileSystem, path: str, codec: str, size: int, skip: int, chunk: int
+) -> Iterator[bytes]:
+    """The decompressed bytes of the first ``size`` raw bytes of ``path`` from ``skip`` on."""
+    stream = range_stream(fs, path, codec, size, chunk)
+    pos = 0
+    while True:
+        try:
+            data = stream.read(chunk)
+        except OSError as exc:
+            # A task reads the raw bytes planned, whole: a stream cut short is no file the
+            # batch can read (the local engine reads on as it grows; here it must be whole).
+            msg = (
+                f"{fs.display(path)} is not a whole {codec} stream in its first {size} bytes "
+                f"({exc}): a compressed file is read whole on Spark, so it must be complete "
+                "when listed: land it under a hidden name (.name, _name or name._COPYING_) "
+                "and rename it, or set [scan] min_file_age"
+            )
+            raise permanent(OSError(msg)) from None
+        if not data:
+            return
+        if pos + len(data) > skip:
+            yield data[max(0, skip - pos) :]
+        pos += len(data)
+
+
+def decompressed_length(fs: FileSystem, path: str, codec: str, raw: int) -> int:
+    """How many decompressed bytes the first ``raw`` bytes of ``path`` hold (what an earlier
+    batch read of a compressed file that grew since)."""
+    return sum(len(d) for d in decompressed(fs, path, codec, raw, 0, 8 << 20))
+
+
 @dataclass(frozen=True, slots=True)
 class _Chunk:
     """Whole lines of a file read at ``base``: ``view`` ends with an LF (added after an
@@ -169,6 +203,35 @@ class _Chunk:
     view: memoryview
     consumed: int
     unterminated: bool
+
+
+def _decompressed_chunks(
+    fs: FileSystem,
+    path: str,
+    codec: str,
+    start: int,
+    size: int,
+    chunk_size: int,
+    expected: Expected | None = None,
+) -> Iterator[_Chunk]:
+    """The chunks of whole lines of a compressed file, read whole from its first byte up to
+    ``size`` (it has no index to start inside it); offsets count decompressed bytes, as the
+    local engine's do. ``start`` > 0: a file that grew since an earlier batch read its first
+    ``start`` raw bytes; the lines after what those held."""
+    if expected is not None:
+        verify(fs.read, path, expected)
+    base = decompressed_length(fs, path, codec, start) if start else 0
+    pending = b""
+    for data in decompressed(fs, path, codec, size, base, chunk_size):
+        held = pending + data if pending else data
+        consumed = held.rfind(b"\n") + 1
+        pending = held[consumed:]
+        if consumed:
+            yield _Chunk(base, held, memoryview(held)[:consumed], consumed, False)
+            base += consumed
+    if pending:  # the last line of the file has no LF
+        held = pending + b"\n"
+        yield _Chunk(base, held, memoryview(held), len(pending), True)
 
 
 def _chunks(
@@ -245,18 +308,25 @@ def read_lines(
     chunk_size: int = 8 << 20,
     file_info: bool = False,
     expected: Expected | None = None,
+    codec: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the lines owned by ``[start, end)`` of a file of ``size`` bytes.
 
     ``size`` is the size when the range was planned: bytes appended later are never read, so a
     replay yields the same lines. The line rule is :mod:`operators.source.decoding`'s. ``expected``:
     what the file held when planned (:class:`FileMoved` before any record, when it holds
-    other bytes now).
+    other bytes now). ``codec``: the file is compressed, and its range holds the rest of it
+    (:func:`_decompressed_chunks`).
     """
     display = fs.display(path)
     decoder = _Decoder(encoding, on_decode_error, path, display)
     schema = record_schema(binary=False, file_info=file_info)
-    for chunk in _chunks(fs, path, start, end, size, chunk_size, expected):
+    if codec is not None:
+        chunks = _decompressed_chunks(fs, path, codec, start, size, chunk_size, expected)
+        end = 1 << 62  # every line of the decompressed rest
+    else:
+        chunks = _chunks(fs, path, start, end, size, chunk_size, expected)
+    for chunk in chunks:
         base, data, view, consumed = chunk.base, chunk.data, chunk.view, chunk.consumed
         buf = np.frombuffer(view, dtype=np.uint8)
         ends = np.flatnonzero(buf == _NL)
@@ -348,21 +418,23 @@ def read_blocks(
     chunk_size: int = 8 << 20,
     file_info: bool = False,
     expected: Expected | None = None,
+    codec: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the ``block_size`` blocks starting in ``[start, end)`` (zero-copy);
-    ``expected`` as for :func:`read_lines`."""
+    ``expected`` and ``codec`` as for :func:`read_lines` (blocks of the decompressed bytes)."""
     if expected is not None:
         verify(fs.read, path, expected)
     schema = record_schema(binary=True, file_info=file_info)
-    first = -(-start // block_size) * block_size
-    stop = min(size, -(-end // block_size) * block_size)
     step = max(1, chunk_size // block_size) * block_size
+    if codec is None:
+        first = -(-start // block_size) * block_size
+        pieces = _raw_blocks(fs, path, first, min(size, -(-end // block_size) * block_size), step)
+    else:
+        first = decompressed_length(fs, path, codec, start) if start else 0
+        first = -(-first // block_size) * block_size
+        pieces = _whole_blocks(decompressed(fs, path, codec, size, first, chunk_size), step)
     pos = first
-    while pos < stop:
-        data = fs.read(path, pos, min(step, stop - pos))
-        if not data:
-            msg = f"{fs.display(path)}: the file shrank while being read (nothing at {pos})"
-            raise OSError(msg)
+    for data in pieces:
         n = -(-len(data) // block_size)
         offsets = np.minimum(np.arange(n + 1, dtype=np.int64) * block_size, len(data))
         values = pa.BinaryArray.from_buffers(
@@ -373,6 +445,28 @@ def read_blocks(
             columns += [repeat(fs.display(path), n), pa.array(offsets[:-1] + pos, pa.int64())]
         yield pa.RecordBatch.from_arrays(columns, schema=schema)
         pos += len(data)
+
+
+def _raw_blocks(fs: FileSystem, path: str, pos: int, stop: int, step: int) -> Iterator[bytes]:
+    while pos < stop:
+        data = fs.read(path, pos, min(step, stop - pos))
+        if not data:
+            msg = f"{fs.display(path)}: the file shrank while being read (nothing at {pos})"
+            raise OSError(msg)
+        yield data
+        pos += len(data)
+
+
+def _whole_blocks(data: Iterator[bytes], step: int) -> Iterator[bytes]:
+    """``data`` in pieces of ``step`` bytes (a multiple of the block size), the last shorter."""
+    held = b""
+    for piece in data:
+        held += piece
+        while len(held) >= step:
+            yield held[:step]
+            held = held[step:]
+    if held:
+        yield held
 
 
 def encode_records(values: pa.Array, *, binary: bool, encoding: str = "utf-8") -> list[bytes]:

@@ -146,9 +146,8 @@ class ScanConfig:
         a task (:mod:`operators.spark.rows_io`): a CSV file, where only a read from a row
         boundary tells a line end inside a quoted value from one that ends a row, and a
         compressed file, which has no index to start reading inside it."""
-        if self.rows is None:
-            return False
-        return self.rows.format == "csv" or codec_of(path, self.compression) is not None  # type: ignore[arg-type]
+        csv = self.rows is not None and self.rows.format == "csv"
+        return csv or codec_of(path, self.compression) is not None  # type: ignore[arg-type]
 
     def schema(self) -> str:
         if self.rows is not None and self.rows.schema is not None:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from operators.common.columns import Columns
 from operators.common.errors import short
+from operators.source.compressed import codec_of
 from operators.source.ledger import Expected
 from operators.spark.batchlog import SPARK_CONFS, SPARK_DIR, BatchLog
 from operators.spark.commit import CommitResult, WrittenFile
@@ -210,6 +211,12 @@ def _records(
 
     for item in ranges:
         _, start, end, size = item[:4]
+        if codec_of(item[0], reader.config.compression) is not None:  # type: ignore[arg-type]
+            # A compressed file's lines are decompressed, never copied as its bytes.
+            yield from _transformed(reader.read(ScanPartition([item])), task, counted)
+            if marks:
+                yield PUNCTUATION
+            continue
 
         def copy(
             path: str,

@@ -39,8 +39,7 @@ from operators.common.errors import short
 from operators.source.compressed import codec_of, range_stream
 from operators.source.ledger import Expected, verify
 from operators.source.rows import Rejected
-from operators.spark.arrow_io import first_line_start, repeat
-from region.errors import permanent
+from operators.spark.arrow_io import decompressed, decompressed_length, first_line_start, repeat
 from region.fs import FileSystem
 
 if TYPE_CHECKING:
@@ -100,8 +99,8 @@ def read_rows(
     chunk = config.read_chunk
     display = fs.display(path)
     if codec is not None:
-        begin = _decompressed_length(fs, path, codec, start) if start else 0
-        chunks = _decompressed(fs, path, codec, size, begin, chunk)
+        begin = decompressed_length(fs, path, codec, start) if start else 0
+        chunks = decompressed(fs, path, codec, size, begin, chunk)
 
         def read_head(p: str, length: int) -> bytes:
             return range_stream(fs, p, codec, size).read(length)  # type: ignore[no-any-return]
@@ -179,38 +178,6 @@ def _raw(fs: FileSystem, path: str, begin: int, stop: int, chunk: int) -> Iterat
             raise OSError(msg)
         pos += len(data)
         yield data
-
-
-def _decompressed(
-    fs: FileSystem, path: str, codec: str, size: int, skip: int, chunk: int
-) -> Iterator[bytes]:
-    """The decompressed bytes of the first ``size`` raw bytes of ``path`` from ``skip`` on."""
-    stream = range_stream(fs, path, codec, size, chunk)
-    pos = 0
-    while True:
-        try:
-            data = stream.read(chunk)
-        except OSError as exc:
-            # A task reads the raw bytes planned, whole: a stream cut short is no file the
-            # batch can read (the local engine reads on as it grows; here it must be whole).
-            msg = (
-                f"{fs.display(path)} is not a whole {codec} stream in its first {size} bytes "
-                f"({exc}): a compressed file is read whole on Spark, so it must be complete "
-                "when listed: land it under a hidden name (.name, _name or name._COPYING_) "
-                "and rename it, or set [scan] min_file_age"
-            )
-            raise permanent(OSError(msg)) from None
-        if not data:
-            return
-        if pos + len(data) > skip:
-            yield data[max(0, skip - pos) :]
-        pos += len(data)
-
-
-def _decompressed_length(fs: FileSystem, path: str, codec: str, raw: int) -> int:
-    """How many decompressed bytes the first ``raw`` bytes of ``path`` hold (what an earlier
-    batch read of a compressed file that grew since)."""
-    return sum(len(d) for d in _decompressed(fs, path, codec, raw, 0, 8 << 20))
 
 
 def _line_start(fs: FileSystem, path: str, at: int, size: int) -> int:

@@ -149,3 +149,52 @@ def test_spark_writes_the_files_records_name_and_a_returning_name_rolls(
         "a-1.csv": ["a-3"],
         "c.csv": ["c-1"],
     }
+
+
+def test_spark_reads_compressed_lines_decompressed_run_after_run(pdir: PipelineDir) -> None:
+    """gzip'd and zstd lines beside plain ones, no transform (plain lines are copied as bytes,
+    compressed ones never): every line once, in a gzip'd output, run again from cron."""
+    import gzip
+
+    import pyarrow as pa
+
+    def zstd(data: bytes) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.CompressedOutputStream(sink, "zstd") as out:
+            out.write(data)
+        return sink.getvalue().to_pybytes()
+
+    pdir.add_file("plain.txt", [f"plain-{i}" for i in range(100)])
+    pdir.landing.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"gz-{i}\n" for i in range(3000)).encode()
+    (pdir.landing / "a.txt.gz").write_bytes(gzip.compress(text[:9000]) + gzip.compress(text[9000:]))
+    (pdir.landing / "b.txt.zst").write_bytes(
+        zstd("".join(f"zst-{i}\n" for i in range(500)).encode())
+    )
+    config = pdir.write_config(
+        """\
+        engine = "spark"
+        [scan]
+        directory = "landing"
+        [sink]
+        file = "out/part-%FILENUM.txt.gz"
+        compression = "gzip"
+        """
+    )
+    done = cli("run", str(config), "--available-now", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (pdir.landing / "c.txt.gz").write_bytes(gzip.compress(b"late-1\nlate-2"))
+    again = cli("run", str(config), "--available-now", timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    got = [
+        line
+        for f in sorted(pdir.out.glob("part-*"))
+        for line in gzip.decompress(f.read_bytes()).decode().splitlines()
+    ]
+    expected = (
+        [f"plain-{i}" for i in range(100)]
+        + [f"gz-{i}" for i in range(3000)]
+        + [f"zst-{i}" for i in range(500)]
+        + ["late-1", "late-2"]
+    )
+    assert sorted(got) == sorted(expected)

@@ -132,12 +132,59 @@ def test_a_gzip_file_that_grew_by_a_member_is_read_on_after_what_was_read(
     assert rejected == []
 
 
-def test_compressed_lines_are_still_refused_and_jsonl_needs_a_schema(tmp_path: Path) -> None:
+def _compress(codec: str, data: bytes) -> bytes:
+    import pyarrow as pa
+
+    if codec == "gz":  # two members: concatenated, as gzip tools append
+        half = len(data) // 2
+        return gzip.compress(data[:half]) + gzip.compress(data[half:])
+    name = {"bz2": "bz2", "zst": "zstd", "lz4": "lz4"}[codec]
+    sink = pa.BufferOutputStream()
+    with pa.CompressedOutputStream(sink, name) as out:
+        out.write(data)
+    return sink.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("codec", ["gz", "bz2", "zst", "lz4"])
+def test_compressed_lines_and_blocks_are_read_decompressed_each_file_by_one_task(
+    tmp_path: Path, codec: str
+) -> None:
     src = tmp_path / "in"
-    write_inputs(src, {"a.txt.gz": gzip.compress(b"x\n")}, T0)
-    r = HdfsScanStreamReader(scan_config({"directory": str(src), "plan_dir": f"{src}-p"}))
-    with pytest.raises(ValueError, match="reads decompressed for format = 'csv' or 'jsonl'"):
-        r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    lines = [f"line {i} " + "x" * (i % 50) for i in range(5000)]
+    text = ("\n".join(lines) + "\n").encode()
+    write_inputs(src, {f"a.log.{codec}": _compress(codec, text), "b.log": b"plain\nlast"}, T0)
+    # Small chunks and splits: the compressed file is one range whatever they say.
+    r = plain_reader(src, include_file_info="true", read_chunk="4096", split_size="4096")
+    o0 = r.initialOffset()
+    o1 = r.latestOffset(o0, ReadAllAvailable())
+    parts = list(r.partitions(o0, o1))
+    assert [len(p.ranges) for p in parts if any(f".{codec}" in x[0] for x in p.ranges)] == [1]
+    rows = [row for p in parts for b in r.read(p) for row in b.to_pylist()]
+    got = [x["value"] for x in rows if x["file"].endswith(codec)]
+    assert got == lines
+    # Offsets count decompressed bytes, as the local engine's.
+    offsets = [x["offset"] for x in rows if x["file"].endswith(codec)]
+    assert offsets[:3] == [0, len(lines[0]) + 1, len(lines[0]) + len(lines[1]) + 2]
+    assert [x["value"] for x in rows if x["file"].endswith("b.log")] == ["plain", "last"]
+    # Blocks: the decompressed bytes, cut every block_size.
+    blocks = plain_reader(
+        src, format="binary", block_size="1000", read_chunk="4096", include_file_info="true"
+    )
+    b0 = blocks.initialOffset()
+    b1 = blocks.latestOffset(b0, ReadAllAvailable())
+    read = [x for p in blocks.partitions(b0, b1) for b in blocks.read(p) for x in b.to_pylist()]
+    mine = [x for x in read if x["file"].endswith(codec)]
+    assert b"".join(x["value"] for x in mine) == text
+    assert [x["offset"] for x in mine] == list(range(0, len(text), 1000))
+
+
+def plain_reader(src: Path, **options: str) -> HdfsScanStreamReader:
+    plans = str(src.parent / f"{src.name}-plans-{len(options)}")
+    return HdfsScanStreamReader(scan_config({"directory": str(src), "plan_dir": plans, **options}))
+
+
+def test_jsonl_needs_a_schema(tmp_path: Path) -> None:
+    src = tmp_path / "in"
     with pytest.raises(ConfigError, match="format='jsonl' needs the option 'schema'"):
         scan_config({"directory": str(src), "plan_dir": f"{src}-p", "format": "jsonl"})
 
