@@ -499,15 +499,13 @@ class SinkLog:
             planned.add(dst)
             renames.append([f.path, dst])
             rejected.append({"path": dst, "rows": f.rows, "size": f.size})
-        entry = {
+        entry: dict[str, Any] = {
             "version": _VERSION,
             "batch_id": batch_id,
             "renames": renames,
             "files": published,
-            "rejects": rejected,
             "state": {
                 "next_filenum": next_filenum,
-                "next_rejects": next_rejects,
                 "open": [f.to_dict() for f in still_open],
                 # The batch each open file got its first records in (published_through).
                 "open_since": {
@@ -515,6 +513,11 @@ class SinkLog:
                 },
             },
         }
+        # Only once there were rejects: the entries of a sink without them stay as they were.
+        if rejected:
+            entry["rejects"] = rejected
+        if next_rejects:
+            entry["state"]["next_rejects"] = next_rejects
         if not self._exactly_once and newest is not None and batch_id <= newest:
             # at_least_once re-publishes a re-run batch: its entry gets a fresh id.
             batch_id = newest + 1
@@ -605,11 +608,9 @@ class SinkLog:
             entry["files"].append({"path": dst, "rows": f.rows, "size": f.size})
             added.append(dst)
         entry["renames"] = renames
-        entry["state"] = {
-            "next_filenum": next_filenum,
-            "next_rejects": int(state["next_rejects"]),
-            "open": [],
-        }
+        entry["state"] = {"next_filenum": next_filenum, "open": []}
+        if state["next_rejects"]:
+            entry["state"]["next_rejects"] = int(state["next_rejects"])
         entry["stop_files"] = len(added)
         self._fs.delete(self._path(newest, _DONE_SUFFIX))
         self._write_entry(newest, entry)
