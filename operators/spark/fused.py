@@ -515,8 +515,6 @@ class FusedRunner:
         #: sink's idle closes); what waits in files left open after the newest batch, and when
         #: the oldest of them was opened (``time.time()``). Read by metrics scrapes.
         self.published = (0, 0, 0)
-        #: Rows the source could not read that this runner's commits published to the rejects.
-        self.rejected = 0
         self.unpublished = (0, 0)
         self.unpublished_since: float | None = None
 
@@ -728,7 +726,6 @@ class FusedRunner:
 
     def _count(self, commit: CommitResult | None) -> None:
         if commit is not None:
-            self.rejected += commit.rejected
             rows, size, files = self.published
             self.published = (rows + commit.rows, size + commit.size, files + len(commit.published))
 
