@@ -178,6 +178,8 @@ class _Totals:
         self.records_out: int | None = None
         self.bytes_out: int | None = None
         self.files_out: int | None = None
+        #: Rows the source could not read that commits published to the rejects file.
+        self.rejected = 0
         self.consecutive_restarts = 0
         self.last_batch_at: float | None = None
         self.status_since = time.time()
@@ -208,6 +210,7 @@ class _Totals:
             self.bytes_out = (self.bytes_out or 0) + batch.bytes_out
         if batch.files_out is not None:
             self.files_out = (self.files_out or 0) + batch.files_out
+        self.rejected += batch.records_rejected
         if batch.passed_over is not None:
             self.passed_over = batch.passed_over
         if batch.modified is not None:
@@ -284,6 +287,7 @@ class _Totals:
             files_modified=self.modified,
             records_in=self.records,
             records_out=None if self.has_transform else self.records,
+            records_rejected=self.rejected,
             records_replayed=self.replayed,
             records_unpublished=None if self.stopped_now else 0,
             final_cut=not self.stopped_now,

@@ -212,6 +212,28 @@ class SparkPlan:
         options["plan_dir"] = plans
         return options
 
+    def _check_rejects(self) -> None:
+        """``[sink] rejects_file`` on Spark keeps the rows a CSV or JSON-lines source cannot
+        read, published with their batch by fused execution: refused where nothing would
+        ever reach it."""
+        source = self.config.source
+        why = None
+        if source.format not in ("csv", "jsonl"):
+            why = (
+                f"[source] format = {source.format!r} has no rows that do not fit (on the spark "
+                "engine the rejects file keeps those of format = 'csv' or 'jsonl')"
+            )
+        elif source.on_bad_row != "reject":
+            why = f"[source] on_bad_row = {source.on_bad_row!r} hands no row to it"
+        elif self.config.spark.execution == "streaming":
+            why = (
+                "a streaming query (execution = 'streaming') logs the rows instead: fused "
+                "execution writes them (execution = 'auto')"
+            )
+        if why is not None:
+            msg = f"[sink] rejects_file: never written by the spark engine here: {why}"
+            raise ConfigError(msg)
+
     def _sink_options(self) -> dict[str, str]:
         sink = self.config.sink
         transform = self.config.transform
@@ -232,12 +254,15 @@ class SparkPlan:
                 "function = 'module:function' or no transform, or a file limit"
             )
             raise ConfigError(msg)
-        if sink.on_bad_record not in (None, "fail") or sink.rejects_file is not None:
+        if sink.on_bad_record not in (None, "fail"):
             msg = (
-                "[sink] on_bad_record / rejects_file: not supported by the spark engine, where a "
-                "record that cannot be written fails its batch (use the local engine)"
+                f"[sink] on_bad_record = {sink.on_bad_record!r}: not supported by the spark "
+                "engine, where a record that cannot be written fails its batch (use the local "
+                "engine; rejects_file keeps the rows the source cannot read on both engines)"
             )
             raise ConfigError(msg)
+        if sink.rejects_file is not None:
+            self._check_rejects()
         if sink.publish != "atomic":
             msg = (
                 f"[sink] publish: the spark engine publishes by rename only (got {sink.publish!r})"
@@ -290,6 +315,8 @@ class SparkPlan:
         options["manifest_retain"] = str(sink.manifest_retain)
         if sink.on_published is not None:
             options["on_published"] = sink.on_published
+        if sink.rejects_file is not None:
+            options["rejects_file"] = sink.rejects_file
         return options
 
 

@@ -32,7 +32,7 @@ from region.state import Batch, SinkOperator
 if TYPE_CHECKING:
     from operators.sink.metrics import SinkMetrics
 
-__all__ = ["BadRecords", "RecordEncoder"]
+__all__ = ["BadRecords", "RecordEncoder", "rejected_line"]
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +162,20 @@ def as_json(record: Any) -> Any:
     return str(record)
 
 
+def rejected_line(sink: str, rejected: Rejected) -> str:
+    """The line of the rejects file keeping a row a source could not read: a JSON object of the
+    sink's name, the row's file, byte offset, the reason (naming column and value) and the row
+    as read. One rule for both engines (the Spark engine's tasks write it too)."""
+    record = {
+        "sink": sink,
+        "file": rejected.file,
+        "offset": rejected.offset,
+        "reason": rejected.reason,
+        "record": rejected.text,
+    }
+    return json.dumps(record, ensure_ascii=True)
+
+
 class BadRecords:
     """``on_bad_record`` of one sink. Default: ``reject`` when a rejects sink is given, else
     ``skip`` logged at ERROR (a skip nobody asked for: the record is gone unless someone reads
@@ -208,17 +222,7 @@ class BadRecords:
         self._metrics.bad_records += 1
         reason = f"{rejected.file} at byte {rejected.offset}: {rejected.reason}"
         if self._rejects is not None:
-            line = json.dumps(
-                {
-                    "sink": self._sink,
-                    "file": rejected.file,
-                    "offset": rejected.offset,
-                    "reason": rejected.reason,
-                    "record": rejected.text,
-                },
-                ensure_ascii=True,
-            )
-            self._rejects.write(Batch([line]))
+            self._rejects.write(Batch([rejected_line(self._sink, rejected)]))
             self._metrics.records_rejected += 1
             logger.warning("sink %s: rejected the row of %s", self._sink, reason)
         else:

@@ -192,6 +192,9 @@ class SinkSettings(BaseModel):
     on_published: str | None = Field(None, pattern=r"^[\w.]+:\w+$")
     #: Template of the rejects files, relative to the base directory (``directory``, or the
     #: template's fixed directory); needs %FILENUM, e.g. ``_rejects/rejects-%FILENUM.jsonl``.
+    #: On the Spark engine (``hdfs-region run``, fused execution) it keeps the rows a CSV or
+    #: JSON-lines source could not read, published with their batch; a record the sink cannot
+    #: write fails the batch there.
     rejects_file: str | None = Field(None, validation_alias=_alias("rejects_file", "rejectsFile"))
 
     @model_validator(mode="after")

@@ -13,6 +13,12 @@ Sink log (``log_dir``, by default ``<output>/_hdfs_sink``), one entry per commit
   temporary name, synced, renamed.
 - ``<batch_id:020d>.done`` — every rename of the entry is done.
 
+The rows of a batch the source could not read (``rejects_file``, fused execution:
+:mod:`operators.spark.rejects`) are published by the same entry: their renames follow the
+output's, named by the rejects template with a ``%FILENUM`` count of their own
+(``next_rejects`` in the state), and the entry lists them under ``rejects`` (not ``files``,
+the output that manifests and ``on_published`` announce).
+
 Files span micro-batches when the sink rolls by a limit (``tuples_per_file``, ``bytes_per_file``,
 ``time_per_file``): a task's last file, synced, stays open at the end of its batch, and the entry
 records its size. The next batch's task of the same slot (partition id) cuts it back to that size
@@ -150,6 +156,9 @@ class CommitResult:
     #: Records and bytes in the files published (for metrics).
     rows: int = 0
     size: int = 0
+    #: Rejects files published, and the rows they hold.
+    rejects: tuple[str, ...] = ()
+    rejected: int = 0
 
 
 def cut_back(fs: FileSystem, carried: WrittenFile, permission: int | None) -> None:
@@ -261,7 +270,10 @@ class SinkLog:
         clock: Callable[[], float] = time.time,
         on_publish: PublishHook | None = None,
         renumber: Callable[[str, int], str] | None = None,
+        rejects_namer: Namer | None = None,
     ) -> None:
+        #: The final names of rejects files (``rejects_file``), by their own %FILENUM.
+        self._rejects_namer = rejects_namer
         #: Names asked for by records (``file_attribute_name``): a name taken (published
         #: before, or by another file of the batch) goes to ``renumber(name, 1)``, ``2``...
         self._renumber = renumber
@@ -396,7 +408,13 @@ class SinkLog:
             claim_output(self._fs, self.log_dir, self._owner, permission=self._permission)
             self._claimed = True
         entries, done = self._listing()
-        state: dict[str, Any] = {"next_filenum": 0, "batch_id": None, "open": [], "open_since": {}}
+        state: dict[str, Any] = {
+            "next_filenum": 0,
+            "next_rejects": 0,
+            "batch_id": None,
+            "open": [],
+            "open_since": {},
+        }
         newest = max(entries, default=None)
         for batch_id in sorted(entries):
             if batch_id in done and batch_id != newest:
@@ -414,6 +432,7 @@ class SinkLog:
                 self._mark_done(batch_id)
             state = {
                 "next_filenum": int(entry["state"]["next_filenum"]),
+                "next_rejects": int(entry["state"].get("next_rejects", 0)),
                 "batch_id": batch_id,
                 "open": _open_files(entry),
                 "open_since": {
@@ -488,9 +507,11 @@ class SinkLog:
         batch_id: int,
         files: Sequence[WrittenFile],
         open_files: Sequence[WrittenFile] = (),
+        rejects: Sequence[WrittenFile] = (),
     ) -> CommitResult:
         """Publish ``files`` as batch ``batch_id``, and keep ``open_files`` (synced, not full)
-        open for the next batches. Safe to call again for the same batch."""
+        open for the next batches; publish ``rejects`` (the batch's rejects files, by
+        ``rejects_namer``) with them. Safe to call again for the same batch."""
         # 1. Finish whatever an earlier (crashed) commit left half done.
         state = self.recover()
         newest = state["batch_id"]
@@ -528,7 +549,19 @@ class SinkLog:
             planned.add(dst)
             renames.append([f.path, dst])
             published.append({"path": dst, "rows": f.rows, "size": f.size})
-        entry = {
+        # The rejects after the output, numbered on from their own count.
+        next_rejects = int(state["next_rejects"])
+        rejected: list[dict[str, Any]] = []
+        for f in sorted(rejects, key=lambda f: (f.partition, f.index, f.path)):
+            if self._rejects_namer is None:
+                raise TypeError("SinkLog needs rejects_namer to publish rejects files")
+            dst, next_rejects = self._free_name(
+                batch_id, f, next_rejects, planned, self._rejects_namer
+            )
+            planned.add(dst)
+            renames.append([f.path, dst])
+            rejected.append({"path": dst, "rows": f.rows, "size": f.size})
+        entry: dict[str, Any] = {
             "version": _VERSION,
             "batch_id": batch_id,
             "renames": renames,
@@ -542,6 +575,11 @@ class SinkLog:
                 },
             },
         }
+        # Only once there were rejects: the entries of a sink without them stay as they were.
+        if rejected:
+            entry["rejects"] = rejected
+        if next_rejects:
+            entry["state"]["next_rejects"] = next_rejects
         if not self._exactly_once and newest is not None and batch_id <= newest:
             # at_least_once re-publishes a re-run batch: its entry gets a fresh id.
             batch_id = newest + 1
@@ -560,10 +598,12 @@ class SinkLog:
         self._retire(batch_id)
         return CommitResult(
             batch_id,
-            tuple(dst for _, dst in renames),
+            tuple(f["path"] for f in published),
             open=kept,
             rows=sum(f.rows for f in ordered),
             size=sum(f.size for f in ordered),
+            rejects=tuple(r["path"] for r in rejected),
+            rejected=sum(r["rows"] for r in rejected),
         )
 
     def _next_open(
@@ -645,6 +685,8 @@ class SinkLog:
             added.append(dst)
         entry["renames"] = renames
         entry["state"] = {"next_filenum": next_filenum, "open": []}
+        if state["next_rejects"]:
+            entry["state"]["next_rejects"] = int(state["next_rejects"])
         entry["stop_files"] = len(added)
         self._fs.delete(self._path(newest, _DONE_SUFFIX))
         self._write_entry(newest, entry)
@@ -666,25 +708,35 @@ class SinkLog:
         )
 
     def _free_name(
-        self, batch_id: int, f: WrittenFile, filenum: int, planned: set[str]
+        self,
+        batch_id: int,
+        f: WrittenFile,
+        filenum: int,
+        planned: set[str],
+        namer: Namer | None = None,
     ) -> tuple[str, int]:
-        """The final name of ``f`` from number ``filenum`` on, and the next number. A name
-        taken by someone else's file, or planned for another file of the batch, is skipped:
-        never overwritten."""
-        if self._namer is None:
+        """The final name of ``f`` from number ``filenum`` on (by ``namer``, default the
+        output's), and the next number. A name taken by someone else's file, or planned for
+        another file of the batch, is skipped: never overwritten."""
+        renumber = self._renumber
+        if namer is None:
+            namer = self._namer
+        else:
+            renumber = None  # rejects files are numbered by their template alone
+        if namer is None:
             raise TypeError("SinkLog needs the namer given to SinkLog() to publish")
-        dst = self._namer(f, filenum)
+        dst = namer(f, filenum)
         filenum += 1
         asked, tries = dst, 0
         while dst in planned or self._fs.exists(dst):
-            if self._renumber is not None:
+            if renumber is not None:
                 tries += 1
-                taken, dst = dst, self._renumber(asked, tries)
+                taken, dst = dst, renumber(asked, tries)
                 logger.info(
                     "sink batch %s: %s is taken; the records go to %s", batch_id, taken, dst
                 )
                 continue
-            taken, dst = dst, self._namer(f, filenum)
+            taken, dst = dst, namer(f, filenum)
             if dst == taken:
                 shown = self._fs.display(dst)
                 raise FileExistsError(f"sink batch {batch_id}: {shown} exists (never overwritten)")

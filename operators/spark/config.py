@@ -194,3 +194,7 @@ class SinkConfig:
     table: TableSpec | None = None
     #: Lines and blocks: ``gzip`` or ``zstd``, one member or frame per write (``None``: none).
     compression: str | None = None
+    #: The rejects files' template (``rejects_file`` under ``output_dir``): the rows the source
+    #: could not read, published with their batch (:mod:`operators.spark.rejects`); ``None``:
+    #: they are logged only.
+    rejects: str | None = None

@@ -21,7 +21,9 @@ Batch ``N`` (the region's cut), numbered steps as in :mod:`operators.spark.commi
 2. Write ahead: ``offsets/N`` in Spark's checkpoint (:class:`BatchLog`). From here the batch is
    decided: a restart runs it again over the same plan.
 3. Run the job: tasks write hidden in-progress files and return their manifests.
-4. Commit: the sink log publishes the files exactly once (its own write-ahead entry, renames).
+4. Commit: the sink log publishes the files exactly once (its own write-ahead entry, renames),
+   with the rows the tasks could not read when the sink has a ``rejects_file``
+   (:mod:`operators.spark.rejects`).
 5. Record ``commits/N``; the scan drops old plans.
 
 A restart finds ``offsets/N`` without ``commits/N`` and runs batch ``N`` again (skipping the job
@@ -52,6 +54,7 @@ from operators.source.compressed import codec_of
 from operators.source.ledger import Expected
 from operators.spark.batchlog import SPARK_CONFS, SPARK_DIR, BatchLog
 from operators.spark.commit import CommitResult, WrittenFile
+from operators.spark.rejects import TaskRejects, batch_rejects, delete_leftovers
 from operators.spark.sink import (
     PUNCTUATION,
     EncodedLines,
@@ -113,6 +116,16 @@ class _Task:
     def rows(self) -> bool:
         """Whether the records are CSV or JSON rows with columns (not a ``value``)."""
         return self.reader.config.rows is not None
+
+    def rejects(self, partition: int) -> TaskRejects | None:
+        """Where the rows of ``partition`` that do not fit go: the sink's rejects file, when
+        it has one (``None``: the task logs them)."""
+        template = self.writer.config.rejects
+        if template is None or not self.rows:
+            return None
+        return TaskRejects(
+            self.writer.fs, template, self.batch_id, partition, self.writer.config.permission
+        )
 
 
 def _transformed(
@@ -192,18 +205,23 @@ def _verbatim(task: _Task) -> bool:
 
 
 def _records(
-    task: _Task, ranges: list[PlannedRange], counted: list[int]
+    task: _Task,
+    ranges: list[PlannedRange],
+    counted: list[int],
+    rejects: TaskRejects | None = None,
 ) -> Iterator[pa.RecordBatch | EncodedLines | Punctuation]:
     """The partition's records for the sink: as bytes where they can be, else decoded; with
-    ``close_on_punct``, a punctuation after each range that ends its file."""
+    ``close_on_punct``, a punctuation after each range that ends its file. Rows that do not
+    fit go to ``rejects`` when given."""
     reader = task.reader
     marks = task.writer.config.rolling.on_punctuation
+    bad = rejects.add if rejects is not None else None
     if not _verbatim(task):
         if not marks:
-            yield from _transformed(reader.read(ScanPartition(ranges)), task, counted)
+            yield from _transformed(reader.read(ScanPartition(ranges), bad), task, counted)
             return
         for item in ranges:
-            yield from _transformed(reader.read(ScanPartition([item])), task, counted)
+            yield from _transformed(reader.read(ScanPartition([item]), bad), task, counted)
             if item[2] >= item[3]:
                 yield PUNCTUATION
         return
@@ -274,7 +292,16 @@ def _read_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.Recor
     (counted by an observation of the frame: the write half sees only the transform's output)."""
     for id_batch in ids:
         for partition in id_batch.column(0).to_pylist():
-            yield from task.reader.read(ScanPartition(list(task.plan[partition])))
+            rejects = task.rejects(partition)
+            bad = rejects.add if rejects is not None else None
+            try:
+                yield from task.reader.read(ScanPartition(list(task.plan[partition])), bad)
+            except BaseException:
+                if rejects is not None:
+                    rejects.discard()
+                raise
+            if rejects is not None:
+                rejects.finish()
 
 
 def _freeze_once() -> None:
@@ -310,8 +337,16 @@ def _run_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
     for id_batch in ids:
         for partition in id_batch.column(0).to_pylist():
             counted = [0]
-            records = _records(task, list(task.plan[partition]), counted)
-            message = task.writer.write_task(records, _task_ids(task.batch_id))
+            rejects = task.rejects(partition)
+            records = _records(task, list(task.plan[partition]), counted, rejects)
+            try:
+                message = task.writer.write_task(records, _task_ids(task.batch_id))
+            except BaseException:
+                if rejects is not None:
+                    rejects.discard()
+                raise
+            if rejects is not None:
+                rejects.finish()
             yield _manifest(message, counted[0])
     _freeze_once()
 
@@ -643,9 +678,11 @@ class FusedRunner:
             logger.info("batch %s was already published; recording it", batch_id)
             files: list[WrittenFile] = []
             open_files: list[WrittenFile] = []
+            rejects: list[WrittenFile] = []
         else:
             # 3. Run the job.
             files, open_files, records_in = self._job(batch_id, start, end)
+            rejects = self._rejects(batch_id)
         ran = time.monotonic()
         if not open_files:
             self._written_at = None
@@ -653,9 +690,12 @@ class FusedRunner:
             self._written_at = time.monotonic()
         # 4. Commit through the sink log.
         self.writer.last_commit = None
-        self.writer.commit([SinkTaskMessage(0, 0, files, open_files)], batch_id)
+        self.writer.commit([SinkTaskMessage(0, 0, files, open_files, rejects)], batch_id)
         commit = self.writer.last_commit
         self._count(commit)
+        if self.writer.config.rejects is not None:
+            # Those of tasks that failed, or of a run of the batch a crash cut short.
+            delete_leftovers(self.writer.fs, self.writer.config.rejects)
         self.unpublished = (sum(f.rows for f in open_files), sum(f.size for f in open_files))
         self.unpublished_since = min(f.opened_ns for f in open_files) / 1e9 if open_files else None
         # 5. Record.
@@ -677,6 +717,7 @@ class FusedRunner:
             records_out=commit.rows if commit is not None else None,
             bytes_out=commit.size if commit is not None else None,
             files_out=len(commit.published) if commit is not None else None,
+            records_rejected=commit.rejected if commit is not None else 0,
         )
         self.progress.append(progress)
         logger.info(
@@ -711,6 +752,13 @@ class FusedRunner:
                 ", ".join(published[:5]) + (" ..." if len(published) > 5 else ""),
             )
             self.housekeep()  # the input behind them may leave now
+
+    def _rejects(self, batch_id: int) -> list[WrittenFile]:
+        """The rejects files the tasks of ``batch_id`` wrote (none without a rejects file)."""
+        template = self.writer.config.rejects
+        if template is None:
+            return []
+        return batch_rejects(self.writer.fs, template, batch_id)
 
     def _count(self, commit: CommitResult | None) -> None:
         if commit is not None:

@@ -282,6 +282,7 @@ _SINK_FIELDS = (
     "derived",
     "header",
     "delimiter",
+    "rejects_file",
 )
 #: Sink options whose values are lists or tables: JSON (``partition_by`` may also be a
 #: comma-separated list of names).
@@ -519,4 +520,7 @@ def sink_config(options: Mapping[str, str]) -> SinkConfig:
         owner=Owner.of_options(options),
         table=table,
         compression=sink.compression_codec if table is None else None,
+        rejects=(
+            posixpath.join(output_dir, sink.rejects_file) if sink.rejects_file is not None else None
+        ),
     )

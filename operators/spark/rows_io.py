@@ -21,9 +21,10 @@ Bytes appended after the plan are never read: a batch run again after a crash re
 rows. A compressed file must be whole when listed (a stream cut short fails the batch, naming
 the file and the way: a hidden name while it lands, or ``min_file_age``).
 
-A row that does not fit (``on_bad_row = "reject"``) goes where the local engine's rejects go
-without a rejects file: logged at ERROR naming file, byte offset, column and value (the Spark
-engine has no rejects file yet); ``skip`` logs a WARNING, ``fail`` fails the task.
+A row that does not fit (``on_bad_row = "reject"``) goes to ``on_rejected``: the sink's rejects
+file in a fused run that has one (:mod:`operators.spark.rejects`), else the log at ERROR naming
+file, byte offset, column and value, as the local engine's sink logs a row it has no rejects
+file for; ``skip`` logs a WARNING, ``fail`` fails the task.
 """
 
 from __future__ import annotations
@@ -65,11 +66,10 @@ def rows_schema(config: ScanConfig) -> pa.Schema:
 
 
 def log_rejected(rejected: Rejected) -> None:
-    """A row rejected in a Spark task: logged at ERROR, as the local engine's sink logs a
-    rejected row when it has no rejects file to keep it."""
+    """A row rejected in a Spark task without a rejects file: logged at ERROR, as the local
+    engine's sink logs a rejected row when it has no rejects file to keep it."""
     logger.error(
-        "hdfs_scan: skipped the row of %s at byte %d: %s (the spark engine has no rejects "
-        "file to keep it): %s",
+        "hdfs_scan: skipped the row of %s at byte %d: %s (no rejects_file to keep it): %s",
         rejected.file,
         rejected.offset,
         rejected.reason,

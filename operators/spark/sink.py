@@ -32,7 +32,7 @@ import logging
 import os
 import posixpath
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +119,8 @@ class SinkTaskMessage(WriterCommitMessage):
     files: list[WrittenFile] = field(default_factory=list)
     #: The file left open for the next batch of this slot (synced), if any.
     open: list[WrittenFile] = field(default_factory=list)
+    #: Rejects files of the batch (fused execution, :mod:`operators.spark.rejects`).
+    rejects: list[WrittenFile] = field(default_factory=list)
 
 
 #: The local property Spark sets for the tasks of a streaming micro-batch (the fused runner
@@ -571,6 +573,15 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
                 rel = posixpath.relpath(final, config.output_dir)
                 return posixpath.normpath(posixpath.join(config.output_dir, f.subdir, rel))
 
+        rejects_namer: Callable[[WrittenFile, int], str] | None = None
+        if config.rejects is not None:
+            rejects = FileNameTemplate(config.rejects, config.time_format)
+
+            def reject_name(f: WrittenFile, filenum: int) -> str:
+                return rejects.render(filenum=filenum, now=time.time(), partition=f.partition)
+
+            rejects_namer = reject_name
+
         return SinkLog(
             self.fs,
             self.config.output_dir,
@@ -584,6 +595,7 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             rolling=self.config.rolling,
             on_publish=self._announce if owner else None,
             renumber=renumber,
+            rejects_namer=rejects_namer,
         )
 
     def _announce(self, batch_id: int, files: list[dict[str, Any]], stop: bool) -> None:
@@ -633,13 +645,17 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         tasks = [m for m in messages if isinstance(m, SinkTaskMessage)]
         files = [f for m in tasks for f in m.files]
-        result = self._log().commit(batchId, files, [f for m in tasks for f in m.open])
+        rejects = [f for m in tasks for f in m.rejects]
+        result = self._log().commit(
+            batchId, files, [f for m in tasks for f in m.open], rejects=rejects
+        )
         self.last_commit = result
         logger.info(
-            "%s: batch %s published %s file(s)%s",
+            "%s: batch %s published %s file(s)%s%s",
             _SINK,
             batchId,
             len(result.published),
+            f" and {result.rejected} rejected row(s)" if result.rejected else "",
             " (already published before)" if result.replayed else "",
         )
 
@@ -754,6 +770,13 @@ class HdfsSinkDataSource(DataSource):
 
             config = sink_config(self.options)
             self.__dict__["_parsed"] = config
+        if config.rejects is not None:
+            msg = (
+                f"{_SINK}: rejects_file keeps the rows the source of a fused run could not "
+                "read, which a streaming query's source does not pass to its sink (it logs "
+                "them): use hdfs-region run without a stateful transform (fused execution)"
+            )
+            raise ConfigError(msg)
         if config.rolling.on_punctuation:
             msg = (
                 f"{_SINK}: close_on_punct needs the end of each input file, which a streaming "

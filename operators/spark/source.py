@@ -74,6 +74,8 @@ from region.fs import FileStatus, FileSystem, ListingEntry, mtime_tracks_writes
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from operators.source.rows import Rejected
+
 __all__ = [
     "HdfsScanDataSource",
     "HdfsScanStreamReader",
@@ -830,7 +832,13 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- executors: reading ----------------------------------------------------------------
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    def read(
+        self,
+        partition: InputPartition,
+        on_rejected: Callable[[Rejected], None] | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """The partition's records; ``on_rejected``: where the rows that do not fit go (a
+        fused run's rejects file), instead of the task's log."""
         # Imported here: the driver's reader process (a new one per query) never reads.
         from operators.spark.arrow_io import read_blocks, read_lines
 
@@ -847,6 +855,8 @@ class HdfsScanStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 rows = functools.partial(
                     read_rows, self.fs, start=start, end=end, size=size, config=config
                 )
+                if on_rejected is not None:
+                    rows = functools.partial(rows, on_rejected=on_rejected)
                 yield from self.relocating(item, rows)
             elif config.binary:
                 blocks = functools.partial(

@@ -66,6 +66,8 @@ class BatchProgress:
     records_out: int | None = None
     bytes_out: int | None = None
     files_out: int | None = None
+    #: Rows the source could not read, published to the rejects file with the batch.
+    records_rejected: int = 0
 
 
 def source_options(settings: RegionSettings) -> dict[str, str]:

@@ -159,7 +159,7 @@ class TableFiles:
             return
         groups, bad = self._parts.split(records)
         if bad:
-            # The Spark engine has no rejects: a record that cannot be written fails its batch.
+            # The Spark sink rejects no record: one that cannot be written fails its batch.
             error = bad[0][1]
             msg = f"{_SINK}: {error} (partition_by={list(self._parts.columns)})"
             raise ValueError(msg) from None

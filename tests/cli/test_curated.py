@@ -272,6 +272,7 @@ file = "{root}/out/part-%FILENUM.parquet"
 format = "parquet"
 compression = "zstd"
 partition_by = ["month"]
+rejects_file = "_rejects/r-%FILENUM.jsonl"
 [sink.derived]
 month = {{ column = "day", strftime = "%Y-%m" }}
 [spark]
@@ -285,7 +286,7 @@ def test_on_spark_csv_landing_into_parquet_without_a_transform_through_kill_9_is
 ) -> None:
     """The Spark engine reads the rows and writes their columns (no transform between): killed
     after a published batch, twice, a file landing while it is down, every row is published
-    once with its types, and no bad row (Spark logs them: it keeps no rejects file)."""
+    once with its types, and every bad row once in the rejects, as on the local engine."""
     data, config = curated
     text = config.read_text()
     filesystem = text.split("[region]")[0].removeprefix('engine = "local"\n')
@@ -310,3 +311,4 @@ def test_on_spark_csv_landing_into_parquet_without_a_transform_through_kill_9_is
     ]
     assert [r["id"] for r in got] == [r["id"] for r in expected]
     assert got == expected  # the bad rows are not among them
+    assert sorted(data.rejected()) == sorted(data.bad)
