@@ -180,7 +180,10 @@ def build_session(
 
     java = find_java()
     settings = {**DEFAULT_CONF, **(conf or {})}
-    if class_data and _starts_jvm():
+    # Not in YARN's cluster mode, where spark.driver.extraJavaOptions reach the driver in the
+    # application master's container, on another host than this cache.
+    cluster_driver = settings.get("spark.submit.deployMode") == "cluster"
+    if class_data and not cluster_driver and _starts_jvm():
         from operators.spark.classdata import JAVA_OPTIONS_KEY, archive_options
 
         extra = archive_options(java, settings, write=write_class_data)

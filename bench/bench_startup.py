@@ -1,0 +1,103 @@
+"""The fixed cost of a run: a one-line input, whole processes, alternately. ``hdfs-region run``
+on the Spark engine with the JVM's class-data archive (``[spark] class_data_archive``, built
+once before the runs, into a scratch cache) and without it, the local engine, and Spark's
+built-in ``readStream.text`` -> ``writeStream.text`` (available-now) with the same session
+settings. This is what a run from cron pays every time. Beside each time: the peak RSS of the
+process tree (the JVM counts). Prints a table and writes ``bench/results/startup.json``.
+
+    python -m bench.bench_startup --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_spark_engine import BUILTIN
+from bench.common import Comparison, add_common_args, machine, run_measured, scratch, write_json
+from operators.spark.session import DEFAULT_CONF
+
+SETTINGS = """\
+engine = "{engine}"
+[region]
+checkpoint_dir = "{work}/ck-{key}-{tag}"
+[scan]
+directory = "{work}/in"
+after_read = "keep"
+[sink]
+file = "{work}/out-{key}-{tag}/part-%FILENUM.txt"
+[spark]
+class_data_archive = {archive}
+"""
+
+#: key -> (label, engine, class_data_archive)
+OURS = {
+    "archive": ("spark engine, class-data archive", "spark", "true"),
+    "plain": ("spark engine, no archive", "spark", "false"),
+    "local": ("local engine", "local", "false"),
+}
+
+
+def run_ours(key: str, work: Path, env: dict[str, str], tag: str) -> dict[str, float]:
+    _, engine, archive = OURS[key]
+    config = work / f"{key}-{tag}.toml"
+    config.write_text(SETTINGS.format(engine=engine, work=work, key=key, tag=tag, archive=archive))
+    command = [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
+    return run_measured(command, work, env)
+
+
+def run_builtin(work: Path, env: dict[str, str], tag: str) -> dict[str, float]:
+    script = work / "builtin.py"
+    script.write_text(BUILTIN.format(conf=DEFAULT_CONF))
+    dirs = [str(work / "in"), str(work / f"out-builtin-{tag}"), str(work / f"ck-builtin-{tag}")]
+    return run_measured([sys.executable, str(script), *dirs], work, env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each (default 5)")
+    add_common_args(parser, "startup")
+    args = parser.parse_args(argv)
+    with scratch(args.work, "bench-startup-") as work:
+        (work / "in").mkdir()
+        (work / "in" / "one.txt").write_text("one line\n")
+        env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache")}
+        # The archive, as the first run's background builder makes it.
+        from operators.spark import classdata
+        from operators.spark.session import find_java
+
+        folder = work / "cache" / "hdfs-region" / "class-data"
+        folder.mkdir(parents=True)
+        name = classdata._archive_name(find_java(), DEFAULT_CONF)
+        if not classdata.build(folder, name, {}):
+            raise RuntimeError(f"no class-data archive was built in {folder}")
+        race = Comparison(len("one line\n") / 1e6)
+        for key, (label, _, _) in OURS.items():
+            race.add(key, label, functools.partial(run_ours, key, work, env))
+        race.add(
+            "builtin", "Spark built-in text -> text", functools.partial(run_builtin, work, env)
+        )
+        race.race(args.repeat)
+    race.print(
+        f"a one-line input, whole process, median of {args.repeat}",
+        baseline="builtin",
+        columns={"tree MB (median)": "peak_tree_rss_mb"},
+    )
+    result = {
+        "repeat": args.repeat,
+        "median_seconds": {key: round(race.median(key), 2) for key in race.entrants},
+        "runs": race.figures(),
+        "machine": machine(),
+    }
+    write_json(args.json, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
