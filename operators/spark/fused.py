@@ -34,6 +34,7 @@ streaming query (:class:`operators.spark.supervisor.SparkSupervisor`).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -72,6 +73,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from operators.source.rows import Rejected
 
 __all__ = [
     "FrameTransform",
@@ -208,14 +211,13 @@ def _records(
     task: _Task,
     ranges: list[PlannedRange],
     counted: list[int],
-    rejects: TaskRejects | None = None,
+    bad: Callable[[Rejected], None] | None = None,
 ) -> Iterator[pa.RecordBatch | EncodedLines | Punctuation]:
     """The partition's records for the sink: as bytes where they can be, else decoded; with
     ``close_on_punct``, a punctuation after each range that ends its file. Rows that do not
-    fit go to ``rejects`` when given."""
+    fit go to ``bad`` when given."""
     reader = task.reader
     marks = task.writer.config.rolling.on_punctuation
-    bad = rejects.add if rejects is not None else None
     if not _verbatim(task):
         if not marks:
             yield from _transformed(reader.read(ScanPartition(ranges), bad), task, counted)
@@ -292,16 +294,24 @@ def _read_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.Recor
     (counted by an observation of the frame: the write half sees only the transform's output)."""
     for id_batch in ids:
         for partition in id_batch.column(0).to_pylist():
-            rejects = task.rejects(partition)
-            bad = rejects.add if rejects is not None else None
-            try:
+            with _rejecting(task, partition) as bad:
                 yield from task.reader.read(ScanPartition(list(task.plan[partition])), bad)
-            except BaseException:
-                if rejects is not None:
-                    rejects.discard()
-                raise
-            if rejects is not None:
-                rejects.finish()
+
+
+@contextlib.contextmanager
+def _rejecting(task: _Task, partition: int) -> Iterator[Callable[[Rejected], None] | None]:
+    """Where the rows of ``partition`` that do not fit go while it is read (``None``: the task
+    logs them): its rejects file, finished when the reading ends, dropped when it fails."""
+    rejects = task.rejects(partition)
+    if rejects is None:
+        yield None
+        return
+    try:
+        yield rejects.add
+    except BaseException:
+        rejects.discard()
+        raise
+    rejects.finish()
 
 
 def _freeze_once() -> None:
@@ -337,16 +347,9 @@ def _run_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
     for id_batch in ids:
         for partition in id_batch.column(0).to_pylist():
             counted = [0]
-            rejects = task.rejects(partition)
-            records = _records(task, list(task.plan[partition]), counted, rejects)
-            try:
+            with _rejecting(task, partition) as bad:
+                records = _records(task, list(task.plan[partition]), counted, bad)
                 message = task.writer.write_task(records, _task_ids(task.batch_id))
-            except BaseException:
-                if rejects is not None:
-                    rejects.discard()
-                raise
-            if rejects is not None:
-                rejects.finish()
             yield _manifest(message, counted[0])
     _freeze_once()
 
