@@ -50,6 +50,8 @@ _QUEUED_BYTES = 16 << 20
 _HANDOFF_BYTES = 4 << 20
 #: Seconds an idle conversion thread waits for work before it ends.
 _IDLE = 5.0
+#: Encoded bytes a bulk file's writer gathers in Arrow's memory before one write to the file.
+_SINK_BUFFER = 1 << 20
 
 
 class _Stream(io.RawIOBase):
@@ -80,7 +82,13 @@ class BulkWriter:
         self._stream = _Stream(out)
         self._fmt = fmt
         self.schema = schema
-        sink = pa.PythonFile(self._stream, mode="w")
+        # Buffered in Arrow: the encoder writes each page (and its header) apart, and each
+        # write to a Python stream takes the interpreter lock, which a conversion thread waits
+        # for while the writing thread holds it (dozens of waits per row group, unbuffered).
+        self._sink = pa.BufferedOutputStream(
+            pa.PythonFile(self._stream, mode="w"), buffer_size=_SINK_BUFFER
+        )
+        sink = self._sink
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
@@ -116,6 +124,7 @@ class BulkWriter:
             self._group, self._rows, self.buffered = [], 0, 0
         finally:
             self._writer.close()
+        self._sink.close()  # what is still buffered, written
         return self._stream.size
 
 

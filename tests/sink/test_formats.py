@@ -567,8 +567,9 @@ def test_a_parquet_file_is_encoded_while_its_stream_grows_and_rolls_into_the_sam
     monkeypatch.setattr(bulk, "GROUP_ROWS", 4)
     monkeypatch.setattr(bulk, "_HANDOFF_BYTES", 1)  # each write handed to the thread
     rng = random.Random(7)
-    # Names of 200 KB: row groups pass the writer's buffer (1 MB) before the roll.
-    recs = [{**r, "name": rng.randbytes(100_000).hex()} for r in records(25)]
+    # Names of 300 KB: row groups pass the encoder's buffer and the file writer's (1 MB each)
+    # before the roll.
+    recs = [{**r, "name": rng.randbytes(150_000).hex()} for r in records(25)]
     run = SinkRun(sink_local, config(sink_local, "parquet", None, tuples_per_file=10))
     for start in range(0, 8, 2):
         run.write(recs[start : start + 2])
@@ -588,6 +589,39 @@ def test_a_parquet_file_is_encoded_while_its_stream_grows_and_rolls_into_the_sam
     # Groups of whole writes, each at least GROUP_ROWS rows but the last of a file.
     assert [_row_groups(files[n]) for n in names] == [[4, 4, 2], [4, 4, 2], [4, 1]]
     assert sink_local.hidden() == []
+
+
+class _Writes:
+    """A file writer that keeps the size of each write."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def write(self, data: bytes) -> None:
+        self.sizes.append(len(data))
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "orc"])
+def test_a_bulk_file_reaches_its_writer_in_writes_of_the_encoders_buffer(fmt: str) -> None:
+    # The encoder writes each page and each header apart (dozens of writes a row group);
+    # each write to the Python stream takes the interpreter lock, which a conversion thread
+    # waits for while the writing thread holds it. Buffered, a few writes carry a file.
+    rng = random.Random(3)
+    n = 100_000
+    table = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "amount": pa.array([rng.random() for _ in range(n)], pa.float64()),
+            "note": pa.array([f"note {rng.randrange(1 << 30)}" for _ in range(n)]),
+        }
+    )
+    out = _Writes()
+    writer = bulk.BulkWriter(out, fmt, None, table.schema)  # type: ignore[arg-type]
+    for batch in table.to_batches(max_chunksize=10_000):
+        writer.add(batch)
+    size = writer.close()
+    assert sum(out.sizes) == size > 2 * bulk._SINK_BUFFER
+    assert len(out.sizes) <= 2 * (size // bulk._SINK_BUFFER) + 2
 
 
 def test_many_open_partitions_write_smaller_row_groups_not_more_memory(
