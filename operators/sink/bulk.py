@@ -156,11 +156,18 @@ class Early:
         #: Fed, not handed to the thread yet.
         self._pending: list[bytes] = []
         self._pending_size = 0
+        #: Where the finish started on the thread puts its value (:meth:`finish_soon`).
+        self._finishing: list[Any] | None = None
+        #: Bytes were fed after the finish started (a file written on after a failed close).
+        self._late = False
 
     def feed(self, data: bytes) -> None:
         """Bytes just appended to the staged file: whole IPC messages (the schema first).
         Handed to the thread a few MB at a time: each hand-off is a wait for the interpreter
         lock on the thread, which one per write made the thread's bottleneck."""
+        if self._finishing is not None:  # not in the early file: the staged file is converted
+            self._late = True
+            return
         if self.failed is None and not self.cancelled:
             self._pending.append(data)
             self._pending_size += len(data)
@@ -173,12 +180,25 @@ class Early:
         if pending and self.failed is None and not self.cancelled:
             self._owner.submit(self, pending, size)
 
+    def finish_soon(self) -> None:
+        """Start finishing on the thread, :meth:`finish` waiting for it later: files that
+        close together (the end of a run) finish on every thread at once, where a finish
+        started only when the one before it ended left the other thread idle."""
+        if self._finishing is None:
+            self._hand_off()
+            self._finishing = self._owner.post(self, self._finish)
+
     def finish(self) -> tuple[FileWriter, int] | None:
         """The early file with every batch fed, written and synced, not closed (as
         :func:`~operators.sink.formats.convert` gives it); ``None`` when it cannot be used
         (its target is then removed, and the caller converts the staged file)."""
-        self._hand_off()
-        done = self._owner.call(self, self._finish)
+        self.finish_soon()
+        assert self._finishing is not None
+        done = self._owner.wait(self, self._finishing)
+        if self._late and not isinstance(done, BaseException):
+            self._out = done[0]
+            self._owner.call(self, self._discard)
+            done = RuntimeError("bytes were written after its finish began")
         if isinstance(done, BaseException):
             logger.warning(
                 "the early conversion of %s failed (%s); converting its staged file instead",
@@ -186,7 +206,8 @@ class Early:
                 done,
             )
             return None
-        return done
+        finished: tuple[FileWriter, int] = done
+        return finished
 
     def cancel(self, *, remove: bool) -> None:
         """Stop, the staged file staying what it is: the early file is closed, and removed
@@ -194,6 +215,10 @@ class Early:
         crash, as a test makes one, leaves it)."""
         self.cancelled = True
         self._pending, self._pending_size = [], 0
+        if self._finishing is not None:  # finished (or failed) on the thread: given back here
+            done = self._owner.wait(self, self._finishing)
+            if not isinstance(done, BaseException):
+                self._out = done[0]
         self._owner.call(self, lambda: self._discard(remove=remove))
 
     # -- on the conversion thread -------------------------------------------------------------
@@ -300,15 +325,25 @@ class _Worker:
 
     def call(self, early: Early, call: Callable[[], T]) -> T:
         """Run ``call`` on the thread after everything queued; its value."""
+        value: T = self.wait(early, self.post(early, call))
+        return value
+
+    def post(self, early: Early, call: Callable[[], Any]) -> list[Any]:
+        """Queue ``call`` to run on the thread after everything queued; the box that
+        :meth:`wait` takes its value from."""
         box: list[Any] = []
         with self._lock:
             self._queue.append((early, call, box))
             self._wake()
+        return box
+
+    def wait(self, early: Early, box: list[Any]) -> Any:
+        """The value of a call posted, once it ran."""
+        with self._lock:
             while not box:
                 self._lock.wait()
             self._files.discard(early)
-        value: T = box[0]
-        return value
+        return box[0]
 
     def _wake(self) -> None:
         if self._thread is None:

@@ -576,6 +576,11 @@ class HDFS2FileSink(SinkOperator):
 
     def _close_all(self) -> None:
         """Close every open file (punctuation, final punctuation)."""
+        # Their early conversions finish on every thread at once, while the files are closed
+        # here one by one.
+        for f in self._open_files():
+            if f.early is not None:
+                f.early.finish_soon()
         for name, f in list(self._idle.items()):
             self._close_file(f)
             del self._idle[name]

@@ -10,6 +10,7 @@ import gzip
 import json
 import logging
 import random
+import threading
 import time
 from typing import Any
 
@@ -641,6 +642,38 @@ def test_many_open_partitions_write_smaller_row_groups_not_more_memory(
         (data,) = files.values()
         # Each write's two rows of this partition are a row group of their own.
         assert _row_groups(data) == [2] * 5, part
+        ids = [r["id"] for r in read_rows("parquet", None, data)]
+        assert ids == [r["id"] for r in recs if r["name"] == part]
+
+
+def test_files_that_close_together_finish_their_early_files_on_both_threads_at_once(
+    sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two partitions' files, one on each conversion thread, close at the final punctuation:
+    # the last row group and footer of one are written while the other's are. The first
+    # finish to begin waits for the second to begin too (a finish begun only once the one
+    # before it ended would never see it: the wait below gives up, and the test fails).
+    real = bulk.BulkWriter.close
+    began = threading.Event()
+    entered: list[str] = []
+    together: list[bool] = []
+
+    def close(self: bulk.BulkWriter) -> int:
+        entered.append(threading.current_thread().name)
+        if len(entered) == 1:
+            together.append(began.wait(timeout=10))
+        else:
+            began.set()
+        return real(self)
+
+    monkeypatch.setattr(bulk.BulkWriter, "close", close)
+    recs = [{**r, "name": f"p{r['id'] % 2}"} for r in records(20)]
+    run = SinkRun(sink_local, config(sink_local, "parquet", None, partition_by=["name"]))
+    run.write(recs)
+    run.stop()
+    assert together == [True] and len(set(entered)) == 2
+    for part in ("p0", "p1"):
+        (data,) = sink_local.published(f"{sink_local.out}/name={part}").values()
         ids = [r["id"] for r in read_rows("parquet", None, data)]
         assert ids == [r["id"] for r in recs if r["name"] == part]
 
