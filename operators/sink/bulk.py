@@ -154,22 +154,24 @@ class Early:
         self.failed: BaseException | None = None
         self.cancelled = False
         #: Fed, not handed to the thread yet.
-        self._pending: list[bytes] = []
+        self._pending: list[bytes | pa.RecordBatch] = []
         self._pending_size = 0
         #: Where the finish started on the thread puts its value (:meth:`finish_soon`).
         self._finishing: list[Any] | None = None
         #: Bytes were fed after the finish started (a file written on after a failed close).
         self._late = False
 
-    def feed(self, data: bytes) -> None:
-        """Bytes just appended to the staged file: whole IPC messages (the schema first).
-        Handed to the thread a few MB at a time: each hand-off is a wait for the interpreter
-        lock on the thread, which one per write made the thread's bottleneck."""
+    def feed(self, data: bytes, batch: pa.RecordBatch | None = None) -> None:
+        """Bytes just appended to the staged file: whole IPC messages (the schema first);
+        ``batch`` the record batch they hold, when the writer has it (taken as it is, not
+        read back from a copy of the bytes). Handed to the thread a few MB at a time: each
+        hand-off is a wait for the interpreter lock on the thread, which one per write made
+        the thread's bottleneck."""
         if self._finishing is not None:  # not in the early file: the staged file is converted
             self._late = True
             return
         if self.failed is None and not self.cancelled:
-            self._pending.append(data)
+            self._pending.append(data if batch is None else batch)
             self._pending_size += len(data)
             if self._pending_size >= _HANDOFF_BYTES:
                 self._hand_off()
@@ -223,19 +225,31 @@ class Early:
 
     # -- on the conversion thread -------------------------------------------------------------
 
-    def _take(self, pieces: list[bytes]) -> None:
-        """Whole IPC messages written to the staged file, the schema first. Read as one
-        stream by one call: each call that lets go of the interpreter lock waits to get it
-        back from the writing thread, so a call per message made this thread the slowest."""
+    def _take(self, pieces: list[bytes | pa.RecordBatch]) -> None:
+        """Whole IPC messages written to the staged file, the schema first, or the record
+        batches they hold. Runs of messages are read as one stream by one call: each call
+        that lets go of the interpreter lock waits to get it back from the writing thread,
+        so a call per message made this thread the slowest."""
         if self._schema is None:
-            self._header, pieces = pieces[0], pieces[1:]
-            self._schema = ipc.read_schema(pa.py_buffer(self._header))
+            header, pieces = pieces[0], pieces[1:]
+            assert isinstance(header, bytes)
+            self._header = header
+            self._schema = ipc.read_schema(pa.py_buffer(header))
         if not pieces:
             return
-        stream = pa.py_buffer(b"".join([self._header, *pieces]))
         bulk = self._bulk()
-        for batch in ipc.open_stream(stream).read_all().to_batches():
-            bulk.add(batch)
+        run: list[bytes] = []
+        for piece in [*pieces, None]:
+            if isinstance(piece, bytes):
+                run.append(piece)
+                continue
+            if run:
+                stream = pa.py_buffer(b"".join([self._header, *run]))
+                for batch in ipc.open_stream(stream).read_all().to_batches():
+                    bulk.add(batch)
+                run = []
+            if piece is not None:
+                bulk.add(piece)
 
     def _bulk(self) -> BulkWriter:
         """The writer of the early file, created with its first batch (or at the end)."""
@@ -299,7 +313,11 @@ class _Worker:
         self._name = name
         self._lock = threading.Condition()
         self._queue: deque[
-            tuple[Early, tuple[list[bytes], int] | Callable[[], Any], list[Any] | None]
+            tuple[
+                Early,
+                tuple[list[bytes | pa.RecordBatch], int] | Callable[[], Any],
+                list[Any] | None,
+            ]
         ] = deque()
         self._queued = 0
         self._files: set[Early] = set()
@@ -315,7 +333,7 @@ class _Worker:
             self._files.add(early)
         return early
 
-    def submit(self, early: Early, pieces: list[bytes], size: int) -> None:
+    def submit(self, early: Early, pieces: list[bytes | pa.RecordBatch], size: int) -> None:
         with self._lock:
             while self._queued > _QUEUED_BYTES:
                 self._lock.wait()

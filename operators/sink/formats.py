@@ -146,6 +146,9 @@ class TableEncoder:
         self._rolling = rolling
         self.format = settings.format
         self.bulk = settings.format in BULK_FORMATS
+        #: The record batch of the last bulk encode, whose IPC message its bytes are: an early
+        #: conversion takes it as it is, instead of reading the bytes back.
+        self.batch: pa.RecordBatch | None = None
         self.compression = settings.compression_codec
         # Partition columns that are record columns are in the directory names, not the files.
         parts = frozenset(c for c in settings.partition_by if c not in settings.derived)
@@ -196,6 +199,7 @@ class TableEncoder:
         fitted = self._columns(chunk) if isinstance(chunk, Columns) else None
         batch = fitted if fitted is not None else self._batch(chunk, start, final)
         if self.bulk:
+            self.batch = batch
             return batch.serialize().to_pybytes(), take
         if self.format == "jsonl":
             rows = [

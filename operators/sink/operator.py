@@ -320,7 +320,8 @@ class HDFS2FileSink(SinkOperator):
                 cur.writer = self._fs.append(cur.work)
             cur.writer.write(data)
             if cur.early is not None:
-                cur.early.feed(data)
+                encoder = self._encoder
+                cur.early.feed(data, encoder.batch if isinstance(encoder, TableEncoder) else None)
             cur.size += len(data)
             cur.tuples += take
             cur.dirty = cur.touched = True

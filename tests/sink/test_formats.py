@@ -678,6 +678,30 @@ def test_files_that_close_together_finish_their_early_files_on_both_threads_at_o
         assert ids == [r["id"] for r in recs if r["name"] == part]
 
 
+def test_an_early_file_takes_the_written_batches_as_they_are_not_their_bytes_read_back(
+    sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Reading the staged stream's bytes back (a copy of every row) is only for bytes fed
+    # without their batch; the sink feeds each write's batch.
+    def no_reading_back(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the early conversion read the staged bytes back")
+
+    monkeypatch.setattr(bulk.ipc, "open_stream", no_reading_back)
+    monkeypatch.setattr(bulk, "_HANDOFF_BYTES", 1)  # each write handed to the thread
+    recs = records(25)
+    run = SinkRun(sink_local, config(sink_local, "parquet", None, tuples_per_file=10))
+    with caplog.at_level(logging.WARNING):
+        for start in range(0, 25, 3):
+            run.write(recs[start : start + 3])
+        run.sink.finish()
+    assert "early conversion of" not in caplog.text
+    monkeypatch.undo()
+    run.cut()
+    run.sink.close()
+    assert [row for f in published_rows(sink_local, "parquet", None) for row in f] == typed(recs)
+    assert sink_local.hidden() == []
+
+
 def test_an_early_file_that_fails_is_converted_from_its_stream_at_the_roll(
     sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
