@@ -154,14 +154,14 @@ class Early:
         self.failed: BaseException | None = None
         self.cancelled = False
         #: Fed, not handed to the thread yet.
-        self._pending: list[bytes | pa.RecordBatch] = []
+        self._pending: list[bytes | memoryview | pa.RecordBatch] = []
         self._pending_size = 0
         #: Where the finish started on the thread puts its value (:meth:`finish_soon`).
         self._finishing: list[Any] | None = None
         #: Bytes were fed after the finish started (a file written on after a failed close).
         self._late = False
 
-    def feed(self, data: bytes, batch: pa.RecordBatch | None = None) -> None:
+    def feed(self, data: bytes | memoryview, batch: pa.RecordBatch | None = None) -> None:
         """Bytes just appended to the staged file: whole IPC messages (the schema first);
         ``batch`` the record batch they hold, when the writer has it (taken as it is, not
         read back from a copy of the bytes). Handed to the thread a few MB at a time: each
@@ -225,7 +225,7 @@ class Early:
 
     # -- on the conversion thread -------------------------------------------------------------
 
-    def _take(self, pieces: list[bytes | pa.RecordBatch]) -> None:
+    def _take(self, pieces: list[bytes | memoryview | pa.RecordBatch]) -> None:
         """Whole IPC messages written to the staged file, the schema first, or the record
         batches they hold. Runs of messages are read as one stream by one call: each call
         that lets go of the interpreter lock waits to get it back from the writing thread,
@@ -238,9 +238,9 @@ class Early:
         if not pieces:
             return
         bulk = self._bulk()
-        run: list[bytes] = []
+        run: list[bytes | memoryview] = []
         for piece in [*pieces, None]:
-            if isinstance(piece, bytes):
+            if isinstance(piece, bytes | memoryview):
                 run.append(piece)
                 continue
             if run:
@@ -315,7 +315,7 @@ class _Worker:
         self._queue: deque[
             tuple[
                 Early,
-                tuple[list[bytes | pa.RecordBatch], int] | Callable[[], Any],
+                tuple[list[bytes | memoryview | pa.RecordBatch], int] | Callable[[], Any],
                 list[Any] | None,
             ]
         ] = deque()
@@ -333,7 +333,9 @@ class _Worker:
             self._files.add(early)
         return early
 
-    def submit(self, early: Early, pieces: list[bytes | pa.RecordBatch], size: int) -> None:
+    def submit(
+        self, early: Early, pieces: list[bytes | memoryview | pa.RecordBatch], size: int
+    ) -> None:
         with self._lock:
             while self._queued > _QUEUED_BYTES:
                 self._lock.wait()

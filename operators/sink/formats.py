@@ -185,7 +185,7 @@ class TableEncoder:
 
     def encode(
         self, records: Sequence[Any], start: int, take: int, final: str, size: int
-    ) -> tuple[bytes, int]:
+    ) -> tuple[bytes | memoryview, int]:
         """Bytes of ``take`` records from ``start`` for the file ``final`` holding ``size``
         bytes; fewer records when an uncompressed text file reaches ``bytes_per_file`` (a
         compressed or bulk file rolls after the write that reaches it). BadRecordError, with
@@ -200,7 +200,9 @@ class TableEncoder:
         batch = fitted if fitted is not None else self._batch(chunk, start, final)
         if self.bulk:
             self.batch = batch
-            return batch.serialize().to_pybytes(), take
+            # Arrow's buffer as it is: the file writer copies it once (a file's own buffer, a
+            # send), where a bytes copy of it first was a second copy of every row.
+            return memoryview(batch.serialize()).cast("B"), take
         if self.format == "jsonl":
             rows = [
                 self._json_row(record, start + j, final)

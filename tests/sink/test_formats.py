@@ -189,6 +189,18 @@ class _Fs:
         return "file://" + path
 
 
+def test_a_bulk_write_is_arrows_message_buffer_itself_not_a_copy_of_it() -> None:
+    # The file writer copies it once (into its buffer, or a send): a bytes copy first was a
+    # second copy of every row.
+    settings_ = SinkSettings(file="/o/p-%FILENUM", format="parquet", schema=SCHEMA)
+    encoder = formats.TableEncoder(settings_, _Fs(), settings_.rolling)
+    data, take = encoder.encode(records(3), 0, 3, "/o/p-0", 0)
+    assert take == 3 and isinstance(data, memoryview) and isinstance(data.obj, pa.Buffer)
+    stream = pa.py_buffer(encoder.header + bytes(data))
+    assert pa.ipc.open_stream(stream).read_all().to_pylist() == typed(records(3))
+    assert encoder.batch is not None and encoder.batch.num_rows == 3
+
+
 @pytest.mark.parametrize(
     ("given", "message"),
     [
