@@ -130,8 +130,10 @@ class FileWriter(Protocol):
     @property
     def path(self) -> str: ...
 
-    def write(self, data: bytes) -> None:
-        """Append ``data`` at the end of the file. A writer may gather or send written bytes
+    def write(self, data: bytes | memoryview) -> None:
+        """Append ``data`` (bytes, or a view of bytes held elsewhere: an Arrow buffer,
+        written or copied before the call returns, never kept) at the end of the file.
+        A writer may gather or send written bytes
         in the background: a failure may then be raised by a later write, or by sync or
         close (written bytes count only once synced)."""
 

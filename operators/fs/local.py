@@ -124,7 +124,7 @@ class LocalWriter:
     def path(self) -> str:
         return self._path
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         try:
             self._file.write(data)
         except OSError as exc:

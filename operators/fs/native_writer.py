@@ -120,7 +120,7 @@ class NativeHdfsWriter:
         if isinstance(outcome, BaseException):
             raise outcome
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         if self._closed:
             raise ValueError(f"{self._fs.display(self._path)}: write to a closed writer")
         if self._broken is not None:

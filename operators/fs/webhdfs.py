@@ -718,7 +718,7 @@ class WebHdfsWriter:
     def path(self) -> str:
         return self._path
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         if self._closed:
             raise ValueError(f"{self._fs.display(self._path)}: write to a closed writer")
         self._buf += data

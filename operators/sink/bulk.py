@@ -50,6 +50,8 @@ _QUEUED_BYTES = 16 << 20
 _HANDOFF_BYTES = 4 << 20
 #: Seconds an idle conversion thread waits for work before it ends.
 _IDLE = 5.0
+#: Encoded bytes a bulk file's writer gathers in Arrow's memory before one write to the file.
+_SINK_BUFFER = 1 << 20
 
 
 class _Stream(io.RawIOBase):
@@ -80,7 +82,13 @@ class BulkWriter:
         self._stream = _Stream(out)
         self._fmt = fmt
         self.schema = schema
-        sink = pa.PythonFile(self._stream, mode="w")
+        # Buffered in Arrow: the encoder writes each page (and its header) apart, and each
+        # write to a Python stream takes the interpreter lock, which a conversion thread waits
+        # for while the writing thread holds it (dozens of waits per row group, unbuffered).
+        self._sink = pa.BufferedOutputStream(
+            pa.PythonFile(self._stream, mode="w"), buffer_size=_SINK_BUFFER
+        )
+        sink = self._sink
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
@@ -116,6 +124,7 @@ class BulkWriter:
             self._group, self._rows, self.buffered = [], 0, 0
         finally:
             self._writer.close()
+        self._sink.close()  # what is still buffered, written
         return self._stream.size
 
 
@@ -145,15 +154,24 @@ class Early:
         self.failed: BaseException | None = None
         self.cancelled = False
         #: Fed, not handed to the thread yet.
-        self._pending: list[bytes] = []
+        self._pending: list[bytes | memoryview | pa.RecordBatch] = []
         self._pending_size = 0
+        #: Where the finish started on the thread puts its value (:meth:`finish_soon`).
+        self._finishing: list[Any] | None = None
+        #: Bytes were fed after the finish started (a file written on after a failed close).
+        self._late = False
 
-    def feed(self, data: bytes) -> None:
-        """Bytes just appended to the staged file: whole IPC messages (the schema first).
-        Handed to the thread a few MB at a time: each hand-off is a wait for the interpreter
-        lock on the thread, which one per write made the thread's bottleneck."""
+    def feed(self, data: bytes | memoryview, batch: pa.RecordBatch | None = None) -> None:
+        """Bytes just appended to the staged file: whole IPC messages (the schema first);
+        ``batch`` the record batch they hold, when the writer has it (taken as it is, not
+        read back from a copy of the bytes). Handed to the thread a few MB at a time: each
+        hand-off is a wait for the interpreter lock on the thread, which one per write made
+        the thread's bottleneck."""
+        if self._finishing is not None:  # not in the early file: the staged file is converted
+            self._late = True
+            return
         if self.failed is None and not self.cancelled:
-            self._pending.append(data)
+            self._pending.append(data if batch is None else batch)
             self._pending_size += len(data)
             if self._pending_size >= _HANDOFF_BYTES:
                 self._hand_off()
@@ -164,12 +182,25 @@ class Early:
         if pending and self.failed is None and not self.cancelled:
             self._owner.submit(self, pending, size)
 
+    def finish_soon(self) -> None:
+        """Start finishing on the thread, :meth:`finish` waiting for it later: files that
+        close together (the end of a run) finish on every thread at once, where a finish
+        started only when the one before it ended left the other thread idle."""
+        if self._finishing is None:
+            self._hand_off()
+            self._finishing = self._owner.post(self, self._finish)
+
     def finish(self) -> tuple[FileWriter, int] | None:
         """The early file with every batch fed, written and synced, not closed (as
         :func:`~operators.sink.formats.convert` gives it); ``None`` when it cannot be used
         (its target is then removed, and the caller converts the staged file)."""
-        self._hand_off()
-        done = self._owner.call(self, self._finish)
+        self.finish_soon()
+        assert self._finishing is not None
+        done = self._owner.wait(self, self._finishing)
+        if self._late and not isinstance(done, BaseException):
+            self._out = done[0]
+            self._owner.call(self, self._discard)
+            done = RuntimeError("bytes were written after its finish began")
         if isinstance(done, BaseException):
             logger.warning(
                 "the early conversion of %s failed (%s); converting its staged file instead",
@@ -177,7 +208,8 @@ class Early:
                 done,
             )
             return None
-        return done
+        finished: tuple[FileWriter, int] = done
+        return finished
 
     def cancel(self, *, remove: bool) -> None:
         """Stop, the staged file staying what it is: the early file is closed, and removed
@@ -185,23 +217,39 @@ class Early:
         crash, as a test makes one, leaves it)."""
         self.cancelled = True
         self._pending, self._pending_size = [], 0
+        if self._finishing is not None:  # finished (or failed) on the thread: given back here
+            done = self._owner.wait(self, self._finishing)
+            if not isinstance(done, BaseException):
+                self._out = done[0]
         self._owner.call(self, lambda: self._discard(remove=remove))
 
     # -- on the conversion thread -------------------------------------------------------------
 
-    def _take(self, pieces: list[bytes]) -> None:
-        """Whole IPC messages written to the staged file, the schema first. Read as one
-        stream by one call: each call that lets go of the interpreter lock waits to get it
-        back from the writing thread, so a call per message made this thread the slowest."""
+    def _take(self, pieces: list[bytes | memoryview | pa.RecordBatch]) -> None:
+        """Whole IPC messages written to the staged file, the schema first, or the record
+        batches they hold. Runs of messages are read as one stream by one call: each call
+        that lets go of the interpreter lock waits to get it back from the writing thread,
+        so a call per message made this thread the slowest."""
         if self._schema is None:
-            self._header, pieces = pieces[0], pieces[1:]
-            self._schema = ipc.read_schema(pa.py_buffer(self._header))
+            header, pieces = pieces[0], pieces[1:]
+            assert isinstance(header, bytes)
+            self._header = header
+            self._schema = ipc.read_schema(pa.py_buffer(header))
         if not pieces:
             return
-        stream = pa.py_buffer(b"".join([self._header, *pieces]))
         bulk = self._bulk()
-        for batch in ipc.open_stream(stream).read_all().to_batches():
-            bulk.add(batch)
+        run: list[bytes | memoryview] = []
+        for piece in [*pieces, None]:
+            if isinstance(piece, bytes | memoryview):
+                run.append(piece)
+                continue
+            if run:
+                stream = pa.py_buffer(b"".join([self._header, *run]))
+                for batch in ipc.open_stream(stream).read_all().to_batches():
+                    bulk.add(batch)
+                run = []
+            if piece is not None:
+                bulk.add(piece)
 
     def _bulk(self) -> BulkWriter:
         """The writer of the early file, created with its first batch (or at the end)."""
@@ -265,7 +313,11 @@ class _Worker:
         self._name = name
         self._lock = threading.Condition()
         self._queue: deque[
-            tuple[Early, tuple[list[bytes], int] | Callable[[], Any], list[Any] | None]
+            tuple[
+                Early,
+                tuple[list[bytes | memoryview | pa.RecordBatch], int] | Callable[[], Any],
+                list[Any] | None,
+            ]
         ] = deque()
         self._queued = 0
         self._files: set[Early] = set()
@@ -281,7 +333,9 @@ class _Worker:
             self._files.add(early)
         return early
 
-    def submit(self, early: Early, pieces: list[bytes], size: int) -> None:
+    def submit(
+        self, early: Early, pieces: list[bytes | memoryview | pa.RecordBatch], size: int
+    ) -> None:
         with self._lock:
             while self._queued > _QUEUED_BYTES:
                 self._lock.wait()
@@ -291,15 +345,25 @@ class _Worker:
 
     def call(self, early: Early, call: Callable[[], T]) -> T:
         """Run ``call`` on the thread after everything queued; its value."""
+        value: T = self.wait(early, self.post(early, call))
+        return value
+
+    def post(self, early: Early, call: Callable[[], Any]) -> list[Any]:
+        """Queue ``call`` to run on the thread after everything queued; the box that
+        :meth:`wait` takes its value from."""
         box: list[Any] = []
         with self._lock:
             self._queue.append((early, call, box))
             self._wake()
+        return box
+
+    def wait(self, early: Early, box: list[Any]) -> Any:
+        """The value of a call posted, once it ran."""
+        with self._lock:
             while not box:
                 self._lock.wait()
             self._files.discard(early)
-        value: T = box[0]
-        return value
+        return box[0]
 
     def _wake(self) -> None:
         if self._thread is None:

@@ -146,6 +146,9 @@ class TableEncoder:
         self._rolling = rolling
         self.format = settings.format
         self.bulk = settings.format in BULK_FORMATS
+        #: The record batch of the last bulk encode, whose IPC message its bytes are: an early
+        #: conversion takes it as it is, instead of reading the bytes back.
+        self.batch: pa.RecordBatch | None = None
         self.compression = settings.compression_codec
         # Partition columns that are record columns are in the directory names, not the files.
         parts = frozenset(c for c in settings.partition_by if c not in settings.derived)
@@ -182,7 +185,7 @@ class TableEncoder:
 
     def encode(
         self, records: Sequence[Any], start: int, take: int, final: str, size: int
-    ) -> tuple[bytes, int]:
+    ) -> tuple[bytes | memoryview, int]:
         """Bytes of ``take`` records from ``start`` for the file ``final`` holding ``size``
         bytes; fewer records when an uncompressed text file reaches ``bytes_per_file`` (a
         compressed or bulk file rolls after the write that reaches it). BadRecordError, with
@@ -196,7 +199,10 @@ class TableEncoder:
         fitted = self._columns(chunk) if isinstance(chunk, Columns) else None
         batch = fitted if fitted is not None else self._batch(chunk, start, final)
         if self.bulk:
-            return batch.serialize().to_pybytes(), take
+            self.batch = batch
+            # Arrow's buffer as it is: the file writer copies it once (a file's own buffer, a
+            # send), where a bytes copy of it first was a second copy of every row.
+            return memoryview(batch.serialize()).cast("B"), take
         if self.format == "jsonl":
             rows = [
                 self._json_row(record, start + j, final)

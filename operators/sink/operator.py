@@ -320,7 +320,8 @@ class HDFS2FileSink(SinkOperator):
                 cur.writer = self._fs.append(cur.work)
             cur.writer.write(data)
             if cur.early is not None:
-                cur.early.feed(data)
+                encoder = self._encoder
+                cur.early.feed(data, encoder.batch if isinstance(encoder, TableEncoder) else None)
             cur.size += len(data)
             cur.tuples += take
             cur.dirty = cur.touched = True
@@ -576,6 +577,11 @@ class HDFS2FileSink(SinkOperator):
 
     def _close_all(self) -> None:
         """Close every open file (punctuation, final punctuation)."""
+        # Their early conversions finish on every thread at once, while the files are closed
+        # here one by one.
+        for f in self._open_files():
+            if f.early is not None:
+                f.early.finish_soon()
         for name, f in list(self._idle.items()):
             self._close_file(f)
             del self._idle[name]

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -48,6 +49,7 @@ OnBadRow = Literal["reject", "skip", "fail"]
 #: Bytes of a file's start read to find its header row when a resume starts past it.
 _HEAD = 1 << 16
 _PLUS_ONE = (1).__add__  # a line's length with its line end, at C speed
+_LF = ord("\n")
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 
 
@@ -466,35 +468,29 @@ class _LineEnds(Sequence[int]):
     """The ends (past the LF) of the first whole lines of ``buf`` from ``start``: the last is
     found at once, the others only when asked for (a block Arrow reads needs none of them)."""
 
-    #: Line ends stepped back over one by one before all are listed instead.
-    _STEPS = 4096
-
     def __init__(self, buf: bytes, start: int, last: int, count: int) -> None:
         self._buf, self._start, self._last, self._count = buf, start, last, count
         self._ends: list[int] | None = None
 
     @classmethod
     def of(cls, buf: bytes, start: int, want: int, span: int) -> _LineEnds:
-        """The ends of up to ``want`` lines, looked for in about ``span`` bytes first (counting
-        every line end of a large buffer for each block would cost more than reading it)."""
-        while True:
-            stop = min(len(buf), start + span)
-            total = buf.count(b"\n", start, stop)
-            if total > want or stop == len(buf):
-                break
-            span *= 2
-        if total <= want:
-            return cls(buf, start, buf.rfind(b"\n", start) + 1 if total else start, total)
-        # The want-th line end: stepped back to from the last one looked at (the span is about
-        # that of ``want`` lines, so the steps are few); a span far too long lists the lines.
-        if total - want <= cls._STEPS:
-            at = buf.rfind(b"\n", start, stop)
-            for _ in range(total - want):
-                at = buf.rfind(b"\n", start, at)
-            return cls(buf, start, at + 1, want)
-        lines = buf[start:stop].split(b"\n", want)
-        lines.pop()
-        return cls(buf, start, start + sum(map(len, lines)) + want, want)
+        """The ends of up to ``want`` lines, looked for ``span`` bytes at a time, the span
+        doubled each time (reading the lines of a large buffer for each block would cost more
+        than reading it). The line ends of a span are listed by numpy, which does it several
+        times faster than ``bytes.count`` counts them."""
+        data = np.frombuffer(buf, np.uint8)
+        count, at = 0, start
+        last = start
+        while at < len(buf):
+            stop = min(len(buf), at + span)
+            ends = np.flatnonzero(data[at:stop] == _LF)
+            if count + len(ends) >= want:
+                return cls(buf, start, at + int(ends[want - count - 1]) + 1, want)
+            if len(ends):
+                last = at + int(ends[-1]) + 1
+            count += len(ends)
+            at, span = stop, span * 2
+        return cls(buf, start, last, count)
 
     def __len__(self) -> int:
         return self._count

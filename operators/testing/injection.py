@@ -118,7 +118,7 @@ class _Writer:
     def path(self) -> str:
         return self._inner.path
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self._fs.alive()
         due = self._fs.injector.fs_call("write", self._area, self.path)
         if due == "during":

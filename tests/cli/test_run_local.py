@@ -654,3 +654,22 @@ def test_lines_reach_the_sink_as_bytes_only_without_a_transform(
     assert batch is not None
     assert isinstance(batch.records, EncodedLines) == as_bytes
     assert batch.records == ["keep é".encode() if as_bytes else "keep é"]
+
+
+def test_the_local_engine_takes_arrows_buffers_from_jemalloc_unless_a_pool_was_chosen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pyarrow as pa
+
+    from operators.app.engine_local import use_jemalloc
+
+    original = pa.default_memory_pool()
+    try:
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
+        assert not use_jemalloc()
+        assert pa.default_memory_pool().backend_name == original.backend_name
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL")
+        assert use_jemalloc()
+        assert pa.default_memory_pool().backend_name == "jemalloc"
+    finally:
+        pa.set_memory_pool(original)

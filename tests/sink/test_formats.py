@@ -10,6 +10,7 @@ import gzip
 import json
 import logging
 import random
+import threading
 import time
 from typing import Any
 
@@ -186,6 +187,18 @@ def test_no_value_is_converted_with_a_loss(value: Any, column: str, shown: str) 
 class _Fs:
     def display(self, path: str) -> str:
         return "file://" + path
+
+
+def test_a_bulk_write_is_arrows_message_buffer_itself_not_a_copy_of_it() -> None:
+    # The file writer copies it once (into its buffer, or a send): a bytes copy first was a
+    # second copy of every row.
+    settings_ = SinkSettings(file="/o/p-%FILENUM", format="parquet", schema=SCHEMA)
+    encoder = formats.TableEncoder(settings_, _Fs(), settings_.rolling)
+    data, take = encoder.encode(records(3), 0, 3, "/o/p-0", 0)
+    assert take == 3 and isinstance(data, memoryview) and isinstance(data.obj, pa.Buffer)
+    stream = pa.py_buffer(encoder.header + bytes(data))
+    assert pa.ipc.open_stream(stream).read_all().to_pylist() == typed(records(3))
+    assert encoder.batch is not None and encoder.batch.num_rows == 3
 
 
 @pytest.mark.parametrize(
@@ -567,8 +580,9 @@ def test_a_parquet_file_is_encoded_while_its_stream_grows_and_rolls_into_the_sam
     monkeypatch.setattr(bulk, "GROUP_ROWS", 4)
     monkeypatch.setattr(bulk, "_HANDOFF_BYTES", 1)  # each write handed to the thread
     rng = random.Random(7)
-    # Names of 200 KB: row groups pass the writer's buffer (1 MB) before the roll.
-    recs = [{**r, "name": rng.randbytes(100_000).hex()} for r in records(25)]
+    # Names of 300 KB: row groups pass the encoder's buffer and the file writer's (1 MB each)
+    # before the roll.
+    recs = [{**r, "name": rng.randbytes(150_000).hex()} for r in records(25)]
     run = SinkRun(sink_local, config(sink_local, "parquet", None, tuples_per_file=10))
     for start in range(0, 8, 2):
         run.write(recs[start : start + 2])
@@ -590,6 +604,39 @@ def test_a_parquet_file_is_encoded_while_its_stream_grows_and_rolls_into_the_sam
     assert sink_local.hidden() == []
 
 
+class _Writes:
+    """A file writer that keeps the size of each write."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def write(self, data: bytes) -> None:
+        self.sizes.append(len(data))
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "orc"])
+def test_a_bulk_file_reaches_its_writer_in_writes_of_the_encoders_buffer(fmt: str) -> None:
+    # The encoder writes each page and each header apart (dozens of writes a row group);
+    # each write to the Python stream takes the interpreter lock, which a conversion thread
+    # waits for while the writing thread holds it. Buffered, a few writes carry a file.
+    rng = random.Random(3)
+    n = 100_000
+    table = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "amount": pa.array([rng.random() for _ in range(n)], pa.float64()),
+            "note": pa.array([f"note {rng.randrange(1 << 30)}" for _ in range(n)]),
+        }
+    )
+    out = _Writes()
+    writer = bulk.BulkWriter(out, fmt, None, table.schema)  # type: ignore[arg-type]
+    for batch in table.to_batches(max_chunksize=10_000):
+        writer.add(batch)
+    size = writer.close()
+    assert sum(out.sizes) == size > 2 * bulk._SINK_BUFFER
+    assert len(out.sizes) <= 2 * (size // bulk._SINK_BUFFER) + 2
+
+
 def test_many_open_partitions_write_smaller_row_groups_not_more_memory(
     sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -609,6 +656,62 @@ def test_many_open_partitions_write_smaller_row_groups_not_more_memory(
         assert _row_groups(data) == [2] * 5, part
         ids = [r["id"] for r in read_rows("parquet", None, data)]
         assert ids == [r["id"] for r in recs if r["name"] == part]
+
+
+def test_files_that_close_together_finish_their_early_files_on_both_threads_at_once(
+    sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two partitions' files, one on each conversion thread, close at the final punctuation:
+    # the last row group and footer of one are written while the other's are. The first
+    # finish to begin waits for the second to begin too (a finish begun only once the one
+    # before it ended would never see it: the wait below gives up, and the test fails).
+    real = bulk.BulkWriter.close
+    began = threading.Event()
+    entered: list[str] = []
+    together: list[bool] = []
+
+    def close(self: bulk.BulkWriter) -> int:
+        entered.append(threading.current_thread().name)
+        if len(entered) == 1:
+            together.append(began.wait(timeout=10))
+        else:
+            began.set()
+        return real(self)
+
+    monkeypatch.setattr(bulk.BulkWriter, "close", close)
+    recs = [{**r, "name": f"p{r['id'] % 2}"} for r in records(20)]
+    run = SinkRun(sink_local, config(sink_local, "parquet", None, partition_by=["name"]))
+    run.write(recs)
+    run.stop()
+    assert together == [True] and len(set(entered)) == 2
+    for part in ("p0", "p1"):
+        (data,) = sink_local.published(f"{sink_local.out}/name={part}").values()
+        ids = [r["id"] for r in read_rows("parquet", None, data)]
+        assert ids == [r["id"] for r in recs if r["name"] == part]
+
+
+def test_an_early_file_takes_the_written_batches_as_they_are_not_their_bytes_read_back(
+    sink_local: SinkEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Reading the staged stream's bytes back (a copy of every row) is only for bytes fed
+    # without their batch; the sink feeds each write's batch.
+    def no_reading_back(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the early conversion read the staged bytes back")
+
+    monkeypatch.setattr(bulk.ipc, "open_stream", no_reading_back)
+    monkeypatch.setattr(bulk, "_HANDOFF_BYTES", 1)  # each write handed to the thread
+    recs = records(25)
+    run = SinkRun(sink_local, config(sink_local, "parquet", None, tuples_per_file=10))
+    with caplog.at_level(logging.WARNING):
+        for start in range(0, 25, 3):
+            run.write(recs[start : start + 3])
+        run.sink.finish()
+    assert "early conversion of" not in caplog.text
+    monkeypatch.undo()
+    run.cut()
+    run.sink.close()
+    assert [row for f in published_rows(sink_local, "parquet", None) for row in f] == typed(recs)
+    assert sink_local.hidden() == []
 
 
 def test_an_early_file_that_fails_is_converted_from_its_stream_at_the_roll(

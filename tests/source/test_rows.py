@@ -403,15 +403,14 @@ def test_the_block_path_reads_every_row_as_the_row_path_does(
     tail=st.binary(max_size=5).filter(lambda b: b"\n" not in b),
     start=st.integers(0, 20),
     want=st.integers(1, 70),
-    steps=st.sampled_from([0, 1, 4096]),
     span=st.integers(1, 2000),
 )
-def test_line_ends_are_found_by_guess_and_step_as_by_listing_every_line(
-    lengths: list[int], tail: bytes, start: int, want: int, steps: int, span: int
+def test_line_ends_are_found_span_by_span_as_by_listing_every_line(
+    lengths: list[int], tail: bytes, start: int, want: int, span: int
 ) -> None:
-    """The end of a block of whole lines is looked for in a span of bytes and found exactly
-    (stepping back line by line, or listing every line when the span holds far more): it is
-    always where listing the lines one by one puts it."""
+    """The end of a block of whole lines is looked for a span of bytes at a time (far more
+    lines than wanted, or fewer) and found exactly: it is always where listing the lines one
+    by one puts it."""
     from operators.source import rows as rows_module
 
     buf = b"".join(b"x" * n + b"\n" for n in lengths) + tail
@@ -421,13 +420,8 @@ def test_line_ends_are_found_by_guess_and_step_as_by_listing_every_line(
     while len(expected) < want and (end := buf.find(b"\n", at)) >= 0:
         at = end + 1
         expected.append(at)
-    original = rows_module._LineEnds._STEPS
-    rows_module._LineEnds._STEPS = steps
-    try:
-        found = rows_module._LineEnds.of(buf, start, want, span)
-        assert len(found) == len(expected)
-        if expected:
-            assert found[-1] == expected[-1]
-        assert list(found) == expected
-    finally:
-        rows_module._LineEnds._STEPS = original
+    found = rows_module._LineEnds.of(buf, start, want, span)
+    assert len(found) == len(expected)
+    if expected:
+        assert found[-1] == expected[-1]
+    assert list(found) == expected
