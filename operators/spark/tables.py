@@ -180,8 +180,9 @@ class TableFiles:
                 data, take = self._encoder.encode(records, start, take, shown, f.size)
             except BadRecordError as exc:
                 raise ValueError(f"{_SINK}: {exc}") from None
-            if f.bulk is not None:  # the encoder's bytes are one Arrow record batch message
-                f.bulk.add(ipc.read_record_batch(pa.py_buffer(data), f.bulk.schema))
+            if f.bulk is not None:  # the encoder's bytes are its record batch's IPC message
+                assert self._encoder.batch is not None
+                f.bulk.add(self._encoder.batch)
             else:
                 f.writer.write(data)
             f.rows += take
