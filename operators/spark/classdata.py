@@ -149,6 +149,12 @@ def _prune(folder: Path, keep: Path) -> None:
 def _start_builder(folder: Path, name: str, settings: Mapping[str, str]) -> None:
     """3. Start the builder of archive ``name`` in the background, unless one is at work."""
     lock = folder / f".{name}.building"
+    failed = folder / f".{name}.failed"
+    try:
+        if time.time() - failed.stat().st_mtime < _ABANDONED_S:
+            return  # the last builder failed: not again every run (its marker says when)
+    except FileNotFoundError:
+        pass
     try:
         if time.time() - lock.stat().st_mtime < _BUILDING_S:
             return  # one is at work
@@ -223,9 +229,12 @@ def build(folder: Path, name: str, class_path: Mapping[str, str]) -> bool:
         while time.monotonic() < deadline and not _finished(writing):
             time.sleep(1)
         _promote(folder, archive)
-        return archive.is_file()
     finally:
+        if not archive.is_file():
+            # Marked, so that runs do not start a failing builder each (for a day).
+            (folder / f".{name}.failed").touch()
         (folder / f".{name}.building").unlink(missing_ok=True)
+    return archive.is_file()
 
 
 def _finished(path: Path) -> bool:

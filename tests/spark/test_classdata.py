@@ -83,6 +83,26 @@ def test_without_an_archive_one_builder_starts_in_the_background(
     assert archive_options(java, {}, tmp_path, write=False) == "" and len(no_builder) == 2
 
 
+def test_a_builder_that_failed_is_not_started_again_by_every_run(
+    tmp_path: Path, no_builder: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = name_of(tmp_path)
+
+    def no_jvm(*args: object, **kwargs: object) -> None:
+        raise subprocess.CalledProcessError(1, "java")
+
+    monkeypatch.setattr(classdata.subprocess, "run", no_jvm)
+    with pytest.raises(subprocess.CalledProcessError):
+        classdata.build(tmp_path, name, {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".{name}.failed"]
+    assert archive_options(find_java(), {}, tmp_path) == "" and no_builder == []
+    # A day later it is tried again.
+    old = time.time() - 2 * 24 * 3600
+    os.utime(tmp_path / f".{name}.failed", (old, old))
+    archive_options(find_java(), {}, tmp_path)
+    assert len(no_builder) == 1
+
+
 def test_an_archive_the_jvm_cannot_use_only_costs_time(
     tmp_path: Path, no_builder: list[list[str]]
 ) -> None:
