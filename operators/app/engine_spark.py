@@ -128,11 +128,19 @@ def _over_batches(
 
     for batch in batches:
         out = function(Columns(batch)).table
-        missing = [n for n in target.names if n not in out.schema.names]
-        if missing:
-            msg = f"{function!r} returned no column {missing[0]!r} of the sink's schema"
+        extra = [n for n in out.schema.names if n not in target.names]
+        if extra:
+            msg = (
+                f"{function!r} returned column {extra[0]!r}, which is not in the sink's schema "
+                f"(columns: {', '.join(target.names)})"
+            )
             raise ValueError(msg)
-        columns = [cast(out.column(f.name).combine_chunks(), f) for f in target]
+        columns = [
+            cast(out.column(f.name).combine_chunks(), f)
+            if f.name in out.schema.names
+            else pa.nulls(out.num_rows, f.type)  # as a record without the key: a null
+            for f in target
+        ]
         yield pa.RecordBatch.from_arrays(columns, schema=target)
 
 

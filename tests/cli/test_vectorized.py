@@ -129,3 +129,31 @@ def test_on_spark_a_function_of_rows_writes_its_columns_as_partitioned_parquet(
         zip(*(table[c].to_pylist() for c in ("id", "country", "amount", "twice")), strict=True)
     )
     assert got == sorted((i, c, a, a * 2) for i, c, a in rows if i & 3)
+
+
+def test_a_streaming_querys_vectorized_output_follows_the_sinks_rule() -> None:
+    """What mapInArrow gets from a vectorized function on Spark: its columns as the sink's
+    schema (a missing column is null, as for a record without the key); a column the schema
+    lacks, or a value that does not fit, fails the batch naming it."""
+    from operators.app.engine_spark import _over_batches
+    from operators.common.schema import BadValue
+
+    target = pa.schema([("id", pa.int64()), ("twice", pa.float64()), ("note", pa.string())])
+    batch = pa.RecordBatch.from_pydict({"id": pa.array([1, 2], pa.int32()), "amount": [1.5, 2.0]})
+
+    def twice(b: pa.RecordBatch) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(
+            [b["id"], pa.compute.multiply(b["amount"], 2)], ["id", "twice"]
+        )
+
+    (out,) = _over_batches(OverColumns(twice, "f"), target, iter([batch]))
+    assert out.schema == target
+    assert out.to_pylist() == [
+        {"id": 1, "twice": 3.0, "note": None},
+        {"id": 2, "twice": 4.0, "note": None},
+    ]
+    with pytest.raises(ValueError, match=r"returned column 'amount', which is not in the sink"):
+        list(_over_batches(OverColumns(lambda b: b, "f"), target, iter([batch])))
+    words = pa.RecordBatch.from_pydict({"id": ["7", "x"]})
+    with pytest.raises(BadValue, match=r"column 'id': 'x' is not a int64"):
+        list(_over_batches(OverColumns(lambda b: b, "f"), target, iter([words])))
