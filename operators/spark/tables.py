@@ -219,12 +219,16 @@ class TableFiles:
             and not rolling.full(carried.rows, carried.size)
             and not rolling.expired(carried.opened_ns / 1e9, time.time())
         ):
-            writer = self._fs.append(carried.path)
-            stream = self._encoder.bulk
             return _File(
-                carried.path, writer, where, carried.opened_ns, None, stream, True,
-                carried.rows, carried.size,
-            )  # fmt: skip
+                carried.path,
+                self._fs.append(carried.path),
+                where,
+                carried.opened_ns,
+                stream=self._encoder.bulk,
+                carried=True,
+                rows=carried.rows,
+                size=carried.size,
+            )
         done = complete(self._fs, carried, self._config.permission)
         if done.path != carried.path:
             self._created.append(done.path)
