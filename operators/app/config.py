@@ -693,7 +693,8 @@ def _known_keys(table: str | None) -> list[str]:
     annotation = PipelineConfig.model_fields[table].annotation
     for candidate in getattr(annotation, "__args__", (annotation,)):
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return list(candidate.model_fields)
+            # A field's name in the file: its alias where it has one (``schema_`` is ``schema``).
+            return [f.alias or name for name, f in candidate.model_fields.items()]
     return []
 
 

@@ -78,6 +78,18 @@ CASES = [
         "sleep_time,",
         id="unknown-key",
     ),
+    pytest.param(
+        # The keys listed are the file's names (``schema``), not the model's (``schema_``).
+        {"sink": 'file = "out/part-%FILENUM.txt"\non_bad_row = "reject"'},
+        "[sink] on_bad_row: unknown key; did you mean 'on_bad_record'? (known: file, directory, "
+        "file_attribute_name",
+        id="unknown-key-suggests",
+    ),
+    pytest.param(
+        {"sink": 'file = "out/part-%FILENUM.txt"\non_bad_row = "reject"'},
+        "close_on_punct, encoding, format, schema, compression, header,",
+        id="unknown-key-lists-file-names",
+    ),
     pytest.param({"scan": 'pattern = "x"'}, "[scan] directory: required", id="no-directory"),
     pytest.param(
         {"region": 'drain_timeout = "5m"', "metrics": 'stuck_after = "6m"'},
