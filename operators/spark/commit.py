@@ -204,13 +204,14 @@ _UNRECORDED_FORM = lines_form(binary=False, compression=None, encoding="utf-8")
 def continues(carried: WrittenFile, form: str) -> bool:
     """Whether a task writing files of ``form`` may append to ``carried`` (an open file of an
     earlier batch): only one of the same form, so a run whose settings changed (format, codec,
-    columns, encoding) never mixes two kinds of bytes in one file; the other is completed as it
-    was written (WARNING)."""
+    columns, encoding) never mixes two kinds of bytes in one file; the other is completed
+    (:func:`complete`, which says so when its format or codec differs; this says so when only
+    its columns or encoding do)."""
     was = carried.form or _UNRECORDED_FORM
-    if was != form:
+    if was != form and form_format(was) == form_format(form):
         logger.warning(
-            "hdfs_sink: %s was written as %s, and this run writes %s: it is published as it is, "
-            "and the records go on in a new file",
+            "hdfs_sink: %s was written as %s, and this run writes %s: it is published as it "
+            "is, and the records go on in a new file",
             carried.path,
             was,
             form,
@@ -218,17 +219,43 @@ def continues(carried: WrittenFile, form: str) -> bool:
     return was == form
 
 
-def complete(fs: FileSystem, f: WrittenFile, permission: int | None) -> WrittenFile:
+def complete(
+    fs: FileSystem,
+    f: WrittenFile,
+    permission: int | None,
+    into: tuple[str, str | None] | None = None,
+) -> WrittenFile:
     """An open file, ready to publish: a Parquet or ORC file's Arrow stream converted into a
     new in-progress file beside it (whole, synced); any other file as it is. The stream itself
     stays until the commit that publishes the result deletes it (an orphan then), so a crash
-    before that commit finds it as the log left it. Call it on a file cut back to its size."""
-    if f.form is None or form_format(f.form)[0] not in BULK_FORMATS:
+    before that commit finds it as the log left it. Call it on a file cut back to its size.
+
+    ``into``: this run's ``(format, codec)`` (:func:`form_format`). The file is named by this
+    run's template, so a stream an earlier run of another Parquet or ORC format or codec left
+    open (the settings changed between runs) becomes a file of this run's format and codec,
+    with its own columns: a Parquet file never gets an ``.orc`` name. A file of lines, or of
+    another kind of format, is published as it was written (WARNING: its name may not say
+    what it holds)."""
+    was = f.form or _UNRECORDED_FORM
+    form = f.form
+    if into is not None and form_format(was) != into:
+        convertible = form_format(was)[0] in BULK_FORMATS and into[0] in BULK_FORMATS
+        if convertible:
+            form = f"{into[0]}/{into[1] or 'none'}/{was.split('/', 2)[2]}"
+        logger.warning(
+            "hdfs_sink: %s was left open as %s by a run of other settings: %s",
+            fs.display(f.path),
+            was,
+            f"it is completed as {form}, this run's format"
+            if convertible
+            else "it is published as it was written, named by this run's template",
+        )
+    if form is None or form_format(form)[0] not in BULK_FORMATS:
         return f
     target = posixpath.join(posixpath.dirname(f.path), in_progress_name("converted", f.partition))
-    out, size = convert(fs, f.path, target, f.form, permission)
+    out, size = convert(fs, f.path, target, form, permission)
     out.close()
-    return replace(f, path=target, size=size, stream=f.path)
+    return replace(f, path=target, size=size, stream=f.path, form=form)
 
 
 def _slot(f: WrittenFile) -> tuple[int, str]:
@@ -271,7 +298,11 @@ class SinkLog:
         on_publish: PublishHook | None = None,
         renumber: Callable[[str, int], str] | None = None,
         rejects_namer: Namer | None = None,
+        into: tuple[str, str | None] | None = None,
     ) -> None:
+        #: This run's ``(format, codec)``: a file left open by a run of other settings is
+        #: completed in it where it can be (:func:`complete`).
+        self._into = into
         #: The final names of rejects files (``rejects_file``), by their own %FILENUM.
         self._rejects_namer = rejects_namer
         #: Names asked for by records (``file_attribute_name``): a name taken (published
@@ -644,9 +675,11 @@ class SinkLog:
         """:func:`complete` for each of ``files`` (in order), on a few threads: a conversion
         spends its time in Arrow's encoders, outside the interpreter lock."""
         if len(files) <= 1:
-            return [complete(self._fs, f, self._permission) for f in files]
+            return [complete(self._fs, f, self._permission, self._into) for f in files]
         with ThreadPoolExecutor(min(len(files), _CONVERTERS), "hdfs-sink-convert") as pool:
-            return list(pool.map(lambda f: complete(self._fs, f, self._permission), files))
+            return list(
+                pool.map(lambda f: complete(self._fs, f, self._permission, self._into), files)
+            )
 
     def close_open(self) -> CommitResult | None:
         """Publish every open file (the query stopped: no batch will continue them), by amending

@@ -48,6 +48,7 @@ from operators.common.faults import FAULT_ENV, stop_here
 from operators.common.plugins import load_callable
 from operators.common.safepath import name_problem, numbered_name
 from operators.fs.settings import split_uri
+from operators.sink.formats import form_format
 from operators.sink.manifest import Published, manifest_dir, write_manifest
 from operators.sink.owner import Owner
 from operators.sink.partitions import partition_of
@@ -207,7 +208,7 @@ class _TaskOutput:
             if carried is None and f.subdir is None and continues(f, self.form):
                 carried = f
             else:  # another form: published as it is (a Parquet one converted)
-                done = complete(self._fs, f, self._config.permission)
+                done = complete(self._fs, f, self._config.permission, form_format(self.form))
                 self.files.append(replace(done, index=len(self.files)))
         self._carried = []
         rolling = self._config.rolling
@@ -596,7 +597,15 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
             on_publish=self._announce if owner else None,
             renumber=renumber,
             rejects_namer=rejects_namer,
+            into=self._format(),
         )
+
+    def _format(self) -> tuple[str, str | None]:
+        """This run's ``(format, codec)`` of its files (:func:`form_format`)."""
+        table = self.config.table
+        if table is not None:
+            return table.format, table.compression_codec
+        return form_format(self.form)
 
     def _announce(self, batch_id: int, files: list[dict[str, Any]], stop: bool) -> None:
         """The manifest of a batch's published files, then ``on_published`` for each (driver)."""

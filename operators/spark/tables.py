@@ -229,7 +229,8 @@ class TableFiles:
                 rows=carried.rows,
                 size=carried.size,
             )
-        done = complete(self._fs, carried, self._config.permission)
+        into = form_format(self._encoder.form)
+        done = complete(self._fs, carried, self._config.permission, into)
         if done.path != carried.path:
             self._created.append(done.path)
         self._completed(replace(done, index=len(self.files)))

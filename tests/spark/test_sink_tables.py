@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import posixpath
 import time
@@ -253,14 +254,14 @@ def test_a_stream_past_time_per_file_is_converted_by_the_next_commit(tmp_path: P
     assert hidden(out) == []
 
 
-def test_a_changed_format_or_schema_never_appends_to_an_open_file_of_the_old_one(
-    tmp_path: Path,
+def test_a_changed_format_never_appends_to_an_open_file_and_every_name_says_what_it_holds(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     out = tmp_path / "out"
     writer = spanning(out, tuples_per_file="100")
     writer.commit([writer.write_task(batches(0, 8), TaskIds(0, 0, 1, 0))], 0)
-    # The next run writes ORC (one partition gets records): its task publishes the Parquet file
-    # open for that partition as it was, and starts an ORC file.
+    # The next run writes ORC (one partition gets records): its task completes the Parquet
+    # stream open for that partition, and starts an ORC file; the stop completes the others.
     orc = HdfsSinkStreamWriter(
         sink_config(
             {"file": str(out / "part-%FILENUM.orc"), **SPANNING, "format": "orc",
@@ -273,21 +274,23 @@ def test_a_changed_format_or_schema_never_appends_to_an_open_file_of_the_old_one
         {"id": pa.array([100], pa.int64()), "country": ["DE"], "day": [None]},
         schema=next(batches(0, 1)).schema,
     )
-    message = orc.write_task(iter([de_only]), TaskIds(0, 0, 2, 1))
-    assert [f.subdir for f in message.files] == ["country=DE"]
-    orc.commit([message], 1)
-    orc.close_open()
+    with caplog.at_level(logging.WARNING, logger="operators.spark.commit"):
+        message = orc.write_task(iter([de_only]), TaskIds(0, 0, 2, 1))
+        assert [f.subdir for f in message.files] == ["country=DE"]
+        orc.commit([message], 1)
+        orc.close_open()
     assert hidden(out) == []
-    # Every file is whole in the form it was written in (the names are this run's template's).
+    # The files the Parquet run left open are named by this run's template (.orc): each is an
+    # ORC file with the records and columns it was written with, never Parquet under .orc.
     import pyarrow.orc as po
 
-    read = {b"PAR1": pq.read_table, b"ORC": po.read_table}
-    ids: dict[bytes, list[int]] = {b"PAR1": [], b"ORC": []}
+    ids: list[int] = []
     for p in every_file(out):
-        magic = next(m for m in read if (out / p).read_bytes().startswith(m))
-        ids[magic] += read[magic](out / p).column("id").to_pylist()
-    assert sorted(ids[b"PAR1"]) == list(range(8))
-    assert ids[b"ORC"] == [100]
+        assert p.endswith(".orc") and (out / p).read_bytes().startswith(b"ORC"), p
+        ids += po.read_table(out / p).column("id").to_pylist()
+    assert sorted(ids) == [*range(8), 100]
+    converted = [r for r in caplog.records if "by a run of other settings" in r.getMessage()]
+    assert len(converted) == 4 and all("orc/zstd" in r.getMessage() for r in converted)
 
 
 _COUNTS = st.lists(st.integers(min_value=0, max_value=9), min_size=1, max_size=3)
