@@ -1,9 +1,11 @@
 """The fixed cost of a run: a one-line input, whole processes, alternately. ``hdfs-region run``
-on the Spark engine with the JVM's class-data archive (``[spark] class_data_archive``, built
-once before the runs, into a scratch cache) and without it, the local engine, and Spark's
-built-in ``readStream.text`` -> ``writeStream.text`` (available-now) with the same session
-settings. This is what a run from cron pays every time. Beside each time: the peak RSS of the
-process tree (the JVM counts). Prints a table and writes ``bench/results/startup.json``.
+on the Spark engine with its defaults (the JVM's class-data archive, ``[spark]
+class_data_archive``, built once before the runs into a scratch cache; the small batch run in
+the driver, ``driver_batch_bytes``), with every batch a Spark job, and with neither, the local
+engine, and Spark's built-in ``readStream.text`` -> ``writeStream.text`` (available-now) with
+the same session settings. This is what a run from cron pays every time. Beside each time: the
+peak RSS of the process tree (the JVM counts). Prints a table and writes
+``bench/results/startup.json``.
 
     python -m bench.bench_startup --repeat 5
 """
@@ -34,20 +36,24 @@ after_read = "keep"
 file = "{work}/out-{key}-{tag}/part-%FILENUM.txt"
 [spark]
 class_data_archive = {archive}
+driver_batch_bytes = {driver}
 """
 
-#: key -> (label, engine, class_data_archive)
+#: key -> (label, engine, class_data_archive, driver_batch_bytes)
 OURS = {
-    "archive": ("spark engine, class-data archive", "spark", "true"),
-    "plain": ("spark engine, no archive", "spark", "false"),
-    "local": ("local engine", "local", "false"),
+    "archive": ("spark engine (defaults)", "spark", "true", 4 << 20),
+    "jobs": ("spark engine, every batch a Spark job", "spark", "true", 0),
+    "plain": ("spark engine, no archive, every batch a job", "spark", "false", 0),
+    "local": ("local engine", "local", "false", 0),
 }
 
 
 def run_ours(key: str, work: Path, env: dict[str, str], tag: str) -> dict[str, float]:
-    _, engine, archive = OURS[key]
+    _, engine, archive, driver = OURS[key]
     config = work / f"{key}-{tag}.toml"
-    config.write_text(SETTINGS.format(engine=engine, work=work, key=key, tag=tag, archive=archive))
+    config.write_text(
+        SETTINGS.format(engine=engine, work=work, key=key, tag=tag, archive=archive, driver=driver)
+    )
     command = [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
     return run_measured(command, work, env)
 
@@ -78,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         if not classdata.build(folder, name, {}):
             raise RuntimeError(f"no class-data archive was built in {folder}")
         race = Comparison(len("one line\n") / 1e6)
-        for key, (label, _, _) in OURS.items():
+        for key, (label, *_) in OURS.items():
             race.add(key, label, functools.partial(run_ours, key, work, env))
         race.add(
             "builtin", "Spark built-in text -> text", functools.partial(run_builtin, work, env)

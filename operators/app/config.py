@@ -207,6 +207,13 @@ class SparkSettings(BaseModel):
     #: of a Java and Spark release into the cache directory (about 160 MB): later runs start
     #: about 6 s sooner. ``false``: every JVM loads its classes from the jars.
     class_data_archive: bool = True
+    #: On a local master (``local[N]``), a batch that reads at most this many bytes runs in the
+    #: driver's Python, with the tasks' own code, instead of as a Spark job, which would start
+    #: a Python worker and schedule tasks that cost more than the batch (a run from cron over
+    #: a few small files, a trickle of input). ``0``: every batch is a Spark job. Batches
+    #: with a transform (a function may take any time, and only a job can be cancelled), and
+    #: on a cluster or over Spark Connect, are always Spark jobs.
+    driver_batch_bytes: int = Field(4 << 20, ge=0)
     #: ``auto``: fused execution (each batch one Spark job whose tasks read, transform and
     #: write) unless a SQL transform keeps state across batches (an aggregation, a
     #: deduplication), which needs a streaming query; ``streaming``: always a Structured

@@ -541,6 +541,7 @@ def _runner(
         available_now=available_now,
         on_progress=totals.on_batch,
         on_restart=on_restart,
+        driver_batch_bytes=config.spark.driver_batch_bytes,
     )
 
 

@@ -97,6 +97,10 @@ FrameTransform = Callable[["DataFrame"], "DataFrame"]
 #: One row per written file, each a JSON object (:func:`_manifest`).
 _MANIFEST = "entry string"
 
+#: ``[spark] driver_batch_bytes``'s default: a batch without a transform that reads at most
+#: this many bytes runs in the driver's Python on a local master (about a tenth of a second).
+DRIVER_BATCH_BYTES = 4 << 20
+
 #: How often an idle operator-driven run looks for new files.
 _IDLE_POLL = 0.5
 
@@ -289,6 +293,18 @@ def _manifest(message: SinkTaskMessage, records_in: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([entries], ["entry"])
 
 
+def _written(rows: list[dict[str, Any]]) -> tuple[list[WrittenFile], list[WrittenFile], int]:
+    """``(files written, files left open, records read)`` from a batch's manifests' rows."""
+    written = sorted(
+        (r for r in rows if r["path"] is not None), key=lambda r: (r["partition"], r["index"])
+    )
+    files, open_files = (
+        [WrittenFile.from_dict(r) for r in written if r["open"] is still_open]
+        for still_open in (False, True)
+    )
+    return files, open_files, sum(r.get("records_in", 0) for r in rows)
+
+
 def _read_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The source half of a task whose transform is a DataFrame's: the partition's records
     (counted by an observation of the frame: the write half sees only the transform's output)."""
@@ -327,8 +343,9 @@ def _freeze_once() -> None:
 _frozen = False
 
 
-def _task_ids(batch_id: int) -> TaskIds:
-    return dataclasses.replace(TaskIds.current(), batch_id=batch_id)
+def _task_ids(batch_id: int, partition: int | None = None) -> TaskIds:
+    ids = dataclasses.replace(TaskIds.current(), batch_id=batch_id)
+    return ids if partition is None else dataclasses.replace(ids, partition=partition)
 
 
 def _write_tasks(
@@ -343,15 +360,20 @@ def _write_tasks(
 def _run_tasks(task: _Task, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """One Spark task: read the partition's byte ranges, transform, write in-progress files;
     yield the manifest (one row per file, one with the count of records read)."""
-
     for id_batch in ids:
-        for partition in id_batch.column(0).to_pylist():
-            counted = [0]
-            with _rejecting(task, partition) as bad:
-                records = _records(task, list(task.plan[partition]), counted, bad)
-                message = task.writer.write_task(records, _task_ids(task.batch_id))
-            yield _manifest(message, counted[0])
+        yield from _partition_tasks(task, id_batch.column(0).to_pylist())
     _freeze_once()
+
+
+def _partition_tasks(task: _Task, partitions: list[int]) -> Iterator[pa.RecordBatch]:
+    """The work of the tasks of ``partitions``, one after the other, where this runs: a Spark
+    task's (:func:`_run_tasks`) or, for a small batch, the driver's (``driver_batch_bytes``)."""
+    for partition in partitions:
+        counted = [0]
+        with _rejecting(task, partition) as bad:
+            records = _records(task, list(task.plan[partition]), counted, bad)
+            message = task.writer.write_task(records, _task_ids(task.batch_id, partition))
+        yield _manifest(message, counted[0])
 
 
 #: Logical plan nodes a DataFrame transform may use to run fused: each batch's output is then
@@ -476,6 +498,7 @@ class FusedRunner:
         on_progress: Callable[[BatchProgress], None] | None = None,
         on_restart: Callable[[int, BaseException], None] | None = None,
         permission: int | None = 0o640,
+        driver_batch_bytes: int = DRIVER_BATCH_BYTES,
     ) -> None:
         from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
@@ -494,6 +517,11 @@ class FusedRunner:
             raise ValueError(msg)
         self.spark = spark
         self.settings = settings
+        #: A batch that reads at most this many bytes runs in the driver (see _job): only on a
+        #: local master, whose tasks would run on this machine anyway; on a cluster the
+        #: executors do the work, and a Spark Connect client is not where Spark runs.
+        local = not is_connect(spark) and (spark.sparkContext.master or "").startswith("local")
+        self._driver_batch_bytes = driver_batch_bytes if local and driver_batch_bytes > 0 else -1
         scan = scan_config({**scan_options, **source_options(settings)})
         sink = sink_config(sink_options)
         self.binary = scan.binary
@@ -790,6 +818,20 @@ class FusedRunner:
             if isinstance(p, ScanPartition)
         )
         task = _Task(self.reader, self.writer, self.transform, self.binary, plan, batch_id)
+        planned = sum(r[2] - r[1] for ranges in plan for r in ranges)
+        if self.frame is None and self.transform is None and planned <= self._driver_batch_bytes:
+            # A small batch on a local master: its tasks' work runs here, in the driver's
+            # Python, with the same code and the same names and manifests. As a Spark job it
+            # would cost more than its records: a Python worker's start and imports, the
+            # tasks' scheduling (a run from cron over a few small files, a trickle). Not with a
+            # user's function, which may take any time: only a Spark job can be cancelled.
+            logger.debug("batch %s: %s bytes planned, run in the driver", batch_id, planned)
+            entries = [
+                entry
+                for manifest in _partition_tasks(task, list(range(len(plan))))
+                for entry in manifest.column(0).to_pylist()
+            ]
+            return _written([json.loads(entry) for entry in entries])
         ids = self.spark.range(0, len(plan), 1, len(plan))
         observed = None
         if self.frame is None:
@@ -807,16 +849,10 @@ class FusedRunner:
             writer = HdfsSinkStreamWriter(self.writer.config, out.schema)
             frame = out.mapInArrow(functools.partial(_write_tasks, writer, batch_id), _MANIFEST)
         rows = [json.loads(row.entry) for row in self._collect(frame)]
-        written = sorted(
-            (r for r in rows if r["path"] is not None), key=lambda r: (r["partition"], r["index"])
-        )
-        files, open_files = (
-            [WrittenFile.from_dict(r) for r in written if r["open"] is still_open]
-            for still_open in (False, True)
-        )
+        files, open_files, records_in = _written(rows)
         if observed is not None:
             return files, open_files, int(observed.get["records"])
-        return files, open_files, sum(r["records_in"] for r in rows)
+        return files, open_files, records_in
 
     def _collect(self, frame: Any) -> list[Any]:
         """``frame.collect()`` in a thread of its own, so an immediate stop can cancel it. A

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from operators.fs import open_filesystem
 from operators.fs.settings import FileSystemSettings, split_uri
 from operators.spark.batchlog import PLANS_DIR, SPARK_DIR
-from operators.spark.fused import FrameTransform, FusedRunner
+from operators.spark.fused import DRIVER_BATCH_BYTES, FrameTransform, FusedRunner
 from operators.spark.options import sink_config
 from region.lock import CheckpointLock
 from region.settings import RegionSettings
@@ -128,6 +128,7 @@ def start_fused(
     checkpoint_location: str,
     region: RegionSettings | Mapping[str, object] | None = None,
     available_now: bool = False,
+    driver_batch_bytes: int = DRIVER_BATCH_BYTES,
 ) -> FusedQuery:
     """Start the fused pipeline ``hdfs_scan(scan)`` -> ``transform`` -> ``hdfs_sink(sink)``.
 
@@ -141,7 +142,9 @@ def start_fused(
     scan's plans (``plans/``, unless ``scan`` gives ``plan_dir``), locked while the query
     runs; a plain path is on the sink's filesystem, a URI names its own. ``region``: the
     ``[region]`` settings (trigger, period, restarts, lock). ``available_now``: end once
-    what was present at start is published.
+    what was present at start is published. ``driver_batch_bytes``: on a local master, a batch
+    without a ``transform`` that reads at most this many bytes runs in this process rather than
+    as a Spark job (``[spark] driver_batch_bytes``; ``0``: never).
     """
     settings = region if isinstance(region, RegionSettings) else RegionSettings(**(region or {}))
     sink_fs = sink_config(sink).fs  # ConfigError naming a bad option
@@ -170,6 +173,7 @@ def start_fused(
         settings,
         frame=transform,
         available_now=available_now,
+        driver_batch_bytes=driver_batch_bytes,
     )
     # 2. The lock: another process on this checkpoint would commit the same batches.
     lock = CheckpointLock(

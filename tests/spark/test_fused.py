@@ -161,6 +161,68 @@ def test_files_span_batches_in_fused_runs_and_streaming_queries_alike(
     assert leftovers(lay.out) == []
 
 
+def spark_jobs(spark: Any, runner: FusedRunner) -> list[int]:
+    """The Spark jobs the runner's batches ran."""
+    return list(spark.sparkContext.statusTracker().getJobIdsForGroup(runner._group))
+
+
+def test_a_small_batch_runs_in_the_driver_and_publishes_what_a_spark_job_would(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A run from cron over a few small files pays no Spark job (no Python worker's start):
+    the same files, names, counts and sink log as when every batch is a Spark job."""
+    files = inputs(0, 3)
+    results = []
+    for name, limit in (("driver", 4 << 20), ("spark", 0)):
+        lay = Layout(tmp_path / name)
+        write_inputs(lay.src, files, T0)
+        runner = lay.runner(
+            spark,
+            transform=None,
+            scan={"maxFilesPerTrigger": "2"},
+            sink={"tuples_per_file": "40", "span_batches": "true"},
+            driver_batch_bytes=limit,
+        )
+        runner.run()
+        assert (spark_jobs(spark, runner) == []) == (name == "driver")
+        progress = [(p.num_input_rows, p.records_out, p.files_out) for p in runner.progress]
+        outputs = {n: (lay.out / n).read_bytes() for n in os.listdir(lay.out) if "part-" in n}
+        results.append((progress, outputs, len(leftovers(lay.out))))
+    assert results[0] == results[1]
+    progress, outputs, left = results[0]
+    assert [p[0] for p in progress] == [100, 50] and left == 1  # 30 records still open
+    assert sum(len(lines_of(d)) for d in outputs.values()) == 120
+
+
+def test_batches_alternate_between_the_driver_and_spark_jobs_continuing_the_same_open_files(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Small and large batches of one run: each slot's open file is continued whichever ran
+    the batch, and every record is published once, in order."""
+    lay = Layout(tmp_path)
+    files = {
+        f"f{i:02d}.txt": "".join(f"file {i} line {j}\n" for j in range(8 if i % 2 else 60)).encode()
+        for i in range(6)
+    }
+    write_inputs(lay.src, files, T0)
+    runner = lay.runner(
+        spark,
+        transform=None,
+        scan={"maxFilesPerTrigger": "1"},
+        sink={"tuples_per_file": "50", "span_batches": "true"},
+        driver_batch_bytes=300,  # the 8-line files (about 140 bytes) run in the driver
+    )
+    runner.run()
+    assert len(spark_jobs(spark, runner)) == 3
+    from operators.spark.sink import close_open_files
+
+    close_open_files({**lay.sink_options(tuples_per_file="50", span_batches="true"),
+                      "checkpointLocation": str(lay.ck / "spark")})  # fmt: skip
+    assert published_lines(lay.out) == expected(files, str)
+    assert file_sizes(lay.out) == [50, 50, 50, 50, 4]
+    assert leftovers(lay.out) == []
+
+
 @pytest.mark.parametrize("transform", [None, upper])
 def test_close_on_punct_closes_a_file_at_the_end_of_each_input_file(
     spark: Any, tmp_path: Path, transform: Any
