@@ -28,7 +28,6 @@ import math
 import os
 import posixpath
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -47,6 +46,7 @@ from bench.common import (
     add_common_args,
     make_text_files,
     output_bytes,
+    run_measured,
     scratch,
     upload,
     write_json,
@@ -94,15 +94,9 @@ spark.stop()
 """
 
 
-def timed(command: list[str], log: Path, env: dict[str, str] | None = None) -> float:
-    started = time.perf_counter()
-    with log.open("ab") as out:
-        done = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        tail = log.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}:\n{tail}")
-    return elapsed
+def timed(command: list[str], log: Path, env: dict[str, str] | None = None) -> dict[str, float]:
+    """A whole process's seconds and peak RSS (its own, its tree's), its output in ``log``."""
+    return run_measured(command, REPO, env, log=log)
 
 
 @dataclass(frozen=True)
@@ -130,7 +124,7 @@ class Place:
                 self.fs.delete(posixpath.join(self.fs_root, name), recursive=True)
 
 
-def run(kind: str, place: Place, work: Path, tag: str) -> float:
+def run(kind: str, place: Place, work: Path, tag: str) -> dict[str, float]:
     """One whole process of ``kind``, its output and checkpoints named ``{kind}-{tag}``."""
     name = f"{kind}-{tag}"
     log = work / f"{kind}.log"
@@ -278,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         else None,
         "seconds": {kind: race.samples[kind]["seconds"] for kind in kinds},
         "median_seconds": {kind: round(race.median(kind), 3) for kind in kinds},
+        "median_peak_tree_rss_mb": {
+            kind: round(race.median(kind, "peak_tree_rss_mb")) for kind in kinds
+        },
         "ratio_to_builtin": {
             kind: race.ratio(baseline, kind) if baseline else math.nan for kind in kinds
         },

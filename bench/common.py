@@ -75,36 +75,50 @@ def _tree_rss(root: int) -> int:
 
 
 def run_measured(
-    command: Sequence[str], cwd: Path, env: dict[str, str] | None = None, *, every: float = 0.1
+    command: Sequence[str],
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    *,
+    every: float = 0.1,
+    log: Path | None = None,
 ) -> dict[str, float]:
     """Run a whole process: its seconds, its own peak RSS and the peak RSS of its process tree
-    (sampled every ``every`` seconds: a JVM the process starts counts), in MB. A failure raises
-    with the end of its standard error."""
+    (sampled every ``every`` seconds: a JVM the process starts counts), in MB. Its output goes
+    to ``log`` when given (appended), else nowhere. A failure raises with the end of its
+    standard error (of ``log``)."""
     import subprocess
     import threading
 
     start = time.perf_counter()
-    process = subprocess.Popen(
-        list(command), cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    peak = [0]
-    own_peak = [0]
-    done = threading.Event()
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(log.open("ab")) if log is not None else None
+        process = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=env,
+            stdout=out if out is not None else subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if out is not None else subprocess.PIPE,
+        )
+        peak = [0]
+        own_peak = [0]
+        done = threading.Event()
 
-    def sample() -> None:
-        while not done.wait(every):
-            peak[0] = max(peak[0], _tree_rss(process.pid))
-            own_peak[0] = max(own_peak[0], _high_water(process.pid))
+        def sample() -> None:
+            while not done.wait(every):
+                peak[0] = max(peak[0], _tree_rss(process.pid))
+                own_peak[0] = max(own_peak[0], _high_water(process.pid))
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    assert process.stderr is not None
-    err = process.stderr.read()  # until it ends: a full pipe would stop it
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    done.set()
-    sampler.join()
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        # Read until it ends (a full pipe would stop it).
+        err = process.stderr.read() if process.stderr is not None else b""
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        done.set()
+        sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
+        if log is not None:
+            err = log.read_bytes()[-3000:]
         raise RuntimeError(f"{list(command)[:3]} failed: {err.decode(errors='replace')[-3000:]}")
     # ru_maxrss is no measure here: Linux keeps, across exec, the peak of the forked copy of
     # this (benchmark) process, which grows as it checks outputs. VmHWM is the new program's.
@@ -364,7 +378,11 @@ class Comparison:
         """The table: each pipeline's rate and median seconds; with ``baseline``, its ratio to
         that pipeline; ``columns`` (header -> figure): the median of other figures its runs
         returned."""
-        columns = columns or {}
+        columns = dict(columns or {})
+        measured = any("peak_tree_rss_mb" in runs for runs in self.samples.values())
+        if measured and "peak_tree_rss_mb" not in columns.values():
+            # Memory beside every whole-process time: the peak RSS of its process tree.
+            columns["tree MB (median)"] = "peak_tree_rss_mb"
         headers = ["pipeline", "MB/s", "seconds (median)"]
         if baseline is not None:
             headers.append(f"ratio to {self.entrants[baseline][0]}")

@@ -377,3 +377,27 @@ def test_the_shared_harness_keeps_each_runs_other_figures(
     assert header.split("  ")[0] == "pipeline" and "ratio to pipeline B" in header
     assert row_a.split() == ["pipeline", "A", "2", "2", "2", "2", "2.00", "2.00", "2.00"]
     assert row_b.split() == ["pipeline", "B", "1", "4", "1", "4", "4.00", "4.00", "4.00"]
+
+
+def test_a_whole_process_run_reports_its_memory_and_keeps_its_output_in_the_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench/common.run_measured: a process's peak RSS (one that holds 60 MB shows it), its
+    output in the log asked for, a failure named by the log's end; and the table shows the
+    process tree's memory beside every time, asked for or not."""
+    from bench.common import Comparison, run_measured
+
+    log = tmp_path / "run.log"
+    holds = "import sys, time; b = bytearray(60 << 20); print('out'); print('err', file=sys.stderr)"
+    figures = run_measured([sys.executable, "-c", holds + "; time.sleep(0.3)"], tmp_path, log=log)
+    assert figures["peak_rss_mb"] >= 60 and figures["peak_tree_rss_mb"] >= figures["peak_rss_mb"]
+    assert sorted(log.read_text().split()) == ["err", "out"]  # both streams
+    fails = [sys.executable, "-c", "import sys; print('the cause'); sys.exit(3)"]
+    with pytest.raises(RuntimeError, match="the cause"):
+        run_measured(fails, tmp_path, log=log)
+    race = Comparison(mb=1.0)
+    race.add("a", "pipeline A", lambda tag: {"seconds": 1.0, "peak_tree_rss_mb": 70.0})
+    race.race(1, warm=False)
+    race.print("one pipeline")
+    header, _, row = capsys.readouterr().out.splitlines()[2:5]
+    assert "tree MB (median)" in header and row.split()[-2] == "70"
