@@ -20,7 +20,7 @@ import logging
 import re
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
@@ -30,7 +30,7 @@ from operators.common.schema import schema_problem
 from operators.scan.cursor import OnModified
 from operators.scan.housekeeping import ReadFile
 from operators.source.compressed import Compression, Decompressed
-from operators.source.decoding import OnDecodeError, line_encoding_problem
+from operators.source.decoding import LineBlock, OnDecodeError, line_encoding_problem
 from operators.source.ledger import EDGE, HEAD, Read, ReadLedger, may_grow, prefix_crc
 from operators.source.readahead import ReadAhead
 from operators.source.records import Blocks, Lines
@@ -849,11 +849,12 @@ class HDFS2FileSource(StartOperator):
     def _at_end(self) -> bool:
         return self._eof and self._pending.empty()
 
-    def _read_records(self, max_records: int) -> list[Any]:
+    def _read_records(self, max_records: int) -> Sequence[Any]:
         """Up to ``max_records`` records from the offset on, chunks read as they are needed;
-        the offset moves past each record taken (a line that fails to decode takes none)."""
+        the offset moves past each record taken (a line that fails to decode takes none). A
+        :class:`~operators.source.decoding.LineBlock` of lines is a batch of its own."""
         pending = self._pending
-        out = pending.batch()
+        out: Any = pending.batch()  # a list, or Rows' columns (added to, not extended)
         while len(out) < max_records:
             taken = pending.take(max_records - len(out), self._offset)
             if taken is None and not self._eof:
@@ -870,10 +871,14 @@ class HDFS2FileSource(StartOperator):
                     break
                 taken = pending.take_unfinished(self._offset)
             records, size = taken
-            out += records
             self._consumed(size)
+            if isinstance(records, LineBlock) and not out:
+                self.records += len(records)
+                return records  # as it is: a block is never split into lines to be joined
+            out += records
         self.records += len(out)
-        return out
+        batch: Sequence[Any] = out
+        return batch
 
     def _consumed(self, n: int) -> None:
         self._offset += n
