@@ -746,6 +746,7 @@ class HDFS2FileSource(StartOperator):
         assert self._path is not None
         want = self.settings.read_chunk
         ahead, self._ahead = self._ahead, None
+        head: Callable[[], bytes] | None = None  # the file's first bytes, read after the chunk
         try:
             # Named in messages about a stop or a cut that this read holds up.
             with doing(
@@ -753,6 +754,8 @@ class HDFS2FileSource(StartOperator):
             ):
                 if ahead is not None and ahead.key == (self._path, self._read_pos, want):
                     data = ahead.result()
+                    if ahead.head_length and ahead.head_length == self._head_length():
+                        head = ahead.head
                 else:
                     data = self._fs.read(self._path, self._read_pos, want)
         except FileNotFoundError:
@@ -769,7 +772,7 @@ class HDFS2FileSource(StartOperator):
         if (
             self._read_pos > 0
             and (data or self._pending.unfinished())
-            and (self._written_over() or (not data and self._shrunk()))
+            and (self._written_over(head) or (not data and self._shrunk()))
         ):
             self._eof = True
             self._pending.drop_unfinished()
@@ -786,14 +789,23 @@ class HDFS2FileSource(StartOperator):
             self._eof = True
         else:
             read = functools.partial(self._fs.read, self._path)
-            self._ahead = ReadAhead(read, self._path, self._read_pos, want)
+            self._ahead = ReadAhead(
+                read, self._path, self._read_pos, want, head=self._head_length()
+            )
         return data
 
-    def _written_over(self) -> bool:
+    def _head_length(self) -> int:
+        """Bytes of the file's start that :meth:`_written_over` compares (0: none known)."""
+        if self._head_bytes is not None:
+            return len(self._head_bytes)
+        return self._head[0] if self._head is not None else 0
+
+    def _written_over(self, head: Callable[[], bytes] | None = None) -> bool:
         """Whether the file no longer begins with the bytes read at its start: another file
         was moved or copied over the name while this one was read (reads go by name), and
         what was just read may be the other file's. One read of at most 4 KiB per chunk after
-        the first; a file that grew, or a cumulative export of the same leading rows, is the
+        the first (``head``: that read, made by the read-ahead after its chunk, off this
+        thread); a file that grew, or a cumulative export of the same leading rows, is the
         same file as far as its bytes go."""
         assert self._path is not None
         if self._head_bytes is not None:
@@ -803,7 +815,7 @@ class HDFS2FileSource(StartOperator):
         else:
             return False
         try:
-            data = self._fs.read(self._path, 0, length)
+            data = head() if head is not None else self._fs.read(self._path, 0, length)
         except FileNotFoundError:
             if self._files is None:
                 raise  # the one file: its absence is an error, as at any read
