@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from operators.source.decoding import (
     EncodedLines,
@@ -30,6 +28,9 @@ from operators.source.decoding import (
     OnDecodeError,
     same_codec,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Blocks", "Lines"]
 
@@ -266,6 +267,8 @@ class Lines:
         length = stop - start
         if length < _COUNT_IN_NUMPY:
             return data.count(b"\n", start, stop)
+        import numpy as np  # here: nothing else on the line path needs numpy at start
+
         if self._is_lf is None or len(self._is_lf) < length:
             self._is_lf = np.empty(max(length, _BLOCK + (1 << 16)), np.bool_)
         view = np.frombuffer(data, np.uint8, length, start)
