@@ -99,7 +99,7 @@ class LineBlock(Sequence[bytes]):
     __hash__ = None  # type: ignore[assignment]  # equal to lists, as they are unhashable
 
     def __repr__(self) -> str:
-        return f"LineBlock({self.count} lines, {len(self.data)} bytes)"
+        return f"LineBlock({self._count} lines, {len(self.data)} bytes)"
 
 
 def same_codec(a: str, b: str) -> bool:
