@@ -11,9 +11,15 @@ records with columns, and its partitioner.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
-import pyarrow as pa
+from operators.common.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = lazy_module("pyarrow")
+
 
 __all__ = ["Columns", "OverColumns"]
 

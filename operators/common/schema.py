@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from operators.common.errors import short
+from operators.common.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    pa = lazy_module("pyarrow")
+    pc = lazy_module("pyarrow.compute")
 
 __all__ = [
     "SCHEMA_TYPES",
@@ -30,29 +36,53 @@ __all__ = [
     "type_name",
 ]
 
-_SIMPLE: dict[str, pa.DataType] = {
-    "string": pa.string(),
-    "int64": pa.int64(),
-    "int32": pa.int32(),
-    "double": pa.float64(),
-    "float": pa.float32(),
-    "bool": pa.bool_(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us"),
-    "binary": pa.binary(),
-}
+_SIMPLE_NAMES = (
+    "string",
+    "int64",
+    "int32",
+    "double",
+    "float",
+    "bool",
+    "date",
+    "timestamp",
+    "binary",
+)
+
+
+@cache
+def _simple() -> dict[str, pa.DataType]:
+    """The Arrow type of each simple type name (built at first use: pyarrow is imported
+    then, not by a run that has no schema)."""
+    types = (
+        pa.string(),
+        pa.int64(),
+        pa.int32(),
+        pa.float64(),
+        pa.float32(),
+        pa.bool_(),
+        pa.date32(),
+        pa.timestamp("us"),
+        pa.binary(),
+    )
+    return dict(zip(_SIMPLE_NAMES, types, strict=True))
+
+
+@cache
+def _cast_errors() -> tuple[type[BaseException], ...]:
+    """What pyarrow raises for a value that does not convert."""
+    return (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
+
+
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
-#: What pyarrow raises for a value that does not convert.
-_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
 #: The type names, for messages and the configuration reference.
-SCHEMA_TYPES = (*_SIMPLE, "decimal(p,s)")
+SCHEMA_TYPES = (*_SIMPLE_NAMES, "decimal(p,s)")
 
 
 def arrow_type(name: str) -> pa.DataType:
     """The Arrow type of a type name; ValueError naming the name and the ones known."""
     key = name.strip().lower()
-    if key in _SIMPLE:
-        return _SIMPLE[key]
+    if key in _SIMPLE_NAMES:
+        return _simple()[key]
     if match := _DECIMAL.fullmatch(key):
         precision, scale = int(match.group(1)), int(match.group(2))
         if not 1 <= precision <= 38 or scale > precision:
@@ -65,7 +95,7 @@ def arrow_type(name: str) -> pa.DataType:
 
 def type_name(type_: pa.DataType) -> str:
     """The name users write for an Arrow type of :data:`SCHEMA_TYPES`."""
-    for name, known in _SIMPLE.items():
+    for name, known in _simple().items():
         if known == type_:
             return name
     if pa.types.is_decimal(type_):
@@ -102,7 +132,7 @@ def column(values: Sequence[Any], field: pa.Field) -> pa.Array:
         values = [repr(v) if type(v) is float else v for v in values]
     try:
         return _cast(pa.array(values, from_pandas=False), field.type)
-    except _CAST_ERRORS:
+    except _cast_errors():
         pass
     # Find the value that does not fit; when each fits alone (a mix such as 1 and "2", which
     # pyarrow cannot infer one type for), the column is built value by value.
@@ -110,7 +140,7 @@ def column(values: Sequence[Any], field: pa.Field) -> pa.Array:
     for index, value in enumerate(values):
         try:
             pieces.append(_cast(pa.array([value], from_pandas=False), field.type))
-        except _CAST_ERRORS as exc:
+        except _cast_errors() as exc:
             raise BadValue(index, field.name, value, field.type, exc) from None
     return pa.concat_arrays(pieces) if pieces else pa.array([], type=field.type)
 
@@ -124,7 +154,7 @@ def cast(array: pa.Array, field: pa.Field) -> pa.Array:
     if not pa.types.is_decimal(field.type) or not pa.types.is_floating(array.type):
         try:
             return _cast(array, field.type)
-        except _CAST_ERRORS:
+        except _cast_errors():
             pass
     return column(array.to_pylist(), field)  # finds the value, by the rule for values
 

@@ -21,12 +21,18 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import pyarrow as pa
-import pyarrow.ipc as ipc
-
+from operators.common.lazy import lazy_module
 from region.fs import FileSystem, FileWriter
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+else:
+    pa = lazy_module("pyarrow")
+    ipc = lazy_module("pyarrow.ipc")
+
 
 __all__ = ["GROUP_BYTES", "GROUP_ROWS", "BulkWriter", "Early", "EarlyConversions"]
 

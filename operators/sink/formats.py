@@ -40,19 +40,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.ipc as ipc
-
 from operators.common.columns import Columns
 from operators.common.errors import BadRecordError, short
+from operators.common.lazy import lazy_module
 from operators.common.schema import BadValue, arrow_schema, cast, column
 from operators.sink.bulk import BulkWriter
 from operators.sink.rolling import RollingPolicy
 from region.fs import FileSystem, FileWriter, ForwardReader
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.ipc as ipc
+
     from operators.sink.settings import SinkSettings
+else:
+    pa = lazy_module("pyarrow")
+    pacsv = lazy_module("pyarrow.csv")
+    ipc = lazy_module("pyarrow.ipc")
 
 __all__ = [
     "BULK_FORMATS",

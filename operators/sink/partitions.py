@@ -25,18 +25,25 @@ from __future__ import annotations
 import datetime
 import posixpath
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from operators.common.columns import Columns
 from operators.common.errors import BadRecordError, short
+from operators.common.lazy import lazy_module
 from operators.common.safepath import name_problem
 from operators.common.schema import BadValue, arrow_schema, cast, column
 from operators.sink.owner import SINK_DIR
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    np = lazy_module("numpy")
+    pa = lazy_module("pyarrow")
+    pc = lazy_module("pyarrow.compute")
+
 
 __all__ = ["DEFAULT_PARTITION", "Partitioner", "partition_of"]
 

@@ -2,8 +2,8 @@
 
 :class:`RecordEncoder` turns records into the bytes of a file: lines (``str`` + ``\\n`` in the
 sink's encoding, a byte-order mark only at the start of a file; the ``bytes`` lines of
-:class:`~operators.source.decoding.EncodedLines`, already in it, + ``\\n``) or binary records
-(``bytes`` as
+:class:`~operators.source.decoding.EncodedLines`, already in it, + ``\\n``; the bytes of a
+:class:`~operators.source.decoding.LineBlock` as they are) or binary records (``bytes`` as
 they are), stopping at the exact record that reaches ``bytes_per_file``.
 
 :class:`BadRecords` routes a record that cannot be written (a value of the wrong type or not
@@ -24,7 +24,7 @@ from operators.common.errors import BadRecordError, short
 from operators.sink.formats import compress_piece
 from operators.sink.rolling import RollingPolicy
 from operators.sink.settings import SinkSettings
-from operators.source.decoding import EncodedLines
+from operators.source.decoding import EncodedLines, LineBlock
 from operators.source.rows import Rejected
 from region.fs import FileSystem
 from region.state import Batch, SinkOperator
@@ -68,10 +68,15 @@ class RecordEncoder:
         """Bytes of ``take`` records from ``start`` for the file ``final`` holding ``size``
         bytes; fewer records when ``bytes_per_file`` is reached. BadRecordError (with the
         record's index as offset) when one cannot be encoded."""
-        encoded = self.line and isinstance(records, EncodedLines)
-        chunk = records[start : start + take]
+        encoded = self.line and isinstance(records, EncodedLines | LineBlock)
+        # A whole block is written as it is; a part of one (a file's limit inside it) by line.
+        whole = self.line and not start and take == len(records)
+        block = records if whole and isinstance(records, LineBlock) else None
+        chunk = records if block is not None else records[start : start + take]
         try:
-            if encoded:
+            if block is not None:
+                data = block.data
+            elif encoded:
                 data = b"\n".join(chunk) + b"\n"
             elif self.line:
                 text = "\n".join(chunk) + "\n"

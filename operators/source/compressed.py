@@ -30,12 +30,17 @@ import logging
 import posixpath
 import threading
 from collections import OrderedDict
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import pyarrow as pa
-
+from operators.common.lazy import lazy_module
 from region.errors import permanent
 from region.fs import FileStatus, FileSystem, ForwardReader
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = lazy_module("pyarrow")
+
 
 __all__ = ["CODECS", "Compression", "Decompressed", "codec_of", "range_stream"]
 

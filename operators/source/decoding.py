@@ -18,19 +18,27 @@
 The in-process source (Python strings) and the Spark reader (Arrow arrays) keep their own fast
 paths for lines that decode; every decision above is taken here. Where nothing between the
 in-process source and its sink reads the text, and both use the same encoding, the lines travel
-as :class:`EncodedLines`: checked to decode, never decoded into strings and encoded again.
+as :class:`EncodedLines`: checked to decode, never decoded into strings and encoded again; and
+where a whole run of lines decodes, as one :class:`LineBlock` of their bytes.
 """
 
 from __future__ import annotations
 
 import codecs
 import logging
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal, overload
 
 from operators.common.errors import BadRecordError
 
-__all__ = ["EncodedLines", "LineDecoder", "OnDecodeError", "line_encoding_problem", "same_codec"]
+__all__ = [
+    "EncodedLines",
+    "LineBlock",
+    "LineDecoder",
+    "OnDecodeError",
+    "line_encoding_problem",
+    "same_codec",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +51,55 @@ class EncodedLines(list[Any]):
     decode, under the rule above), so a sink writing in the same encoding writes them as they
     are. A line that the encoding cannot hold (a replacement under ``replace`` in ASCII) stays
     a ``str``, for the sink to report as it reports any record it cannot encode."""
+
+
+class LineBlock(Sequence[bytes]):
+    """A batch of ``len()`` line records as one ``bytes``: each line in the encoding of its file
+    followed by LF, a CR before that LF already removed (the rule above), every line checked
+    to decode. A sink writing the same encoding writes ``data`` as it is: the lines are never
+    split into records and joined again. As a sequence it is the lines of
+    :class:`EncodedLines` (without LF), split on first use, for a sink that must cut the
+    block at a record (a file that reaches its limit inside it)."""
+
+    __slots__ = ("_count", "_lines", "data")
+
+    def __init__(self, data: bytes, count: int) -> None:
+        self.data = data
+        self._count = count
+        self._lines: list[bytes] | None = None
+
+    def lines(self) -> list[bytes]:
+        """The lines, without their LF."""
+        if self._lines is None:
+            lines = self.data.split(b"\n")
+            lines.pop()  # after the last LF
+            self._lines = lines
+        return self._lines
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+        return self.lines()[index]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.lines())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LineBlock):
+            return self.data == other.data
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, as they are unhashable
+
+    def __repr__(self) -> str:
+        return f"LineBlock({self._count} lines, {len(self.data)} bytes)"
 
 
 def same_codec(a: str, b: str) -> bool:

@@ -20,7 +20,7 @@ import logging
 import re
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
@@ -30,7 +30,7 @@ from operators.common.schema import schema_problem
 from operators.scan.cursor import OnModified
 from operators.scan.housekeeping import ReadFile
 from operators.source.compressed import Compression, Decompressed
-from operators.source.decoding import OnDecodeError, line_encoding_problem
+from operators.source.decoding import LineBlock, OnDecodeError, line_encoding_problem
 from operators.source.ledger import EDGE, HEAD, Read, ReadLedger, may_grow, prefix_crc
 from operators.source.readahead import ReadAhead
 from operators.source.records import Blocks, Lines
@@ -746,6 +746,7 @@ class HDFS2FileSource(StartOperator):
         assert self._path is not None
         want = self.settings.read_chunk
         ahead, self._ahead = self._ahead, None
+        head: Callable[[], bytes] | None = None  # the file's first bytes, read after the chunk
         try:
             # Named in messages about a stop or a cut that this read holds up.
             with doing(
@@ -753,6 +754,8 @@ class HDFS2FileSource(StartOperator):
             ):
                 if ahead is not None and ahead.key == (self._path, self._read_pos, want):
                     data = ahead.result()
+                    if ahead.head_length and ahead.head_length == self._head_length():
+                        head = ahead.head
                 else:
                     data = self._fs.read(self._path, self._read_pos, want)
         except FileNotFoundError:
@@ -769,7 +772,7 @@ class HDFS2FileSource(StartOperator):
         if (
             self._read_pos > 0
             and (data or self._pending.unfinished())
-            and (self._written_over() or (not data and self._shrunk()))
+            and (self._written_over(head) or (not data and self._shrunk()))
         ):
             self._eof = True
             self._pending.drop_unfinished()
@@ -786,14 +789,23 @@ class HDFS2FileSource(StartOperator):
             self._eof = True
         else:
             read = functools.partial(self._fs.read, self._path)
-            self._ahead = ReadAhead(read, self._path, self._read_pos, want)
+            self._ahead = ReadAhead(
+                read, self._path, self._read_pos, want, head=self._head_length()
+            )
         return data
 
-    def _written_over(self) -> bool:
+    def _head_length(self) -> int:
+        """Bytes of the file's start that :meth:`_written_over` compares (0: none known)."""
+        if self._head_bytes is not None:
+            return len(self._head_bytes)
+        return self._head[0] if self._head is not None else 0
+
+    def _written_over(self, head: Callable[[], bytes] | None = None) -> bool:
         """Whether the file no longer begins with the bytes read at its start: another file
         was moved or copied over the name while this one was read (reads go by name), and
         what was just read may be the other file's. One read of at most 4 KiB per chunk after
-        the first; a file that grew, or a cumulative export of the same leading rows, is the
+        the first (``head``: that read, made by the read-ahead after its chunk, off this
+        thread); a file that grew, or a cumulative export of the same leading rows, is the
         same file as far as its bytes go."""
         assert self._path is not None
         if self._head_bytes is not None:
@@ -803,7 +815,7 @@ class HDFS2FileSource(StartOperator):
         else:
             return False
         try:
-            data = self._fs.read(self._path, 0, length)
+            data = head() if head is not None else self._fs.read(self._path, 0, length)
         except FileNotFoundError:
             if self._files is None:
                 raise  # the one file: its absence is an error, as at any read
@@ -849,11 +861,12 @@ class HDFS2FileSource(StartOperator):
     def _at_end(self) -> bool:
         return self._eof and self._pending.empty()
 
-    def _read_records(self, max_records: int) -> list[Any]:
+    def _read_records(self, max_records: int) -> Sequence[Any]:
         """Up to ``max_records`` records from the offset on, chunks read as they are needed;
-        the offset moves past each record taken (a line that fails to decode takes none)."""
+        the offset moves past each record taken (a line that fails to decode takes none). A
+        :class:`~operators.source.decoding.LineBlock` of lines is a batch of its own."""
         pending = self._pending
-        out = pending.batch()
+        out: Any = pending.batch()  # a list, or Rows' columns (added to, not extended)
         while len(out) < max_records:
             taken = pending.take(max_records - len(out), self._offset)
             if taken is None and not self._eof:
@@ -870,10 +883,14 @@ class HDFS2FileSource(StartOperator):
                     break
                 taken = pending.take_unfinished(self._offset)
             records, size = taken
-            out += records
             self._consumed(size)
+            if isinstance(records, LineBlock) and not out:
+                self.records += len(records)
+                return records  # as it is: a block is never split into lines to be joined
+            out += records
         self.records += len(out)
-        return out
+        batch: Sequence[Any] = out
+        return batch
 
     def _consumed(self, n: int) -> None:
         self._offset += n

@@ -27,15 +27,22 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pacsv
+from typing import TYPE_CHECKING, Any, Literal
 
 from operators.common.columns import Columns
 from operators.common.errors import BadRecordError, short
+from operators.common.lazy import lazy_module
 from operators.common.schema import BadValue, arrow_schema, column
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+else:
+    np = lazy_module("numpy")
+    pa = lazy_module("pyarrow")
+    pacsv = lazy_module("pyarrow.csv")
+
 
 __all__ = ["OnBadRow", "Rejected", "Rows"]
 
@@ -50,7 +57,6 @@ OnBadRow = Literal["reject", "skip", "fail"]
 _HEAD = 1 << 16
 _PLUS_ONE = (1).__add__  # a line's length with its line end, at C speed
 _LF = ord("\n")
-_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +325,7 @@ class Rows:
                 parse_options=parse,
                 convert_options=convert,
             )
-        except _ARROW_ERRORS:
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return None
         return Columns(table)
 

@@ -241,8 +241,16 @@ class _Process:
         self.fs = InstrumentedFS(replay.fs, replay.injector, replay.areas)
         self.store = ObservedStore(self.fs, replay.checkpoints, replay.injector)
         scan = HDFS2DirectoryScan(replay.scan_settings, self.fs, clock=replay.clock)
-        source = HDFS2FileSource(replay.source_settings, self.fs, files=scan, clock=replay.clock)
         self.sink = config.sink_class(replay.sink_settings, self.fs, clock=replay.clock)
+        # As the engine builds it: without a transform, lines go to the sink as bytes.
+        encoded_for = None if replay.transforms else getattr(self.sink, "line_encoding", None)
+        source = HDFS2FileSource(
+            replay.source_settings,
+            self.fs,
+            files=scan,
+            clock=replay.clock,
+            encoded_for=encoded_for,
+        )
         self.sink_proxy = ObservedSink(self.sink, self, replay.injector)
         pipeline = Pipeline(
             ObservedSource(source, self, replay.injector),

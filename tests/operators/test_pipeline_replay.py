@@ -81,6 +81,20 @@ def test_late_files_within_the_window_exactly_once(schedule: Schedule) -> None:
     LATE_FILES.check(schedule)
 
 
+LINE_BLOCKS = PipelineReplay(
+    sink={"file": "part-%FILENUM.txt", "bytes_per_file": 30},
+    source={"read_chunk": 16},
+    batch_size=8,
+)
+
+
+@given(LINE_BLOCKS.schedules())
+def test_exactly_once_lines_as_blocks_rolling_inside_a_block(schedule: Schedule) -> None:
+    """No transform: lines go to the sink as blocks of bytes, as the engine passes them; a
+    file's byte limit falls inside blocks, and crashes and cuts anywhere keep every line once."""
+    LINE_BLOCKS.check(schedule)
+
+
 OPERATOR_DRIVEN = PipelineReplay(
     sink={"file": "part-%FILENUM.txt", "close_on_punct": True},
     trigger="operator_driven",

@@ -21,7 +21,7 @@ from operators.common.errors import BadRecordError
 from operators.fs.local import LocalFileSystem
 from operators.sink import HDFS2FileSink, SinkSettings
 from operators.source import HDFS2FileSource, SourceSettings
-from operators.source.decoding import EncodedLines, LineDecoder
+from operators.source.decoding import EncodedLines, LineBlock, LineDecoder
 from operators.spark.arrow_io import read_lines
 from operators.spark.options import scan_config
 from region.errors import ConfigError
@@ -191,7 +191,7 @@ def through_sink(
     reader.reset_to_initial_state()
     writer.reset_to_initial_state()
     while (got := reader.next_batch(5)) is not None:
-        assert isinstance(got.records, EncodedLines) == encoded
+        assert isinstance(got.records, EncodedLines | LineBlock) == encoded
         writer.write(got)
     writer.finish()
     writer.checkpoint(1)
@@ -276,3 +276,80 @@ def test_lines_are_decoded_unless_the_sink_writes_the_same_encoding_without_a_ma
     batch = reader.next_batch(5)
     assert batch is not None and batch.records == ["one"]
     assert not isinstance(batch.records, EncodedLines)
+
+
+def line_ends(data: bytes, policy: str) -> set[tuple[int, int]]:
+    """Every (records emitted, offset) a source may be at after a batch: the offset after
+    each line, with the records up to it (a line that does not decode is none under skip)."""
+    pairs = {(0, 0)}
+    kept = pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end + 1
+        line = data[pos:end].removesuffix(b"\n")
+        try:
+            line.decode()
+        except UnicodeDecodeError:
+            kept += policy == "replace"
+        else:
+            kept += 1
+        pairs.add((kept, end))
+        pos = end
+    return pairs
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    lines=st.lists(
+        st.lists(st.sampled_from([b"a", b"bc", b"\r", b"\xc3\xa9", b"\xff"]), max_size=5).map(
+            b"".join
+        ),
+        max_size=16,
+    ),
+    final_lf=st.booleans(),
+    chunk=st.sampled_from([1, 3, 8, 64, 1 << 20]),
+    wants=st.lists(st.integers(1, 9), min_size=1, max_size=6),
+    restarts=st.sets(st.integers(0, 24), max_size=3),
+    policy=st.sampled_from(["replace", "skip"]),
+)
+def test_line_blocks_keep_the_accounting_of_decoded_lines(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    final_lf: bool,
+    chunk: int,
+    wants: list[int],
+    restarts: set[int],
+    policy: str,
+) -> None:
+    """Lines passed as blocks of bytes (no transform) count as decoded lines do: after every
+    batch the offset is the end of a line and the records are those up to it, each batch's
+    size is the bytes it moved the offset by, and a restart from any batch's checkpoint reads
+    every line once: the records, in order, are the decoded path's, encoded."""
+    path = tmp_path_factory.mktemp("blocks") / "f.txt"
+    data = b"\n".join(lines) + (b"\n" if final_lf and lines else b"")
+    path.write_bytes(data)
+    settings_ = SourceSettings(file=str(path), read_chunk=chunk, on_decode_error=policy)
+    decoded, _ = in_process(path, chunk, on_decode_error=policy)
+    allowed = line_ends(data, policy)
+
+    def source() -> HDFS2FileSource:
+        return HDFS2FileSource(settings_, FS, encoded_for="utf-8")
+
+    reader = source()
+    reader.reset_to_initial_state()
+    out: list[Any] = []
+    batches = 0
+    while (got := reader.next_batch(wants[batches % len(wants)])) is not None:
+        before = reader.offset - (got.size or 0)
+        assert len(got.records) <= wants[batches % len(wants)]
+        if isinstance(got.records, LineBlock):
+            assert got.records.data == b"".join(line + b"\n" for line in got.records)
+        out += got.records
+        assert (len(out), reader.offset) in allowed
+        assert before >= 0 and (got.size or 0) >= 0
+        batches += 1
+        if batches in restarts:  # a new process from this batch's cut
+            state = reader.checkpoint(batches)
+            reader = source()
+            reader.reset(state)
+    assert [r if isinstance(r, bytes) else r.encode() for r in out] == [r.encode() for r in decoded]
