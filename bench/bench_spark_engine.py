@@ -203,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=8, help="input files (default 8)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each (default 3)")
     parser.add_argument("--only", default=",".join(KINDS), help=f"of {','.join(KINDS)}")
-    parser.add_argument("--sql", action="store_true", help=f"run {','.join(SQL_KINDS)}")
+    parser.add_argument(
+        "--sql", action="store_true", help=f"run {','.join(SQL_KINDS)} (or those --only names)"
+    )
     parser.add_argument(
         "--hdfs",
         action="store_true",
@@ -225,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.hdfs and args.json == RESULTS_DIR / "spark_engine.json":
         args.json = RESULTS_DIR / "spark_engine_hdfs.json"
     if args.sql:
-        kinds = list(SQL_KINDS)
+        only = args.only.split(",") if args.only != ",".join(KINDS) else SQL_KINDS
+        kinds = [k for k in SQL_KINDS if k in only]
     elif args.hdfs and args.only == ",".join(KINDS):
         kinds = ["fused", "builtin"]
     else:
