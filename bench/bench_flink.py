@@ -51,6 +51,7 @@ from bench.common import (
     make_text_files,
     run_measured,
     scratch,
+    upload,
     write_json,
 )
 from operators.fs import open_path
@@ -204,8 +205,6 @@ def rerun(runner: Runner, kinds: list[str], work: Path) -> dict[str, Any]:
     _, input_lines = make_text_files(work / "again", 2.0, 2, seed=3)
     src = str(work / "again")
     if runner.place.fs is not None:
-        from bench.common import upload
-
         upload(work / "again", runner.place.fs, posixpath.join(runner.place.fs_root, "again"))
         src = posixpath.join(posixpath.dirname(runner.place.src), "again")
     again = dataclasses.replace(runner, place=dataclasses.replace(runner.place, src=src))
