@@ -126,15 +126,18 @@ class Place:
 
 def run(kind: str, place: Place, work: Path, tag: str) -> dict[str, float]:
     """One whole process of ``kind``, its output and checkpoints named ``{kind}-{tag}``."""
+    return timed(command(kind, place, work, tag), work / f"{kind}.log", place.env)
+
+
+def command(kind: str, place: Place, work: Path, tag: str) -> list[str]:
+    """The command line of :func:`run` (its config or script written into ``work``)."""
     name = f"{kind}-{tag}"
-    log = work / f"{kind}.log"
     if kind.startswith("builtin"):
         script = work / "builtin.py"
         script.write_text(BUILTIN.format(conf=DEFAULT_CONF))
         out, ck = f"{place.root}/out-{name}", f"{place.root}/ck-{name}"
         sql = ["sql"] if kind.endswith("-sql") else []
-        command = [sys.executable, str(script), place.src, out, ck, *sql]
-        return timed(command, log, place.env)
+        return [sys.executable, str(script), place.src, out, ck, *sql]
     execution = "streaming" if kind.startswith("streaming") else "auto"
     transform = f'[transform]\nsql = "{SQL}"\n' if kind.endswith("-sql") else ""
     config = work / f"{name}.toml"
@@ -148,10 +151,8 @@ def run(kind: str, place: Place, work: Path, tag: str) -> dict[str, float]:
             filesystem=place.filesystem,
         )
     )
-    command = [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
-    if kind == "local":
-        command += ["--engine", "local"]
-    return timed(command, log, place.env)
+    line = [sys.executable, "-m", "operators.app", "run", str(config), "--available-now"]
+    return [*line, "--engine", "local"] if kind == "local" else line
 
 
 FILESYSTEM = """\

@@ -7,6 +7,9 @@ the same session settings. This is what a run from cron pays every time. Beside 
 peak RSS of the process tree (the JVM counts). Prints a table and writes
 ``bench/results/startup.json``.
 
+Where an interpreter with apache-flink is found (bench/bench_flink.py's ``--flink-python``
+rule), the Flink job of bench/flink_job.py (parallelism 2) is one more contender.
+
     python -m bench.bench_startup --repeat 5
 """
 
@@ -21,6 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bench_flink import INSTALL, JOB, flink_python
 from bench.bench_spark_engine import BUILTIN
 from bench.common import Comparison, add_common_args, machine, run_measured, scratch, write_json
 from operators.spark.session import DEFAULT_CONF
@@ -65,11 +69,22 @@ def run_builtin(work: Path, env: dict[str, str], tag: str) -> dict[str, float]:
     return run_measured([sys.executable, str(script), *dirs], work, env)
 
 
+def run_flink(python: str, work: Path, env: dict[str, str], tag: str) -> dict[str, float]:
+    dirs = [str(work / "in"), str(work / f"out-flink-{tag}"), str(work / f"ck-flink-{tag}")]
+    return run_measured([python, str(JOB), *dirs, "--parallelism", "2"], work, env)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs of each (default 5)")
+    parser.add_argument(
+        "--flink-python", default=None, help="an interpreter with apache-flink installed"
+    )
     add_common_args(parser, "startup")
     args = parser.parse_args(argv)
+    python = flink_python(args.flink_python)
+    if python is None:
+        print(f"pyflink not found, the Flink row is skipped; to install it: {INSTALL}")
     with scratch(args.work, "bench-startup-") as work:
         (work / "in").mkdir()
         (work / "in" / "one.txt").write_text("one line\n")
@@ -89,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         race.add(
             "builtin", "Spark built-in text -> text", functools.partial(run_builtin, work, env)
         )
+        if python is not None:
+            race.add(
+                "flink",
+                "Flink FileSource -> FileSink, p=2",
+                functools.partial(run_flink, python, work, env),
+            )
         race.race(args.repeat)
     race.print(
         f"a one-line input, whole process, median of {args.repeat}",

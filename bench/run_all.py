@@ -9,7 +9,8 @@
 
 The Spark benchmark (bench/bench_spark.py) runs when the file is present. The real-HDFS benchmark
 (bench/bench_hdfs.py, about 4 minutes at full size) starts a sandbox cluster and is skipped when
-Java is missing (``--skip hdfs`` leaves it out).
+Java is missing (``--skip hdfs`` leaves it out). The Flink peer (bench/bench_flink.py, 200 MB,
+about 5 minutes) is skipped where no interpreter with apache-flink is found.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
         ["--mb", "16", "--files", "4", "--repeat", "1", "--cuts", "10", "--trials", "1"],
     ),
     "curated": ("bench_curated.py", ["--mb", "20", "--repeat", "1"]),
+    "flink": ("bench_flink.py", ["--mb", "20", "--repeat", "1", "--no-rerun"]),
     "campaign": ("fault_campaign.py", ["--kills", "3", "--spark-kills", "0"]),
     "listing": (
         "bench_listing.py",
@@ -74,6 +76,11 @@ def unavailable(name: str) -> str | None:
 
         # Maven is needed only once, to resolve the sandbox's classpath.
         return missing_tools(need_maven=False)
+    if name == "flink":
+        from bench.bench_flink import INSTALL, flink_python
+
+        # PyFlink lives in an interpreter of its own, not the project's (bench_flink.py).
+        return None if flink_python(None) else f"pyflink not found; to install it: {INSTALL}"
     return None
 
 
@@ -255,6 +262,20 @@ def rows_of(name: str, entry: dict[str, Any]) -> list[list[Any]]:
                 ]
             )
         return rows
+    if name == "flink":
+        medians, ratios = r["median_seconds"], r["ratio_to_flink_p2"] or {}
+        return [
+            [
+                f"9 {kind} vs Flink FileSource -> FileSink p=2, whole process (s)",
+                medians[kind],
+                medians.get("flink-p2", "-"),
+                ratios.get(kind, "-"),
+                "-",
+                "-",
+            ]
+            for kind in medians
+            if kind != "flink-p2"
+        ]
     if name == "campaign":
         return [
             [
