@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [float(s) for s in args.gb.split(",")]
     rows: list[list[Any]] = []
     result: dict[str, Any] = {
+        "benchmark": "memory",
         "sizes_gb": sizes,
         "compression": args.compression,
         "runs": {},

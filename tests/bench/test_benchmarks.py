@@ -43,6 +43,7 @@ TINY: dict[str, list[str]] = {
         *("--archive-files", "300", "--rounds", "3"),
     ],
     "curated": ["--mb", "1", "--repeat", "1", "--no-spark"],
+    "memory": ["--gb", "0.002,0.004", "--file-mb", "1"],
 }
 SCRIPTS = {
     "pipeline": "bench_pipeline.py",
@@ -51,6 +52,7 @@ SCRIPTS = {
     "recovery": "bench_recovery.py",
     "listing": "bench_listing.py",
     "curated": "bench_curated.py",
+    "memory": "bench_memory.py",
 }
 
 
@@ -188,6 +190,16 @@ def test_curated_checks_every_row_of_both_runs_and_reports_memory(results: Path)
         # The process tree's peak holds at least the process's own.
         assert figures["peak_tree_rss_mb"][0] >= figures["peak_rss_mb"][0]
     assert data["ratio_to_plain_pyarrow"] > 0
+
+
+def test_memory_checks_every_line_at_each_size_and_reports_the_peaks(results: Path) -> None:
+    data = load(results, "memory")
+    assert data["sizes_gb"] == [0.002, 0.004] and data["compression"] == "gzip"
+    # The larger input extends the smaller one: twice the files, twice the lines.
+    assert data["runs"]["0.004"]["lines"] > data["runs"]["0.002"]["lines"] > 0
+    for run in data["runs"].values():
+        for side in ("ours", "plain"):
+            assert run[side]["peak_tree_rss_mb"] >= run[side]["peak_rss_mb"] > 5
 
 
 @pytest.mark.integration  # three processes on the cluster: kept out of the README's command
