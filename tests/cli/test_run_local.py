@@ -476,14 +476,15 @@ def test_progress_is_one_live_line_on_a_terminal(pdir: PipelineDir) -> None:
     from tests.cli.conftest import cli_env
 
     pdir.add_files(2, 20)
-    # 30 ms per record: a run of about 1.2 s, so that the line is redrawn a few times.
+    # 60 ms per record: a run of about 2.4 s, so that the line is redrawn a few times even on
+    # a loaded machine (30 ms gave one redraw at load 15).
     config = pdir.write_config(
         BASIC.format(trigger="periodic") + '[transform]\nfunction = "pace:shout"\n'
     )
     leader, follower = pty.openpty()
     columns = 72  # narrower than the line
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    env = cli_env(PACE="0.03", TERM="xterm")
+    env = cli_env(PACE="0.06", TERM="xterm")
     for name in ("COLUMNS", "LINES"):  # the width is the terminal's
         env.pop(name, None)
     try:
