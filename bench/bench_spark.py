@@ -79,6 +79,30 @@ def _start_fused(spark: Any, src: Path, work: Path, name: str, *, upper: bool) -
     return time.perf_counter() - started
 
 
+def run_split(spark: Any, src: Path, work: Path, tag: str, *, source: str, sink: str) -> float:
+    """One side of the streaming query against Spark's own other side (``text`` or ``noop``):
+    where the time of ``hdfs_scan -> hdfs_sink`` goes."""
+    name = f"{source}-{sink}-{tag}"
+    out, ck = work / name, work / f"{name}-ck"
+    if source == "text":
+        reader = spark.readStream.format("text").option("path", str(src))
+    else:
+        reader = spark.readStream.format("hdfs_scan").option("directory", str(src))
+        reader = reader.option("plan_dir", str(work / f"{name}-plans"))
+    writer = reader.load().writeStream.format(sink).option("checkpointLocation", str(ck))
+    if sink == "text":
+        writer = writer.option("path", str(out))
+    elif sink == "hdfs_sink":
+        writer = writer.option("file", str(out / "part-%FILENUM.txt"))
+    started = time.perf_counter()
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"{source} -> {sink} failed: {query.exception()}")
+    return elapsed
+
+
 def run_builtin(spark: Any, src: Path, work: Path, tag: str, *, upper: bool = False) -> float:
     """Spark's text -> text; ``upper``: with ``start_fused``'s transform."""
     out, ck = work / f"{'spark-upper' if upper else 'spark'}-{tag}", work / f"spark-{tag}-ck{upper}"
@@ -112,7 +136,25 @@ RUNS: dict[str, tuple[Callable[..., float], str, str]] = {
         "Spark text -> upper -> text",
     ),
     "ours": (run_ours, "hdfs_scan_to_hdfs_sink", "hdfs_scan -> hdfs_sink"),
+    # Each side apart (not run by default): what the source costs, what the sink costs.
+    "text-noop": (
+        functools.partial(run_split, source="text", sink="noop"),
+        "spark_text_to_noop",
+        "Spark text -> noop",
+    ),
+    "hdfs_scan-noop": (
+        functools.partial(run_split, source="hdfs_scan", sink="noop"),
+        "hdfs_scan_to_noop",
+        "hdfs_scan -> noop",
+    ),
+    "text-hdfs_sink": (
+        functools.partial(run_split, source="text", sink="hdfs_sink"),
+        "spark_text_to_hdfs_sink",
+        "Spark text -> hdfs_sink",
+    ),
 }
+#: Run unless ``--only`` names others.
+DEFAULT_RUNS = ("spark", "fused", "api", "spark-upper", "ours")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,13 +163,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=8, help="number of input files (default 8)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each (default 3)")
     parser.add_argument("--work", type=Path, default=None, help="scratch directory")
-    parser.add_argument("--only", default=",".join(RUNS), help=f"of {','.join(RUNS)}")
     parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
+    parser.add_argument(
+        "--only",
+        default=",".join(DEFAULT_RUNS),
+        help=f"the pipelines to run, of {','.join(RUNS)} (default {','.join(DEFAULT_RUNS)})",
+    )
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a session setting"
     )
     args = parser.parse_args(argv)
     conf = dict(item.split("=", 1) for item in args.conf)
+    runs = {tag: RUNS[tag] for tag in args.only.split(",") if tag}
 
     work = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=args.work))
     try:
@@ -140,12 +187,13 @@ def main(argv: list[str] | None = None) -> int:
         make_text_files(warm, max(4.0, min(20.0, args.mb / 10)), 2, seed=1)
         spark = build_session("bench-spark", conf=conf)
         race = Comparison(total_bytes / 1e6)
-        runs = {tag: RUNS[tag] for tag in args.only.split(",") if tag}
         for tag, (run, _, label) in runs.items():
             run(spark, warm, work, "warm")
             race.add(tag, label, functools.partial(run, spark, src, work))
 
         def check(tag: str, i: str) -> None:
+            if tag.endswith("noop"):
+                return  # nothing written
             written = output_bytes(work / f"{tag}-{i}")
             if written != total_bytes:
                 raise RuntimeError(f"{tag} run {i} wrote {written} bytes, read {total_bytes}")
@@ -167,23 +215,20 @@ def main(argv: list[str] | None = None) -> int:
         **race.figures({tag: json_name for tag, (_, json_name, _) in runs.items()}),
     }
     ratios = {
-        "ratio": ("spark", "ours"),
-        "fused_ratio": ("spark", "fused"),
-        "start_fused_ratio": ("spark", "api"),
-        "start_fused_ratio_same_transform": ("spark-upper", "api"),
+        "ratio": ("spark", "ours", "streaming"),
+        "fused_ratio": ("spark", "fused", "fused"),
+        "start_fused_ratio": ("spark", "api", "start_fused"),
+        "start_fused_ratio_same_transform": ("spark-upper", "api", "start_fused to the same"),
     }
-    for key, (baseline, tag) in ratios.items():
-        result[key] = race.ratio(baseline, tag) if {baseline, tag} <= runs.keys() else None
+    shown = []
+    for name, (baseline, tag, label) in ratios.items():
+        if baseline in runs and tag in runs:
+            result[name] = race.ratio(baseline, tag)
+            shown.append(f"{label} {result[name]:.2f}")
     race.print(f"Spark, local disk ({mb:.0f} MB in {args.files} files, median of {args.repeat})")
-    print("ratio to built-in: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios_of(result)))
+    print("ratio to built-in: " + ", ".join(shown))
     write_json(args.json, result)
     return 0
-
-
-def ratios_of(result: dict[str, Any]) -> list[tuple[str, float]]:
-    """The ratios the run measured (both sides ran), by name."""
-    keys = ("ratio", "fused_ratio", "start_fused_ratio", "start_fused_ratio_same_transform")
-    return [(k, result[k]) for k in keys if result[k] is not None]
 
 
 if __name__ == "__main__":

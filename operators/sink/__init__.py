@@ -51,8 +51,30 @@ bad record: ``on_returning_name="new_file"`` (the default) writes its records to
 numbered name (``orders.csv`` -> ``orders-1.csv``); ``"overwrite"`` replaces the earlier file.
 """
 
-from operators.sink.metrics import SinkMetrics
-from operators.sink.operator import HDFS2FileSink
-from operators.sink.settings import SinkSettings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from operators.sink.metrics import SinkMetrics
+    from operators.sink.operator import HDFS2FileSink
+    from operators.sink.settings import SinkSettings
 
 __all__ = ["HDFS2FileSink", "SinkMetrics", "SinkSettings"]
+
+#: Where each public name lives: imported when first used, so that a process needing one
+#: submodule (Spark's planning process for a query unpickles the data source: the cursor,
+#: not the operator and its settings models) does not import the whole operator.
+_LAZY = {
+    "HDFS2FileSink": "operators.sink.operator",
+    "SinkMetrics": "operators.sink.metrics",
+    "SinkSettings": "operators.sink.settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -10,6 +10,28 @@ Modules inside the operators import the submodules, never this package, so that 
 order can find it half made.
 """
 
-from operators.source.operator import FileNameList, HDFS2FileSource, SourceSettings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from operators.source.operator import FileNameList, HDFS2FileSource, SourceSettings
 
 __all__ = ["FileNameList", "HDFS2FileSource", "SourceSettings"]
+
+#: Where each public name lives: imported when first used, so that a process needing one
+#: submodule (Spark's planning process for a query unpickles the data source: the cursor,
+#: not the operator and its settings models) does not import the whole operator.
+_LAZY = {
+    "FileNameList": "operators.source.operator",
+    "HDFS2FileSource": "operators.source.operator",
+    "SourceSettings": "operators.source.operator",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -47,11 +47,9 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 from operators.common.faults import FAULT_ENV, stop_here
 from operators.common.plugins import load_callable
 from operators.common.safepath import name_problem, numbered_name
-from operators.fs.settings import split_uri
-from operators.sink.formats import form_format
+from operators.sink.formats import form_format  # imported by operators.spark.commit anyway
 from operators.sink.manifest import Published, manifest_dir, write_manifest
 from operators.sink.owner import Owner
-from operators.sink.partitions import partition_of
 from operators.sink.templating import FileNameTemplate
 from operators.spark.commit import (
     CommitResult,
@@ -611,6 +609,10 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         """The manifest of a batch's published files, then ``on_published`` for each (driver)."""
         config = self.config
         partitioned = config.table is not None and bool(config.table.partition_by)
+        if partitioned:
+            # Imported here: numpy and pyarrow.compute, which only a partitioned table's
+            # commit needs, would slow every start of the driver's commit process.
+            from operators.sink.partitions import partition_of
         if config.manifest:
             write_manifest(
                 self.fs,
@@ -641,6 +643,9 @@ class HdfsSinkStreamWriter(DataSourceStreamArrowWriter):
         owner = self.config.owner
         if owner is None or owner.id is not None:
             return owner
+        # Imported here: the filesystem settings models (pydantic) are not needed to write.
+        from operators.fs.settings import split_uri
+
         base, path = split_uri(owner.checkpoint)
         if split_uri(self.fs.display("/"))[0] != base:
             return owner

@@ -377,3 +377,40 @@ def test_a_task_checks_a_small_file_in_the_read_it_makes_anyway(tmp_path: Path) 
     with mock.patch.object(fs, "read", counted):
         assert _lines(r, parts) == ["x,1", "y,2"]
     assert len(calls) == 1
+
+
+def test_the_planning_process_of_a_query_loads_only_what_planning_needs(tmp_path: Path) -> None:
+    """Spark starts a new Python process for every query to plan the source's batches: it
+    unpickles the data source and imports its modules, which every query waits for. The
+    operators' settings models (pydantic) and the in-process operators stay out of it."""
+    import subprocess
+    import sys
+
+    from pyspark import cloudpickle
+
+    from operators.spark.source import HdfsScanDataSource
+
+    source = HdfsScanDataSource(
+        {"directory": str(tmp_path / "in"), "plan_dir": str(tmp_path / "plans")}
+    )
+    source.schema()  # as Spark's load() does, in another process: the options parsed there
+    pickled = tmp_path / "source.pickle"
+    pickled.write_bytes(cloudpickle.dumps(source))
+    heavy = (
+        "pydantic",
+        "region.settings",
+        "operators.scan.operator",
+        "operators.source.operator",
+        "operators.sink.operator",
+    )
+    program = (
+        "import pickle, sys\n"
+        f"source = pickle.loads(open({str(pickled)!r}, 'rb').read())\n"
+        "reader = source.streamReader(None)\n"
+        "reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic' or m in {heavy!r}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
