@@ -1,4 +1,5 @@
-"""A module imported on first use: pyarrow and numpy for the parts that need them.
+"""A module imported on first use: pyarrow and numpy for the parts that need them; a package's
+public names imported on first use (:func:`lazy_exports`).
 
 A run that moves lines (no schema, no columns) uses neither, and importing them was a fifth
 of the time a process takes to start (pyarrow with numpy, pyarrow.compute, csv and ipc). The
@@ -12,7 +13,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-__all__ = ["lazy_module"]
+__all__ = ["lazy_exports", "lazy_module"]
 
 
 class _LazyModule:
@@ -55,3 +56,18 @@ def lazy_module(name: str) -> Any:
     """The module ``name``, imported when one of its attributes is first looked up. Modules
     name it under ``if TYPE_CHECKING: import name`` too, for the type checker."""
     return _LazyModule(name)
+
+
+def lazy_exports(package: str, where: dict[str, str]) -> Any:
+    """A package's module ``__getattr__`` that imports each public name from its module
+    (``where``: name -> module) when first used, so that a process needing one submodule (Spark's
+    planning process for a query unpickles the data source: the cursor, not the operator and
+    its settings models) does not import the whole operator."""
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__

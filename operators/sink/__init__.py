@@ -53,8 +53,9 @@ numbered name (``orders.csv`` -> ``orders-1.csv``); ``"overwrite"`` replaces the
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from operators.common.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from operators.sink.metrics import SinkMetrics
@@ -63,18 +64,10 @@ if TYPE_CHECKING:
 
 __all__ = ["HDFS2FileSink", "SinkMetrics", "SinkSettings"]
 
-#: Where each public name lives: imported when first used, so that a process needing one
-#: submodule (Spark's planning process for a query unpickles the data source: the cursor,
-#: not the operator and its settings models) does not import the whole operator.
+#: Where each public name lives, imported when first used (lazy_exports).
 _LAZY = {
     "HDFS2FileSink": "operators.sink.operator",
     "SinkMetrics": "operators.sink.metrics",
     "SinkSettings": "operators.sink.settings",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -12,26 +12,19 @@ order can find it half made.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from operators.common.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from operators.source.operator import FileNameList, HDFS2FileSource, SourceSettings
 
 __all__ = ["FileNameList", "HDFS2FileSource", "SourceSettings"]
 
-#: Where each public name lives: imported when first used, so that a process needing one
-#: submodule (Spark's planning process for a query unpickles the data source: the cursor,
-#: not the operator and its settings models) does not import the whole operator.
+#: Where each public name lives, imported when first used (lazy_exports).
 _LAZY = {
     "FileNameList": "operators.source.operator",
     "HDFS2FileSource": "operators.source.operator",
     "SourceSettings": "operators.source.operator",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
