@@ -11,7 +11,7 @@ is not an ``int64``; ``"12"`` is), else the record is bad and its column and val
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -36,35 +36,25 @@ __all__ = [
     "type_name",
 ]
 
-_SIMPLE_NAMES = (
-    "string",
-    "int64",
-    "int32",
-    "double",
-    "float",
-    "bool",
-    "date",
-    "timestamp",
-    "binary",
-)
+#: Each simple type name and how Arrow makes its type (called at first use: pyarrow is imported
+#: then, not by a run that has no schema).
+_SIMPLE: dict[str, Callable[[], pa.DataType]] = {
+    "string": lambda: pa.string(),
+    "int64": lambda: pa.int64(),
+    "int32": lambda: pa.int32(),
+    "double": lambda: pa.float64(),
+    "float": lambda: pa.float32(),
+    "bool": lambda: pa.bool_(),
+    "date": lambda: pa.date32(),
+    "timestamp": lambda: pa.timestamp("us"),
+    "binary": lambda: pa.binary(),
+}
 
 
 @cache
 def _simple() -> dict[str, pa.DataType]:
-    """The Arrow type of each simple type name (built at first use: pyarrow is imported
-    then, not by a run that has no schema)."""
-    types = (
-        pa.string(),
-        pa.int64(),
-        pa.int32(),
-        pa.float64(),
-        pa.float32(),
-        pa.bool_(),
-        pa.date32(),
-        pa.timestamp("us"),
-        pa.binary(),
-    )
-    return dict(zip(_SIMPLE_NAMES, types, strict=True))
+    """The Arrow type of each simple type name."""
+    return {name: make() for name, make in _SIMPLE.items()}
 
 
 @cache
@@ -75,13 +65,13 @@ def _cast_errors() -> tuple[type[BaseException], ...]:
 
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 #: The type names, for messages and the configuration reference.
-SCHEMA_TYPES = (*_SIMPLE_NAMES, "decimal(p,s)")
+SCHEMA_TYPES = (*_SIMPLE, "decimal(p,s)")
 
 
 def arrow_type(name: str) -> pa.DataType:
     """The Arrow type of a type name; ValueError naming the name and the ones known."""
     key = name.strip().lower()
-    if key in _SIMPLE_NAMES:
+    if key in _SIMPLE:
         return _simple()[key]
     if match := _DECIMAL.fullmatch(key):
         precision, scale = int(match.group(1)), int(match.group(2))
