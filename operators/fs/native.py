@@ -207,6 +207,11 @@ class NativeHdfsFileSystem:
             ),
             "dfs.client.socket-timeout": str(int(s.timeout * 1000)),
         }
+        if s.kerberos_principal is not None or s.keytab is not None:
+            # A login asked for is a Kerberos cluster's: without a core-site.xml saying so the
+            # client offers SIMPLE authentication, which such a NameNode refuses by closing the
+            # connection ("RPC listener disconnected", nothing about Kerberos).
+            config["hadoop.security.authentication"] = "kerberos"
         _use_process_user(s)
         check_keytab(s)
         client = self._call(
@@ -606,6 +611,15 @@ class NativeHdfsFileSystem:
         detail = match.group("msg") if match else text.split("\n\tat ", 1)[0].strip()
         where = self.display(path)
         msg = f"{op}: {detail}"
+        s = self.settings
+        login = s.kerberos_principal is not None or s.keytab is not None
+        if "DataTransferError" in text and login and _conf_dir(s) is None:
+            msg += (
+                " (the DataNodes of a Kerberized cluster may ask for SASL, set by "
+                "dfs.data.transfer.protection in its hdfs-site.xml, which this client has not "
+                "read: give [filesystem] config_dir, or HADOOP_CONF_DIR, the cluster's "
+                "configuration directory)"
+            )
         if any(marker in text for marker in _LEASE_MARKERS):
             return BlockingIOError(errno.EWOULDBLOCK, msg, where)
         # hdfs-native raises some as Python built-ins, and some texts carry no class name.

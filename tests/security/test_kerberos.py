@@ -504,3 +504,32 @@ def test_a_token_refused_mid_batch_means_a_new_token_and_the_batch_again(
     assert "a new delegation token for the tasks" in done.stderr
     assert sorted(pipe.published()) == sorted(pipe.expected())
     assert len(pipe.published()) == 90
+
+
+def test_hdfs_without_the_clusters_configuration_logs_in_and_names_what_is_missing(
+    secure_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A keytab and no core-site.xml (no config_dir, no HADOOP_CONF_DIR): the client logs in
+    with Kerberos all the same (it offered SIMPLE authentication, and the NameNode closed the
+    connection: "RPC listener disconnected"), and where the DataNodes ask for SASL, which only
+    the cluster's hdfs-site.xml says, the error names the setting and config_dir."""
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    fs, base = admin_fs(secure_sandbox, "hdfs")
+    path = posixpath.join(base, f"no-conf-{time.monotonic_ns()}.txt")
+    with fs.create(path) as out:
+        out.write(b"one\n")
+    info = secure_sandbox.info
+    bare = FileSystemSettings.model_validate(
+        {
+            "uri": info.hdfs,
+            "retries": 0,
+            **_auth(secure_sandbox, "hdfs", config_dir=None),
+            "webhdfs_uri": info.webhdfs,
+        }
+    )
+    client, _ = open_path(info.hdfs + "/tests", bare)
+    assert client.status(path).size == 4  # NameNode calls: the Kerberos login held
+    with pytest.raises(OSError) as caught:
+        client.read(path, 0, 4)
+    message = str(caught.value)
+    assert "dfs.data.transfer.protection" in message and "config_dir" in message, message
